@@ -1,0 +1,25 @@
+#pragma once
+// What every hetrl tool's main shares: parsing flags with CLI11 and mapping outcomes to exit
+// codes. 0: done; 1: the job could not be done (core::JobError, or an unexpected failure);
+// 2: bad input or usage (core::InputError, a flag CLI11 rejects). Errors are one line on
+// stderr, "<tool>: error: <message>"; nothing else is printed for them.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace hetrl::apps {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Parses argv into `app`, then runs `body` and returns its exit code, or the code of the
+// error it throws.
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// Prints the one-line error and returns kExitBadInput; for usage errors found after parsing.
+[[noreturn]] void usage_error(const std::string& message);
+
+}  // namespace hetrl::apps

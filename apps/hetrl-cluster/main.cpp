@@ -1,0 +1,179 @@
+// hetrl-cluster: build a cluster description from flags, validate one, show one, or list the
+// catalogue. With -o the cluster is written to a file and its table printed; without, the
+// JSON goes to stdout.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/tool.h"
+#include "core/error.h"
+#include "core/hash.h"
+#include "core/version.h"
+#include "hw/cluster_builder.h"
+#include "hw/cluster_report.h"
+#include "io/catalog_io.h"
+#include "io/cluster_io.h"
+#include "io/files.h"
+#include "io/profile_io.h"
+
+namespace {
+
+using namespace hetrl;
+
+constexpr const char* kExamples = R"(Examples:
+  hetrl-cluster --node us-east-1a:2x8xA100-SXM-80G --preset-node us-west-2a:4xg6e.48xlarge \
+                --link us-east-1a,us-west-2a:gbps=10,latency_ms=30 -o cluster.json
+  hetrl-cluster --preset-node us-east-1a:2xp4de.24xlarge --from-profile a100.json -o cluster.json
+  hetrl-cluster validate cluster.json
+  hetrl-cluster show cluster.json      (no file: the embedded default cluster)
+  hetrl-cluster catalog)";
+
+struct BuildFlags {
+  std::string name = "cluster";
+  std::vector<std::string> nodes;
+  std::vector<std::string> preset_nodes;
+  std::vector<std::string> links;
+  std::vector<std::string> regions;
+  std::vector<std::string> profiles;
+  std::vector<std::string> prices;
+  std::string intra_zone;
+  std::string cross_zone;
+  std::string cross_region;
+  std::string output;
+};
+
+std::string summary(const hw::Cluster& cluster) {
+  return fmt::format("{} GPUs in {} nodes, {} zones, {} regions", cluster.total_gpus(),
+                     cluster.nodes.size(), cluster.zones.size(), cluster.regions.size());
+}
+
+hw::Cluster build(const BuildFlags& flags, const io::Catalogs& catalogs) {
+  const hw::Catalog& catalog = catalogs.hardware;
+  hw::ClusterBuildParams params = hw::default_build_params(catalog);
+  params.name = flags.name;
+  for (const std::string& spec : flags.nodes) {
+    params.node_groups.push_back(hw::parse_node_spec(spec, catalog));
+  }
+  for (const std::string& spec : flags.preset_nodes) {
+    params.node_groups.push_back(hw::parse_preset_node_spec(spec, catalog));
+  }
+  for (const std::string& spec : flags.links) params.links.push_back(hw::parse_link_spec(spec, catalog));
+  for (const std::string& spec : flags.regions) params.regions.push_back(hw::parse_region_spec(spec));
+  if (!flags.intra_zone.empty()) {
+    params.intra_zone = hw::parse_network_spec(flags.intra_zone, catalog, "--intra-zone");
+  }
+  if (!flags.cross_zone.empty()) {
+    params.cross_zone = hw::parse_network_spec(flags.cross_zone, catalog, "--cross-zone");
+  }
+  if (!flags.cross_region.empty()) {
+    params.cross_region = hw::parse_network_spec(flags.cross_region, catalog, "--cross-region");
+  }
+  params.provenance.tool = "hetrl-cluster";
+  params.provenance.version = core::kVersion;
+  for (const char* file : {"gpus.json", "instances.json", "networks.json"}) {
+    params.provenance.inputs.emplace_back(file, core::content_hash(io::builtin_file(file)));
+  }
+  for (const std::string& path : flags.profiles) {
+    const std::string text = io::read_text_file(path);
+    const std::string hash = core::content_hash(text);
+    try {
+      const hw::GpuProfile profile = io::parse_profile(text, path);
+      hw::add_override(params, hw::override_from_profile(
+                                   profile, catalog, fmt::format("profile {} ({})", path, hash)));
+    } catch (const core::InputError& e) {
+      throw core::InputError(core::located("--from-profile " + path, e.what()));
+    }
+    params.provenance.inputs.emplace_back(path, hash);
+  }
+  for (const std::string& spec : flags.prices) {
+    hw::add_override(params, hw::parse_gpu_price_spec(spec, catalog));
+  }
+  return hw::build_cluster(params, catalog);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Build, validate and show hetrl cluster descriptions (hetrl.cluster/v1).",
+               "hetrl-cluster"};
+  app.set_version_flag("--version", std::string(core::kVersion));
+  app.footer(kExamples);
+
+  BuildFlags flags;
+  const std::vector<CLI::Option*> build_options = {
+      app.add_option("--node", flags.nodes,
+                     "Nodes: ZONE:[NODES x]GPUS x GPU_TYPE[:nic_gbps=N,link=NAME,price_per_hour_usd=N]"),
+      app.add_option("--preset-node", flags.preset_nodes,
+                     "Nodes of a cloud instance type: ZONE:[NODES x]INSTANCE[:key=value,...]"),
+      app.add_option("--link", flags.links,
+                     "A link between two zones: ZONE,ZONE:gbps=G,latency_ms=L or ZONE,ZONE:PRESET"),
+      app.add_option("--region", flags.regions,
+                     "Put zones in a region: REGION=ZONE,ZONE (default: from the zone's name)"),
+      app.add_option("--from-profile", flags.profiles,
+                     "A measured GPU profile (hetrl.profile/v1) that replaces the datasheet "
+                     "figures of its GPU type"),
+      app.add_option("--gpu-price", flags.prices, "A GPU type's price: GPU_TYPE=USD_PER_GPU_HOUR"),
+      app.add_option("--intra-zone", flags.intra_zone,
+                     "Network inside a zone: gbps=G,latency_ms=L or a preset (default same-zone)"),
+      app.add_option("--cross-zone", flags.cross_zone,
+                     "Default between zones of a region (default preset cross-zone)"),
+      app.add_option("--cross-region", flags.cross_region,
+                     "Default between regions (default preset cross-region)"),
+      app.add_option("--name", flags.name, "The cluster's name")->capture_default_str(),
+      app.add_option("-o,--output", flags.output, "Write the cluster here (default: JSON to stdout)"),
+  };
+
+  CLI::App* validate = app.add_subcommand("validate", "Check a cluster file; exit 0 when it is valid");
+  std::string validate_file;
+  validate->add_option("file", validate_file, "The cluster file")->required();
+  CLI::App* show = app.add_subcommand("show", "Show a cluster as a table of nodes, GPUs and links");
+  std::string show_file;
+  show->add_option("file", show_file, "The cluster file (default: the embedded default cluster)");
+  CLI::App* catalog = app.add_subcommand(
+      "catalog", "List the known GPU types, instance presets and network presets");
+  app.require_subcommand(0, 1);
+
+  return apps::run_tool(app, argc, argv, [&] {
+    const bool building = std::any_of(build_options.begin(), build_options.end(),
+                                      [](const CLI::Option* o) { return o->count() > 0; });
+    const bool subcommand = !app.get_subcommands().empty();
+    if (building && subcommand) {
+      apps::usage_error(fmt::format("the build flags do not apply to '{}'",
+                                    app.get_subcommands().front()->get_name()));
+    }
+    const io::Catalogs& catalogs = io::builtin_catalogs();
+    if (validate->parsed()) {
+      const hw::Cluster cluster = io::read_cluster(validate_file, catalogs.hardware);
+      fmt::print("{}: valid hetrl.cluster/v1, {}\n", validate_file, summary(cluster));
+      return apps::kExitOk;
+    }
+    if (show->parsed()) {
+      const hw::Cluster cluster =
+          show_file.empty()
+              ? io::parse_cluster(io::builtin_file("default_cluster.json"),
+                                  "default_cluster.json (embedded)", catalogs.hardware)
+              : io::read_cluster(show_file, catalogs.hardware);
+      fmt::print("{}", hw::format_cluster_table(cluster));
+      return apps::kExitOk;
+    }
+    if (catalog->parsed()) {
+      fmt::print("{}", hw::format_catalog(catalogs.hardware));
+      return apps::kExitOk;
+    }
+    if (!building) {
+      fmt::print("{}", app.help());
+      return apps::kExitOk;
+    }
+    const hw::Cluster cluster = build(flags, catalogs);
+    const std::string json = io::cluster_to_json(cluster);
+    if (flags.output.empty()) {
+      fmt::print("{}", json);
+    } else {
+      io::write_file_atomic(flags.output, json);
+      fmt::print("wrote {}\n\n{}", flags.output, hw::format_cluster_table(cluster));
+    }
+    return apps::kExitOk;
+  });
+}

@@ -1,0 +1,22 @@
+#pragma once
+// Strict parsing of numbers and lists written by people (command-line specs such as
+// "2x8xA100-SXM-80G" or "gbps=10,latency_ms=60"). Each function throws core::InputError that
+// names `what` and the text it could not read; nothing is silently truncated or defaulted.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hetrl::core {
+
+// A whole decimal integer, e.g. "8". Rejects "", "8x", "-1" when min_value > -1, "1e3".
+long long parse_integer(std::string_view text, std::string_view what, long long min_value,
+                        long long max_value);
+
+// A finite decimal number, e.g. "0.5" or "1e3".
+double parse_number(std::string_view text, std::string_view what);
+
+// Splits on every `separator`, keeping empty pieces.
+std::vector<std::string> split(std::string_view text, char separator);
+
+}  // namespace hetrl::core

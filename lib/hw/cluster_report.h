@@ -1,0 +1,17 @@
+#pragma once
+// Human-readable views of a cluster and of the catalogue, as hetrl-cluster prints them.
+
+#include <string>
+
+#include "hw/cluster.h"
+
+namespace hetrl::hw {
+
+// Nodes per zone and GPU type with GPUs, dense BF16 PFLOPS, memory and $/hour, totals, and
+// the network paths between the zones that hold nodes.
+std::string format_cluster_table(const Cluster& cluster);
+
+// The GPU types, instance presets and network presets of the catalogue.
+std::string format_catalog(const Catalog& catalog);
+
+}  // namespace hetrl::hw

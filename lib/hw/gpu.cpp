@@ -1,0 +1,133 @@
+#include "hw/gpu.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace hetrl::hw {
+namespace {
+
+template <typename T>
+std::vector<std::string> names_of(const std::vector<T>& items) {
+  std::vector<std::string> names;
+  names.reserve(items.size());
+  for (const T& item : items) names.push_back(item.name);
+  return names;
+}
+
+template <typename T>
+const T& lookup(const std::vector<T>& items, std::string_view name, std::string_view what,
+                std::string_view where) {
+  for (const T& item : items) {
+    if (item.name == name) return item;
+  }
+  throw core::InputError(core::located(
+      where, fmt::format("unknown {} {}{}", what, core::quoted(name),
+                         core::did_you_mean(name, names_of(items)))));
+}
+
+void require_positive(double value, std::string_view field, std::string_view gpu) {
+  if (!(value > 0)) {
+    throw core::InputError(
+        fmt::format("GPU type {}: {} must be positive, found {}", core::quoted(gpu), field, value));
+  }
+}
+
+void require_fraction(double value, std::string_view field, std::string_view gpu) {
+  if (!(value > 0 && value <= 1)) {
+    throw core::InputError(fmt::format("GPU type {}: efficiency {} must be in (0, 1], found {}",
+                                       core::quoted(gpu), field, value));
+  }
+}
+
+}  // namespace
+
+const GpuSpec* Catalog::find_gpu(std::string_view name) const {
+  for (const GpuSpec& spec : gpus) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const GpuSpec& Catalog::gpu(std::string_view name, std::string_view where) const {
+  return lookup(gpus, name, "GPU type", where);
+}
+
+const IntraNodeLink& Catalog::intra_node_link(std::string_view name,
+                                              std::string_view where) const {
+  return lookup(intra_node_links, name, "intra-node link", where);
+}
+
+const InstancePreset& Catalog::instance(std::string_view name, std::string_view where) const {
+  return lookup(instances, name, "instance type", where);
+}
+
+const NetworkPreset& Catalog::network(std::string_view name, std::string_view where) const {
+  return lookup(networks, name, "network preset", where);
+}
+
+std::vector<std::string> Catalog::gpu_names() const { return names_of(gpus); }
+
+void validate_gpu_spec(const GpuSpec& spec) {
+  require_positive(spec.memory, "memory", spec.name);
+  require_positive(spec.memory_bandwidth, "memory bandwidth", spec.name);
+  require_positive(spec.fp16_flops, "FP16 tensor peak", spec.name);
+  require_positive(spec.fp32_flops, "FP32 peak", spec.name);
+  if (spec.bf16_flops < 0) require_positive(spec.bf16_flops, "BF16 tensor peak", spec.name);
+  require_positive(spec.intra_node.bandwidth, "intra-node link bandwidth", spec.name);
+  if (spec.price_per_hour && *spec.price_per_hour < 0) {
+    throw core::InputError(fmt::format("GPU type {}: price must not be negative, found {}",
+                                       core::quoted(spec.name), *spec.price_per_hour));
+  }
+  require_fraction(spec.efficiency.gemm_large, "gemm_large", spec.name);
+  require_fraction(spec.efficiency.gemm_small, "gemm_small", spec.name);
+  require_fraction(spec.efficiency.memory, "memory", spec.name);
+  require_fraction(spec.efficiency.collective, "collective", spec.name);
+}
+
+GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
+  GpuSpec spec;
+  const GpuSpec* base = catalog.find_gpu(o.name);
+  if (base) {
+    spec = *base;
+  } else {
+    std::vector<std::string> missing;
+    if (!o.memory) missing.emplace_back("memory_gib");
+    if (!o.memory_bandwidth) missing.emplace_back("memory_bandwidth_gb_per_s");
+    if (!o.fp16_flops) missing.emplace_back("fp16_dense_tflops");
+    if (!o.fp32_flops) missing.emplace_back("fp32_tflops");
+    if (!o.intra_node_link) missing.emplace_back("intra_node_link");
+    if (!missing.empty()) {
+      std::string list;
+      for (const std::string& field : missing) list += (list.empty() ? "" : ", ") + field;
+      throw core::InputError(fmt::format(
+          "GPU type {} is not in the catalogue{}; a new type needs {}", core::quoted(o.name),
+          core::did_you_mean(o.name, catalog.gpu_names()), list));
+    }
+    spec.name = o.name;
+    spec.efficiency = catalog.default_efficiency;
+  }
+  if (o.memory) spec.memory = *o.memory;
+  if (o.memory_bandwidth) spec.memory_bandwidth = *o.memory_bandwidth;
+  if (o.bf16_flops) spec.bf16_flops = *o.bf16_flops;
+  if (o.fp16_flops) spec.fp16_flops = *o.fp16_flops;
+  if (o.fp32_flops) spec.fp32_flops = *o.fp32_flops;
+  if (o.intra_node_link) spec.intra_node = catalog.intra_node_link(*o.intra_node_link, "");
+  if (o.intra_node_bandwidth) spec.intra_node.bandwidth = *o.intra_node_bandwidth;
+  if (o.price_per_hour) {
+    spec.price_per_hour = *o.price_per_hour;
+    spec.price_source = o.source;
+  }
+  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.memory_efficiency ||
+                                  o.collective;
+  if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
+  if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
+  if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;
+  if (o.collective) spec.efficiency.collective = *o.collective;
+  if (efficiency_changed && !o.source.empty()) spec.efficiency.source = o.source;
+  if (!o.source.empty()) spec.source = base ? o.source + "; otherwise " + base->source : o.source;
+  validate_gpu_spec(spec);
+  return spec;
+}
+
+}  // namespace hetrl::hw

@@ -1,0 +1,119 @@
+#pragma once
+// GPU types and the hardware catalogue: datasheet peaks, the efficiency factors that turn
+// peaks into achievable rates, instance presets and network presets. Units are SI (see
+// core/units.h): bytes, bytes/s, FLOP/s, seconds, USD.
+//
+// Every spec carries the source of its figures. The catalogue is data (cost_models/*.json);
+// io/catalog_io reads it. A cluster may override any field per GPU type, and a measured
+// profile replaces the efficiency factors (hw/profile.h).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hetrl::hw {
+
+// A GPU-to-GPU link inside one node, e.g. "nvlink4". Bandwidth per GPU and per direction.
+struct IntraNodeLink {
+  std::string name;
+  double bandwidth = 0;  // bytes/s
+  std::string source;
+};
+
+// Fractions of a datasheet peak that real kernels reach, each in (0, 1].
+struct Efficiency {
+  double gemm_large = 0;  // GEMMs of >= 2048 tokens, of the dense tensor peak
+  double gemm_small = 0;  // GEMMs of about 256 tokens, of the dense tensor peak
+  double memory = 0;      // streaming weights, of the memory bandwidth
+  double collective = 0;  // NCCL bus bandwidth on large messages, of the link bandwidth
+  std::string source;
+};
+
+struct GpuSpec {
+  std::string name;
+  double memory = 0;             // bytes
+  double memory_bandwidth = 0;   // bytes/s
+  double bf16_flops = 0;         // dense BF16 tensor FLOP/s; 0 where the GPU has no BF16
+  double fp16_flops = 0;         // dense FP16 tensor FLOP/s
+  double fp32_flops = 0;         // FP32 (non-tensor) FLOP/s
+  IntraNodeLink intra_node;
+  std::optional<double> price_per_hour;  // USD per GPU-hour
+  std::string price_source;
+  Efficiency efficiency;
+  std::string source;
+
+  // The half-precision tensor peak training and inference run at: BF16, or FP16 where the
+  // GPU has no BF16 (V100, T4).
+  double tensor_flops() const { return bf16_flops > 0 ? bf16_flops : fp16_flops; }
+};
+
+// A cloud instance type usable as a node preset, e.g. "p4de.24xlarge".
+struct InstancePreset {
+  std::string name;
+  std::string gpu;
+  int gpus_per_node = 0;
+  double nic_bandwidth = 0;  // bytes/s
+  std::optional<double> price_per_hour;  // USD per instance-hour
+  std::string source;
+};
+
+// Bandwidth and one-way latency of a network path.
+struct LinkSpec {
+  double bandwidth = 0;  // bytes/s
+  double latency = 0;    // seconds, one-way
+};
+
+struct NetworkPreset {
+  std::string name;
+  LinkSpec link;
+  std::string source;
+};
+
+// The hardware catalogue. Lookups by name throw core::InputError naming `where` and the
+// closest known name.
+struct Catalog {
+  std::vector<GpuSpec> gpus;
+  std::vector<IntraNodeLink> intra_node_links;
+  std::vector<InstancePreset> instances;
+  std::vector<NetworkPreset> networks;
+  Efficiency default_efficiency;
+
+  const GpuSpec* find_gpu(std::string_view name) const;
+  const GpuSpec& gpu(std::string_view name, std::string_view where) const;
+  const IntraNodeLink& intra_node_link(std::string_view name, std::string_view where) const;
+  const InstancePreset& instance(std::string_view name, std::string_view where) const;
+  const NetworkPreset& network(std::string_view name, std::string_view where) const;
+
+  std::vector<std::string> gpu_names() const;
+};
+
+// Optional replacements for the fields of one GPU type, as a cluster file or a profile gives
+// them. For a type the catalogue knows, any subset; for a new type, at least memory, memory
+// bandwidth, FP16 peak, FP32 peak and the intra-node link.
+struct GpuTypeOverride {
+  std::string name;
+  std::optional<double> memory;            // bytes
+  std::optional<double> memory_bandwidth;  // bytes/s
+  std::optional<double> bf16_flops;
+  std::optional<double> fp16_flops;
+  std::optional<double> fp32_flops;
+  std::optional<std::string> intra_node_link;
+  std::optional<double> intra_node_bandwidth;  // bytes/s, a measured link replaces the preset
+  std::optional<double> price_per_hour;
+  std::optional<double> gemm_large;
+  std::optional<double> gemm_small;
+  std::optional<double> memory_efficiency;
+  std::optional<double> collective;
+  std::string source;
+};
+
+// The effective spec of a GPU type: the catalogue's entry (if any) with the override applied.
+// Throws core::InputError (without a location; callers add one) when a new type lacks a
+// required field or a value is out of range.
+GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& override_spec);
+
+// Checks a spec's values (positive peaks and bandwidths, efficiencies in (0, 1]).
+void validate_gpu_spec(const GpuSpec& spec);
+
+}  // namespace hetrl::hw

@@ -1,0 +1,76 @@
+#include "hw/profile.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace hetrl::hw {
+namespace {
+
+std::optional<double> ratio(const std::optional<double>& measured, double peak,
+                            std::string_view what, std::string_view unit, double unit_scale,
+                            std::string_view gpu) {
+  if (!measured) return std::nullopt;
+  if (!(*measured > 0)) {
+    throw core::InputError(fmt::format("{} must be positive, found {}", what, *measured / unit_scale));
+  }
+  if (*measured > peak * 1.0001) {
+    throw core::InputError(fmt::format(
+        "{} of {:.1f} {} is above the {} datasheet peak of {:.1f} {}; does the profile name the "
+        "right GPU type?", what, *measured / unit_scale, unit, gpu, peak / unit_scale, unit));
+  }
+  return std::min(1.0, *measured / peak);
+}
+
+template <typename T>
+void take(std::optional<T>& into, const std::optional<T>& from) {
+  if (from) into = from;
+}
+
+}  // namespace
+
+GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
+                                      const std::string& source) {
+  const GpuSpec& spec = catalog.gpu(profile.gpu_type, "profile");
+  GpuTypeOverride o;
+  o.name = spec.name;
+  o.source = source;
+  const double peak = spec.tensor_flops();
+  o.gemm_large = ratio(profile.gemm_large_flops, peak, "measured large-GEMM rate", "TFLOP/s",
+                       core::kTflops, spec.name);
+  o.gemm_small = ratio(profile.gemm_small_flops, peak, "measured small-GEMM rate", "TFLOP/s",
+                       core::kTflops, spec.name);
+  o.memory_efficiency = ratio(profile.memory_bandwidth, spec.memory_bandwidth,
+                              "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
+  if (profile.intra_node_bandwidth) {
+    if (!(*profile.intra_node_bandwidth > 0)) {
+      throw core::InputError("measured intra-node bandwidth must be positive");
+    }
+    o.intra_node_bandwidth = profile.intra_node_bandwidth;
+  }
+  const double link = o.intra_node_bandwidth.value_or(spec.intra_node.bandwidth);
+  o.collective = ratio(profile.allreduce_bus_bandwidth, link, "measured all-reduce bus bandwidth",
+                       "GB/s", core::kGBps, spec.name);
+  return o;
+}
+
+void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
+  take(earlier.memory, later.memory);
+  take(earlier.memory_bandwidth, later.memory_bandwidth);
+  take(earlier.bf16_flops, later.bf16_flops);
+  take(earlier.fp16_flops, later.fp16_flops);
+  take(earlier.fp32_flops, later.fp32_flops);
+  take(earlier.intra_node_link, later.intra_node_link);
+  take(earlier.intra_node_bandwidth, later.intra_node_bandwidth);
+  take(earlier.price_per_hour, later.price_per_hour);
+  take(earlier.gemm_large, later.gemm_large);
+  take(earlier.gemm_small, later.gemm_small);
+  take(earlier.memory_efficiency, later.memory_efficiency);
+  take(earlier.collective, later.collective);
+  if (!later.source.empty()) {
+    earlier.source = earlier.source.empty() ? later.source : earlier.source + "; " + later.source;
+  }
+}
+
+}  // namespace hetrl::hw

@@ -1,0 +1,58 @@
+#include "io/files.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace hetrl::io {
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw core::InputError(fmt::format("cannot read {}: it is a directory", path));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw core::InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw core::InputError(fmt::format("cannot read {}: read error", path));
+  return text.str();
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  const std::filesystem::path target(path);
+  std::filesystem::path temp = target;
+  temp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    }
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw core::JobError(fmt::format("cannot write {}: write error", path));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, target, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw core::JobError(fmt::format("cannot write {}: {}", path, ec.message()));
+  }
+}
+
+}  // namespace hetrl::io

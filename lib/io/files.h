@@ -1,0 +1,16 @@
+#pragma once
+// Reading and writing whole files. Writes go to a temporary file in the same folder that is
+// renamed over the target, so a failed run never leaves a half-written output.
+
+#include <string>
+#include <string_view>
+
+namespace hetrl::io {
+
+// Throws core::InputError "cannot read FILE: reason".
+std::string read_text_file(const std::string& path);
+
+// Throws core::JobError "cannot write FILE: reason".
+void write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace hetrl::io

@@ -1,0 +1,172 @@
+#include "io/workload_io.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "io/files.h"
+#include "io/json_reader.h"
+
+namespace hetrl::io {
+namespace {
+
+using detail::ObjectReader;
+using detail::Range;
+
+std::string trim(std::string_view text) {
+  const std::size_t first = text.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  const std::size_t last = text.find_last_not_of(" \t\r");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+bool is_whole_number(std::string_view text) {
+  long long value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && ec == std::errc() && ptr == text.data() + text.size();
+}
+
+workload::ResponseLengths read_lengths(ObjectReader& r, const std::string& base_dir) {
+  workload::ResponseLengths lengths;
+  const std::string kind = r.string("distribution");
+  constexpr long long kMaxTokens = 1 << 24;
+  if (kind == "fixed") {
+    lengths.kind = workload::LengthKind::kFixed;
+    lengths.fixed_tokens = static_cast<int>(r.integer("tokens", 1, kMaxTokens));
+  } else if (kind == "lognormal") {
+    lengths.kind = workload::LengthKind::kLognormal;
+    lengths.mean_tokens = r.number("mean_tokens", Range::kPositive);
+    lengths.max_tokens = static_cast<int>(r.integer("max_tokens", 1, kMaxTokens));
+    lengths.sigma = r.optional_number("sigma", Range::kPositive).value_or(workload::kDefaultLognormalSigma);
+  } else if (kind == "trace") {
+    lengths.kind = workload::LengthKind::kTrace;
+    lengths.trace_file = r.string("file");
+    lengths.trace_column = r.optional_string("column").value_or("");
+    std::filesystem::path path(lengths.trace_file);
+    if (path.is_relative() && !base_dir.empty()) path = std::filesystem::path(base_dir) / path;
+    try {
+      lengths.trace = read_length_trace(path.string(), lengths.trace_column);
+    } catch (const core::InputError& e) {
+      throw core::InputError(core::located(r.where("file"), e.what()));
+    }
+  } else {
+    r.fail("distribution", fmt::format("expected \"fixed\", \"lognormal\" or \"trace\", found {}",
+                                       core::quoted(kind)));
+  }
+  r.finish();
+  return lengths;
+}
+
+}  // namespace
+
+LoadedWorkload parse_workload(std::string_view text, std::string_view file,
+                              const std::string& base_dir,
+                              const workload::AlgorithmCatalog& algorithms,
+                              const workload::ModelCatalog& models) {
+  using workload::RoleModel;
+  const detail::Json json = detail::parse_json(text, file);
+  ObjectReader root(json, std::string(file), "");
+  detail::check_schema(root, "hetrl.workload/v1");
+  LoadedWorkload loaded;
+  loaded.name = root.optional_string("name").value_or(
+      std::filesystem::path(std::string(file)).stem().string());
+  detail::read_provenance(root);
+  workload::Workload& w = loaded.workload;
+  w.algorithm = root.string("algorithm");
+  algorithms.get(w.algorithm, root.where("algorithm"));
+  ObjectReader roles = root.object("models");
+  for (workload::Role role : workload::kRoles) {
+    const auto model = roles.optional_string(workload::role_name(role));
+    if (!model) continue;
+    RoleModel& given = w.role(role);
+    if (*model == "rule") {
+      given.kind = RoleModel::Kind::kRule;
+    } else {
+      given.kind = RoleModel::Kind::kModel;
+      given.model = models.get(*model, roles.where(workload::role_name(role))).name;
+    }
+  }
+  roles.finish();
+  constexpr long long kMaxCount = 1 << 24;
+  w.prompts_per_iteration = static_cast<int>(root.integer("prompts_per_iteration", 1, kMaxCount));
+  w.samples_per_prompt = static_cast<int>(root.optional_integer("samples_per_prompt", 1, 1 << 16).value_or(1));
+  w.prompt_length_tokens = static_cast<int>(root.integer("prompt_length_tokens", 1, kMaxCount));
+  ObjectReader lengths = root.object("response_length");
+  w.response = read_lengths(lengths, base_dir);
+  w.mini_batches = static_cast<int>(root.optional_integer("mini_batches", 1, kMaxCount).value_or(1));
+  w.epochs = static_cast<int>(root.optional_integer("epochs", 1, 1 << 10).value_or(1));
+  const std::string mode = root.optional_string("mode").value_or("sync");
+  if (mode == "sync") {
+    w.mode = workload::Mode::kSync;
+  } else if (mode == "async") {
+    w.mode = workload::Mode::kAsync;
+  } else {
+    root.fail("mode", fmt::format("expected \"sync\" or \"async\", found {}", core::quoted(mode)));
+  }
+  w.max_staleness = static_cast<int>(root.optional_integer("max_staleness", 0, 1 << 10).value_or(0));
+  root.finish();
+  try {
+    w.validate(algorithms, models);
+  } catch (const core::InputError& e) {
+    throw core::InputError(core::located(file, e.what()));
+  }
+  return loaded;
+}
+
+LoadedWorkload read_workload(const std::string& path, const workload::AlgorithmCatalog& algorithms,
+                             const workload::ModelCatalog& models) {
+  const std::string base_dir = std::filesystem::path(path).parent_path().string();
+  return parse_workload(read_text_file(path), path, base_dir, algorithms, models);
+}
+
+std::vector<int> parse_length_trace(std::string_view text, std::string_view file,
+                                    const std::string& column) {
+  std::vector<int> lengths;
+  int column_index = column.empty() ? 0 : -1;
+  bool first_row = true;
+  std::size_t line_number = 0;
+  for (const std::string& raw : core::split(text, '\n')) {
+    ++line_number;
+    const std::string line = trim(raw);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields = core::split(line, ',');
+    for (std::string& field : fields) field = trim(field);
+    const std::string where = fmt::format("{}:{}", file, line_number);
+    if (first_row) {
+      first_row = false;
+      if (!column.empty()) {
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+          if (fields[i] == column) column_index = static_cast<int>(i);
+        }
+        if (column_index < 0) {
+          throw core::InputError(fmt::format("{}: no column {} in the header{}", where,
+                                             core::quoted(column), core::did_you_mean(column, fields)));
+        }
+        continue;
+      }
+      if (fields.size() == 1 && !is_whole_number(fields[0])) continue;  // a header
+    }
+    if (column.empty() && fields.size() != 1) {
+      throw core::InputError(fmt::format(
+          "{}: expected one length per row, found {} fields; name the column to read", where,
+          fields.size()));
+    }
+    if (column_index >= static_cast<int>(fields.size())) {
+      throw core::InputError(fmt::format("{}: the row has no field for column {}", where,
+                                         core::quoted(column)));
+    }
+    lengths.push_back(static_cast<int>(core::parse_integer(
+        fields[column_index], where + ": response length", 1, 1 << 24)));
+  }
+  if (lengths.empty()) throw core::InputError(fmt::format("{}: the trace has no lengths", file));
+  return lengths;
+}
+
+std::vector<int> read_length_trace(const std::string& path, const std::string& column) {
+  return parse_length_trace(read_text_file(path), path, column);
+}
+
+}  // namespace hetrl::io

@@ -1,0 +1,46 @@
+#pragma once
+// Dense decoder-only LLM architectures and their parameter counts. The shape is what the cost
+// model needs (FLOPs, bytes, KV cache); the count is derived from it, never stored, and the
+// catalogue's published count only checks it.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hetrl::workload {
+
+struct ModelArch {
+  std::string name;
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int ffn_hidden = 0;  // gated MLP: gate and up project hidden -> ffn_hidden, down back
+  int vocab = 0;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  std::int64_t published_params = 0;  // as the publisher states it, for checking
+  std::string source;
+
+  std::int64_t params_per_layer() const;
+  std::int64_t embedding_params() const;  // input embeddings
+  std::int64_t lm_head_params() const;    // 0 when tied
+  std::int64_t parameter_count() const;
+
+  // Throws core::InputError naming the model and the field.
+  void validate() const;
+};
+
+struct ModelCatalog {
+  std::vector<ModelArch> models;
+
+  const ModelArch* find(std::string_view name) const;
+  // Throws core::InputError naming `where` and the closest known name.
+  const ModelArch& get(std::string_view name, std::string_view where) const;
+  std::vector<std::string> names() const;
+};
+
+}  // namespace hetrl::workload

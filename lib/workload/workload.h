@@ -1,0 +1,45 @@
+#pragma once
+// An RL post-training job: the algorithm, the model behind each role, the batch of one
+// iteration, the prompt and response lengths, the mini-batches and epochs of training, and
+// the mode (sync, or async with a staleness bound).
+
+#include <array>
+#include <string>
+
+#include "workload/algorithm.h"
+#include "workload/lengths.h"
+#include "workload/model.h"
+
+namespace hetrl::workload {
+
+struct RoleModel {
+  enum class Kind { kNone, kModel, kRule };
+  Kind kind = Kind::kNone;
+  std::string model;  // kModel: a name in the model catalogue
+};
+
+enum class Mode { kSync, kAsync };
+
+struct Workload {
+  std::string algorithm;
+  std::array<RoleModel, 4> roles;  // indexed by Role
+  int prompts_per_iteration = 0;
+  int samples_per_prompt = 1;
+  int prompt_length_tokens = 0;
+  ResponseLengths response;
+  int mini_batches = 1;
+  int epochs = 1;
+  Mode mode = Mode::kSync;
+  int max_staleness = 0;  // async only: generation may run this many iterations ahead
+
+  const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
+  RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }
+  int samples_per_iteration() const { return prompts_per_iteration * samples_per_prompt; }
+
+  // Checks the workload against the algorithm's roles and the model catalogue. Throws
+  // core::InputError whose text starts with the JSON path of the field at fault, e.g.
+  // "/models/critic: ...".
+  void validate(const AlgorithmCatalog& algorithms, const ModelCatalog& models) const;
+};
+
+}  // namespace hetrl::workload
