@@ -44,11 +44,6 @@ struct BuildFlags {
   std::string output;
 };
 
-std::string summary(const hw::Cluster& cluster) {
-  return fmt::format("{} GPUs in {} nodes, {} zones, {} regions", cluster.total_gpus(),
-                     cluster.nodes.size(), cluster.zones.size(), cluster.regions.size());
-}
-
 hw::Cluster build(const BuildFlags& flags, const io::Catalogs& catalogs) {
   const hw::Catalog& catalog = catalogs.hardware;
   hw::ClusterBuildParams params = hw::default_build_params(catalog);
@@ -146,7 +141,7 @@ int main(int argc, char** argv) {
     const io::Catalogs& catalogs = io::builtin_catalogs();
     if (validate->parsed()) {
       const hw::Cluster cluster = io::read_cluster(validate_file, catalogs.hardware);
-      fmt::print("{}: valid hetrl.cluster/v1, {}\n", validate_file, summary(cluster));
+      fmt::print("{}: valid hetrl.cluster/v1, {}\n", validate_file, hw::cluster_summary(cluster));
       return apps::kExitOk;
     }
     if (show->parsed()) {

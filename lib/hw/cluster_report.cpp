@@ -20,7 +20,17 @@ std::string link_text(const LinkSpec& link) {
                      link.latency / core::kMillisecond);
 }
 
+std::string counted(std::size_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 }  // namespace
+
+std::string cluster_summary(const Cluster& cluster) {
+  return fmt::format("{} in {}, {}, {}", counted(static_cast<std::size_t>(cluster.total_gpus()), "GPU"),
+                     counted(cluster.nodes.size(), "node"), counted(cluster.zones.size(), "zone"),
+                     counted(cluster.regions.size(), "region"));
+}
 
 std::string format_cluster_table(const Cluster& cluster) {
   struct Row {
@@ -59,9 +69,7 @@ std::string format_cluster_table(const Cluster& cluster) {
     }
   }
 
-  std::string out = fmt::format("cluster {}: {} GPUs in {} nodes, {} zones, {} regions\n\n",
-                                cluster.name, cluster.total_gpus(), cluster.nodes.size(),
-                                zone_order.size(), cluster.regions.size());
+  std::string out = fmt::format("cluster {}: {}\n\n", cluster.name, cluster_summary(cluster));
   const auto header = fmt::format("{:<16} {:<14} {:<14} {:>5} {:>5} {:>11} {:>11} {:>9}\n",
                                   "zone", "region", "GPU type", "nodes", "GPUs", "BF16 PFLOPS",
                                   "memory GiB", "$/hour");

@@ -7,6 +7,9 @@
 
 namespace hetrl::hw {
 
+// "40 GPUs in 5 nodes, 3 zones, 2 regions".
+std::string cluster_summary(const Cluster& cluster);
+
 // Nodes per zone and GPU type with GPUs, dense BF16 PFLOPS, memory and $/hour, totals, and
 // the network paths between the zones that hold nodes.
 std::string format_cluster_table(const Cluster& cluster);

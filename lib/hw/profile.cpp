@@ -32,7 +32,7 @@ void take(std::optional<T>& into, const std::optional<T>& from) {
 
 GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
                                       const std::string& source) {
-  const GpuSpec& spec = catalog.gpu(profile.gpu_type, "profile");
+  const GpuSpec& spec = catalog.gpu(profile.gpu_type, "/gpu_type");
   GpuTypeOverride o;
   o.name = spec.name;
   o.source = source;

@@ -14,7 +14,7 @@ std::string range_text(Range range) {
     case Range::kAny: return "a number";
     case Range::kPositive: return "a positive number";
     case Range::kNonNegative: return "a number >= 0";
-    case Range::kFraction: return "a number in (0, 1]";
+    case Range::kFraction: return "a number above 0 and at most 1";
   }
   return "a number";
 }

@@ -1,0 +1,180 @@
+#include <doctest/doctest.h>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "hw/cluster_builder.h"
+#include "hw/cluster_report.h"
+#include "hw/profile.h"
+#include "io/catalog_io.h"
+#include "io/cluster_io.h"
+#include "io/files.h"
+
+using namespace hetrl;
+
+namespace {
+
+const hw::Catalog& catalog() { return io::builtin_catalogs().hardware; }
+
+hw::Cluster build(const std::vector<std::string>& nodes, const std::vector<std::string>& links = {}) {
+  hw::ClusterBuildParams params = hw::default_build_params(catalog());
+  for (const std::string& spec : nodes) {
+    params.node_groups.push_back(spec.find(".") != std::string::npos
+                                     ? hw::parse_preset_node_spec(spec, catalog())
+                                     : hw::parse_node_spec(spec, catalog()));
+  }
+  for (const std::string& spec : links) params.links.push_back(hw::parse_link_spec(spec, catalog()));
+  return hw::build_cluster(params, catalog());
+}
+
+}  // namespace
+
+TEST_CASE("node specs give node and GPU counts, the GPU type and options") {
+  const hw::NodeGroup g = hw::parse_node_spec("us-east-1a:2x8xA100-SXM-80G", catalog());
+  CHECK(g.zone == "us-east-1a");
+  CHECK(g.node_count == 2);
+  CHECK(g.gpus_per_node == 8);
+  CHECK(g.gpu == "A100-SXM-80G");
+  CHECK(g.nic_bandwidth == doctest::Approx(hw::kDefaultNicGbps * core::kGbps));
+  const hw::NodeGroup one = hw::parse_node_spec("z:4xL4:nic_gbps=50,price_per_hour_usd=3", catalog());
+  CHECK(one.node_count == 1);
+  CHECK(one.gpus_per_node == 4);
+  CHECK(one.nic_bandwidth == doctest::Approx(50 * core::kGbps));
+  CHECK(one.price_per_hour == doctest::Approx(3));
+  // Instance presets bring their GPU, NIC and price.
+  const hw::NodeGroup p = hw::parse_preset_node_spec("us-west-2a:4xg6e.48xlarge", catalog());
+  CHECK(p.node_count == 4);
+  CHECK(p.gpus_per_node == 8);
+  CHECK(p.gpu == "L40S");
+  CHECK(p.nic_bandwidth == doctest::Approx(400 * core::kGbps));
+  CHECK(p.price_per_hour == doctest::Approx(30.131));
+}
+
+TEST_CASE("link and network specs") {
+  const hw::LinkRequest link = hw::parse_link_spec("a,b:gbps=10,latency_ms=60", catalog());
+  CHECK(link.zone_a == "a");
+  CHECK(link.zone_b == "b");
+  CHECK(link.link.bandwidth == doctest::Approx(10 * core::kGbps));
+  CHECK(link.link.latency == doctest::Approx(0.060));
+  const hw::LinkRequest preset = hw::parse_link_spec("a,b:cross-region", catalog());
+  CHECK(preset.link.bandwidth == catalog().network("cross-region", "").link.bandwidth);
+  CHECK_THROWS_WITH_AS(hw::parse_link_spec("a,b:gbps=10,latency=5", catalog()),
+                       "--link \"a,b:gbps=10,latency=5\": unknown key \"latency\" (did you mean "
+                       "\"latency_ms\"?)",
+                       core::InputError);
+}
+
+TEST_CASE("regions come from zone names unless given") {
+  CHECK(hw::region_of_zone("us-east-1a") == "us-east-1");
+  CHECK(hw::region_of_zone("us-central1-a") == "us-central1");
+  CHECK(hw::region_of_zone("lab") == "lab");
+  CHECK(hw::region_of_zone("rack7") == "rack7");
+}
+
+TEST_CASE("a built cluster: names, zones, regions and paths") {
+  const hw::Cluster c = build({"us-east-1a:2x8xA100-SXM-80G", "us-east-1b:g6e.48xlarge",
+                               "us-west-2a:1x8xH100-SXM"},
+                              {"us-east-1a,us-west-2a:gbps=20,latency_ms=30"});
+  REQUIRE(c.nodes.size() == 4);
+  CHECK(c.nodes[0].name == "us-east-1a-a100-sxm-80g-0");
+  CHECK(c.nodes[1].name == "us-east-1a-a100-sxm-80g-1");
+  CHECK(c.nodes[2].name == "us-east-1b-g6e.48xlarge-0");
+  CHECK(c.total_gpus() == 32);
+  REQUIRE(c.regions.size() == 2);
+  CHECK(c.zones[c.nodes[0].zone].region == c.zones[c.nodes[2].zone].region);
+  const int a = c.find_zone("us-east-1a");
+  const int b = c.find_zone("us-east-1b");
+  const int w = c.find_zone("us-west-2a");
+  CHECK(c.zone_path(a, a).kind == hw::PathKind::kSameZone);
+  CHECK(c.zone_path(a, b).kind == hw::PathKind::kCrossZone);
+  CHECK(c.zone_path(w, a).kind == hw::PathKind::kExplicitLink);
+  CHECK(c.zone_path(w, a).link.bandwidth == doctest::Approx(20 * core::kGbps));
+  CHECK(c.zone_path(b, w).kind == hw::PathKind::kCrossRegion);
+  // Price: 2 x 8 x 5.12 (A100) + 30.131 (g6e node) + 8 x 12.29 (H100).
+  REQUIRE(c.price_per_hour());
+  CHECK(*c.price_per_hour() == doctest::Approx(16 * 5.12 + 30.131 + 8 * 12.29));
+  CHECK(hw::cluster_summary(c) == "32 GPUs in 4 nodes, 3 zones, 2 regions");
+}
+
+TEST_CASE("a cluster without prices for some GPU says so") {
+  const hw::Cluster c = build({"a:8xL40", "a:8xL4"});
+  CHECK_FALSE(c.price_per_hour().has_value());
+  CHECK(hw::format_cluster_table(c).find("n/a") != std::string::npos);
+}
+
+TEST_CASE("validate finds what is wrong") {
+  hw::Cluster c = build({"a:8xL4"});
+  c.nodes.push_back(c.nodes[0]);
+  CHECK_THROWS_WITH_AS(c.validate(), "node \"a-l4-0\" is defined twice", core::InputError);
+  c.nodes.pop_back();
+  c.nodes[0].gpu_count = 0;
+  CHECK_THROWS_WITH_AS(c.validate(), "node \"a-l4-0\": GPU count must be at least 1, found 0",
+                       core::InputError);
+  c.nodes[0].gpu_count = 8;
+  c.network.intra_zone.bandwidth = 0;
+  CHECK_THROWS_AS(c.validate(), core::InputError);
+}
+
+TEST_CASE("a cluster file reads back what was written, byte for byte") {
+  const hw::Cluster c = build({"us-east-1a:2xp4de.24xlarge", "eu-west-1a:3x4xL40S:link=pcie5"},
+                              {"us-east-1a,eu-west-1a:gbps=5,latency_ms=40"});
+  const std::string json = io::cluster_to_json(c);
+  const hw::Cluster back = io::parse_cluster(json, "c.json", catalog());
+  CHECK(io::cluster_to_json(back) == json);
+  REQUIRE(back.nodes.size() == 5);
+  CHECK(back.nodes[2].intra_node.name == "pcie5");
+  CHECK(back.nodes[2].intra_node.bandwidth == doctest::Approx(64e9));
+  CHECK(back.network.links[0].link.latency == doctest::Approx(0.040));
+  CHECK(json.find("\"latency_ms\": 0.015") != std::string::npos);  // no 0.015000000000000001
+}
+
+TEST_CASE("the test cluster file parses with its overrides applied") {
+  const hw::Cluster c = io::read_cluster(std::string(HETRL_TEST_DATA) + "/valid.json", catalog());
+  const hw::GpuSpec& l40s = c.gpu_types[c.find_gpu_type("L40S")];
+  CHECK(l40s.price_per_hour == doctest::Approx(2.5));
+  CHECK(l40s.efficiency.gemm_large == doctest::Approx(0.6));
+  // Untouched fields keep the catalogue's values.
+  CHECK(l40s.efficiency.memory == catalog().gpu("L40S", "").efficiency.memory);
+  CHECK(l40s.memory_bandwidth == catalog().gpu("L40S", "").memory_bandwidth);
+  // 8 x 8 A100 at 5.12, 4 L40S at 2.5, and an H100 node priced 60 per hour.
+  CHECK(*c.price_per_hour() == doctest::Approx(16 * 5.12 + 4 * 2.5 + 60));
+}
+
+TEST_CASE("a new GPU type can be defined in the cluster file") {
+  const std::string text = R"({"schema": "hetrl.cluster/v1", "name": "x",
+    "regions": [{"name": "r", "zones": ["z"]}],
+    "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+    "nodes": [{"name": "n", "zone": "z", "gpu": "MI300X", "gpus": 8, "nic_gbps": 400}],
+    "gpu_types": {"MI300X": {"memory_gib": 192, "memory_bandwidth_gb_per_s": 5300,
+                             "bf16_dense_tflops": 1307, "fp16_dense_tflops": 1307,
+                             "fp32_tflops": 163, "intra_node_link": "nvlink4",
+                             "source": "AMD Instinct MI300X datasheet"}}})";
+  const hw::Cluster c = io::parse_cluster(text, "x.json", catalog());
+  const hw::GpuSpec& mi = c.gpu_types[c.nodes[0].gpu_type];
+  CHECK(mi.memory == 192 * core::kGiB);
+  CHECK(mi.efficiency.gemm_large == catalog().default_efficiency.gemm_large);
+  CHECK(mi.source == "AMD Instinct MI300X datasheet");
+}
+
+TEST_CASE("a profile turns measured rates into efficiencies") {
+  hw::GpuProfile profile;
+  profile.gpu_type = "H100-SXM";
+  profile.gemm_large_flops = 700e12;
+  profile.memory_bandwidth = 2680e9;
+  profile.intra_node_bandwidth = 360e9;
+  profile.allreduce_bus_bandwidth = 270e9;
+  const hw::GpuTypeOverride o = hw::override_from_profile(profile, catalog(), "p.json");
+  CHECK(*o.gemm_large == doctest::Approx(700.0 / 989.5));
+  CHECK(*o.memory_efficiency == doctest::Approx(2680.0 / 3350));
+  CHECK(*o.intra_node_bandwidth == doctest::Approx(360e9));
+  CHECK(*o.collective == doctest::Approx(270.0 / 360));  // of the measured link
+  CHECK_FALSE(o.gemm_small.has_value());
+  const hw::GpuSpec spec = hw::apply_override(catalog(), o);
+  CHECK(spec.efficiency.gemm_small == catalog().gpu("H100-SXM", "").efficiency.gemm_small);
+  CHECK(spec.intra_node.bandwidth == doctest::Approx(360e9));
+  profile.gemm_large_flops = 1200e12;  // above the 989.5 peak: not an H100
+  CHECK_THROWS_AS(hw::override_from_profile(profile, catalog(), "p.json"), core::InputError);
+}
+
+TEST_CASE("a failed write leaves no file") {
+  CHECK_THROWS_AS(io::write_file_atomic("/nonexistent-dir/x.json", "{}"), core::JobError);
+}

@@ -1,0 +1,124 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "io/catalog_io.h"
+#include "io/workload_io.h"
+#include "workload/rl_graph.h"
+
+using namespace hetrl;
+using workload::Role;
+using workload::TaskKind;
+
+namespace {
+
+const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+
+workload::TaskGraph graph_for(const std::string& algorithm, const std::string& models,
+                              int samples_per_prompt = 1) {
+  const std::string text = R"({"schema": "hetrl.workload/v1", "algorithm": ")" + algorithm +
+                           R"(", "models": )" + models +
+                           R"(, "prompts_per_iteration": 100, "samples_per_prompt": )" +
+                           std::to_string(samples_per_prompt) +
+                           R"(, "prompt_length_tokens": 200,
+      "response_length": {"distribution": "fixed", "tokens": 300}})";
+  const workload::Workload w =
+      io::parse_workload(text, "w.json", "", catalogs().algorithms, catalogs().models).workload;
+  return workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+}
+
+std::vector<std::string> names(const workload::TaskGraph& g) {
+  std::vector<std::string> out;
+  for (const workload::Task& t : g.tasks) out.push_back(t.name);
+  return out;
+}
+
+const workload::Edge& edge(const workload::TaskGraph& g, const std::string& from,
+                           const std::string& to) {
+  const auto it = std::find_if(g.edges.begin(), g.edges.end(), [&](const workload::Edge& e) {
+    return g.tasks[e.from].name == from && g.tasks[e.to].name == to;
+  });
+  REQUIRE(it != g.edges.end());
+  return *it;
+}
+
+bool has_edge(const workload::TaskGraph& g, const std::string& from, const std::string& to) {
+  return std::any_of(g.edges.begin(), g.edges.end(), [&](const workload::Edge& e) {
+    return g.tasks[e.from].name == from && g.tasks[e.to].name == to;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("PPO: generation, four scorers, GAE, two trainers and the weight sync") {
+  const workload::TaskGraph g = graph_for(
+      "ppo", R"({"actor": "Qwen2.5-7B", "critic": "Qwen2.5-1.5B", "reference": "Qwen2.5-7B",
+                 "reward": "Qwen2.5-1.5B"})");
+  CHECK(names(g) == std::vector<std::string>{"generate", "actor_logprob", "ref_logprob",
+                                             "critic_value", "reward", "advantage", "actor_train",
+                                             "critic_train", "weight_sync"});
+  CHECK(g.tasks[g.find("critic_value")].model == "Qwen2.5-1.5B");
+  CHECK(g.tasks[g.find("reward")].kind == TaskKind::kForward);
+  CHECK(g.tasks[g.find("advantage")].op == "gae");
+  // 100 samples x (200 + 300) tokens of int32 ids.
+  CHECK(edge(g, "generate", "critic_value").bytes == doctest::Approx(100 * 500 * 4));
+  // fp32 per response token.
+  CHECK(edge(g, "critic_value", "advantage").bytes == doctest::Approx(100 * 300 * 4));
+  CHECK(edge(g, "reward", "advantage").bytes == doctest::Approx(100 * 4));
+  // The actor's bf16 weights go to the next iteration's generation.
+  const double weights = 2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-7B", "").parameter_count());
+  CHECK(edge(g, "actor_train", "weight_sync").bytes == doctest::Approx(weights));
+  CHECK(edge(g, "weight_sync", "generate").previous_iteration);
+  // Every same-iteration input comes before its task.
+  const std::vector<int> order = g.topological_order();
+  REQUIRE(order.size() == g.tasks.size());
+  for (const workload::Edge& e : g.edges) {
+    if (e.previous_iteration) continue;
+    const auto at = [&](int t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
+    CHECK(at(e.from) < at(e.to));
+  }
+}
+
+TEST_CASE("GRPO: no critic, group-normalised advantages, a rule reward on the CPU") {
+  const workload::TaskGraph g =
+      graph_for("grpo", R"({"actor": "Qwen2.5-7B", "reference": "Qwen2.5-7B", "reward": "rule"})", 8);
+  CHECK(g.find("critic_value") < 0);
+  CHECK(g.find("critic_train") < 0);
+  const workload::Task& reward = g.tasks[g.find("reward")];
+  CHECK(reward.kind == TaskKind::kCpu);
+  CHECK(reward.op == "rule");
+  CHECK(reward.model.empty());
+  CHECK(g.tasks[g.find("advantage")].op == "group_norm");
+  CHECK(has_edge(g, "ref_logprob", "actor_train"));  // the KL term is in GRPO's loss
+  // 100 prompts x 8 samples.
+  CHECK(edge(g, "generate", "actor_logprob").bytes == doctest::Approx(800 * 500 * 4));
+}
+
+TEST_CASE("an absent optional reference drops its task and edges") {
+  const workload::TaskGraph g =
+      graph_for("grpo", R"({"actor": "Qwen2.5-7B", "reward": "rule"})", 4);
+  CHECK(g.find("ref_logprob") < 0);
+  CHECK_FALSE(has_edge(g, "ref_logprob", "actor_train"));
+  CHECK(has_edge(g, "actor_logprob", "actor_train"));
+}
+
+TEST_CASE("algorithm catalogues with a cycle or a dangling input are rejected") {
+  const std::string head = R"({"schema": "hetrl.algorithms/v1",
+    "payloads": {"x": {"bytes_per_sample": 4, "source": "s"}},
+    "algorithms": {"a": {"description": "d", "source": "s",
+      "roles": {"actor": "required", "critic": "unused", "reference": "optional",
+                "reward": "required_or_rule"}, "tasks": [)";
+  const std::string cycle = head + R"(
+      {"name": "t1", "role": "actor", "kind": "forward", "inputs": [{"from": "t2", "payload": "x"}]},
+      {"name": "t2", "role": "actor", "kind": "forward", "inputs": [{"from": "t1", "payload": "x"}]}]}}})";
+  CHECK_THROWS_WITH_AS(io::parse_algorithm_catalog(cycle, "alg.json"),
+                       "alg.json: algorithm \"a\": the task graph has a cycle", core::InputError);
+  const std::string dangling = head + R"(
+      {"name": "t1", "role": "actor", "kind": "forward", "inputs": [{"from": "t0", "payload": "x"}]}]}}})";
+  CHECK_THROWS_WITH_AS(io::parse_algorithm_catalog(dangling, "alg.json"),
+                       "alg.json: algorithm \"a\": task t1 takes input from unknown task \"t0\" "
+                       "(did you mean \"t1\"?)",
+                       core::InputError);
+}
