@@ -29,19 +29,15 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
                                   const hw::Catalog& catalog) {
   hw::GpuTypeOverride o;
   o.name = name;
-  auto scaled = [&](std::string_view key, double unit) -> std::optional<double> {
-    if (auto v = r.optional_number(key, Range::kPositive)) return *v * unit;
-    return std::nullopt;
-  };
-  o.memory = scaled("memory_gib", core::kGiB);
-  o.memory_bandwidth = scaled("memory_bandwidth_gb_per_s", core::kGBps);
-  o.bf16_flops = scaled("bf16_dense_tflops", core::kTflops);
-  o.fp16_flops = scaled("fp16_dense_tflops", core::kTflops);
-  o.fp32_flops = scaled("fp32_tflops", core::kTflops);
+  o.memory = r.optional_quantity("memory_gib", core::kGiB);
+  o.memory_bandwidth = r.optional_quantity("memory_bandwidth_gb_per_s", core::kGBps);
+  o.bf16_flops = r.optional_quantity("bf16_dense_tflops", core::kTflops);
+  o.fp16_flops = r.optional_quantity("fp16_dense_tflops", core::kTflops);
+  o.fp32_flops = r.optional_quantity("fp32_tflops", core::kTflops);
   if (auto link = r.optional_string("intra_node_link")) {
     o.intra_node_link = catalog.intra_node_link(*link, r.where("intra_node_link")).name;
   }
-  o.intra_node_bandwidth = scaled("intra_node_bandwidth_gb_per_s", core::kGBps);
+  o.intra_node_bandwidth = r.optional_quantity("intra_node_bandwidth_gb_per_s", core::kGBps);
   o.price_per_hour = r.optional_number("price_per_gpu_hour_usd", Range::kNonNegative);
   if (auto e = r.optional_object("efficiency")) {
     o.gemm_large = e->optional_number("gemm_large", Range::kFraction);

@@ -154,6 +154,11 @@ std::optional<double> ObjectReader::optional_number(std::string_view key, Range 
   return number(key, range);
 }
 
+std::optional<double> ObjectReader::optional_quantity(std::string_view key, double unit) {
+  if (const std::optional<double> value = optional_number(key, Range::kPositive)) return *value * unit;
+  return std::nullopt;
+}
+
 long long ObjectReader::integer(std::string_view key, long long min_value, long long max_value) {
   const Json& v = required(key);
   const std::string expected =

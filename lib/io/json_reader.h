@@ -49,6 +49,8 @@ class ObjectReader {
   std::optional<std::string> optional_string(std::string_view key);
   double number(std::string_view key, Range range = Range::kAny);
   std::optional<double> optional_number(std::string_view key, Range range = Range::kAny);
+  // An optional positive quantity in file units (the key names them), times `unit` to SI.
+  std::optional<double> optional_quantity(std::string_view key, double unit);
   long long integer(std::string_view key, long long min_value, long long max_value);
   std::optional<long long> optional_integer(std::string_view key, long long min_value,
                                             long long max_value);

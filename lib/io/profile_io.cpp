@@ -8,7 +8,6 @@
 namespace hetrl::io {
 
 hw::GpuProfile parse_profile(std::string_view text, std::string_view file) {
-  using detail::Range;
   const detail::Json json = detail::parse_json(text, file);
   detail::ObjectReader root(json, std::string(file), "");
   detail::check_schema(root, "hetrl.profile/v1");
@@ -18,15 +17,11 @@ hw::GpuProfile parse_profile(std::string_view text, std::string_view file) {
   profile.device_name = root.optional_string("device_name").value_or("");
   profile.host = root.optional_string("host").value_or("");
   detail::ObjectReader m = root.object("measurements");
-  auto scaled = [&](std::string_view key, double unit) -> std::optional<double> {
-    if (auto v = m.optional_number(key, Range::kPositive)) return *v * unit;
-    return std::nullopt;
-  };
-  profile.gemm_large_flops = scaled("gemm_large_tflops", core::kTflops);
-  profile.gemm_small_flops = scaled("gemm_small_tflops", core::kTflops);
-  profile.memory_bandwidth = scaled("memory_bandwidth_gb_per_s", core::kGBps);
-  profile.intra_node_bandwidth = scaled("intra_node_bandwidth_gb_per_s", core::kGBps);
-  profile.allreduce_bus_bandwidth = scaled("allreduce_bus_gb_per_s", core::kGBps);
+  profile.gemm_large_flops = m.optional_quantity("gemm_large_tflops", core::kTflops);
+  profile.gemm_small_flops = m.optional_quantity("gemm_small_tflops", core::kTflops);
+  profile.memory_bandwidth = m.optional_quantity("memory_bandwidth_gb_per_s", core::kGBps);
+  profile.intra_node_bandwidth = m.optional_quantity("intra_node_bandwidth_gb_per_s", core::kGBps);
+  profile.allreduce_bus_bandwidth = m.optional_quantity("allreduce_bus_gb_per_s", core::kGBps);
   m.finish();
   root.finish();
   return profile;
