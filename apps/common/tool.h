@@ -19,7 +19,8 @@ inline constexpr int kExitBadInput = 2;
 // error it throws.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
-// Prints the one-line error and returns kExitBadInput; for usage errors found after parsing.
+// Ends the run as bad usage (exit 2) from inside run_tool's body: for flag combinations that
+// CLI11 cannot check, such as build flags given to a subcommand.
 [[noreturn]] void usage_error(const std::string& message);
 
 }  // namespace hetrl::apps

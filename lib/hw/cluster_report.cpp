@@ -94,20 +94,14 @@ std::string format_cluster_table(const Cluster& cluster) {
                      total.gpus, total.flops / 1e15, total.memory / core::kGiB,
                      money(total.price));
 
+  const auto [slowest, fastest] = std::minmax_element(
+      cluster.nodes.begin(), cluster.nodes.end(),
+      [](const Node& a, const Node& b) { return a.nic_bandwidth < b.nic_bandwidth; });
   out += fmt::format("\nnetwork: {:.0f} Gbps, {:.3f} ms inside a zone; node NICs from {:.0f} to "
                      "{:.0f} Gbps\n",
                      cluster.network.intra_zone.bandwidth / core::kGbps,
                      cluster.network.intra_zone.latency / core::kMillisecond,
-                     [&] {
-                       double m = cluster.nodes[0].nic_bandwidth;
-                       for (const Node& n : cluster.nodes) m = std::min(m, n.nic_bandwidth);
-                       return m / core::kGbps;
-                     }(),
-                     [&] {
-                       double m = 0;
-                       for (const Node& n : cluster.nodes) m = std::max(m, n.nic_bandwidth);
-                       return m / core::kGbps;
-                     }());
+                     slowest->nic_bandwidth / core::kGbps, fastest->nic_bandwidth / core::kGbps);
   if (zone_order.size() > 1) {
     out += fmt::format("\n{:<16} {:<16} {:>8} {:>11}  {}\n", "zone", "zone", "Gbps",
                        "latency ms", "path");

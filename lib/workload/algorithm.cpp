@@ -35,7 +35,6 @@ std::string_view task_kind_name(TaskKind kind) { return kTaskKindNames[static_ca
 std::optional<TaskKind> task_kind_from_name(std::string_view name) {
   return from_name<TaskKind>(kTaskKindNames, name);
 }
-std::string_view role_need_name(RoleNeed need) { return kRoleNeedNames[static_cast<int>(need)]; }
 std::optional<RoleNeed> role_need_from_name(std::string_view name) {
   return from_name<RoleNeed>(kRoleNeedNames, name);
 }

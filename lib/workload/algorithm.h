@@ -23,7 +23,6 @@ std::optional<TaskKind> task_kind_from_name(std::string_view name);
 
 // How an algorithm uses a role.
 enum class RoleNeed { kUnused, kRequired, kOptional, kRequiredOrRule };
-std::string_view role_need_name(RoleNeed need);
 std::optional<RoleNeed> role_need_from_name(std::string_view name);
 
 enum class TokenSpan { kNone, kResponse, kPromptAndResponse };

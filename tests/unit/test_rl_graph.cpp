@@ -104,6 +104,18 @@ TEST_CASE("an absent optional reference drops its task and edges") {
   CHECK(has_edge(g, "actor_logprob", "actor_train"));
 }
 
+TEST_CASE("task kinds and roles read back from their names") {
+  for (TaskKind kind : {TaskKind::kGenerate, TaskKind::kForward, TaskKind::kTrain, TaskKind::kCpu,
+                        TaskKind::kWeightSync}) {
+    CHECK(workload::task_kind_from_name(workload::task_kind_name(kind)) == kind);
+  }
+  for (Role role : workload::kRoles) {
+    CHECK(workload::role_from_name(workload::role_name(role)) == role);
+  }
+  CHECK_FALSE(workload::task_kind_from_name("decode").has_value());
+  CHECK(workload::task_kind_name(TaskKind::kWeightSync) == "weight_sync");
+}
+
 TEST_CASE("algorithm catalogues with a cycle or a dangling input are rejected") {
   const std::string head = R"({"schema": "hetrl.algorithms/v1",
     "payloads": {"x": {"bytes_per_sample": 4, "source": "s"}},
