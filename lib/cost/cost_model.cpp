@@ -1,0 +1,425 @@
+#include "cost/cost_model.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+
+namespace hetrl::cost {
+namespace {
+
+using workload::TaskKind;
+
+constexpr double kBf16 = 2.0;
+constexpr int kSurvivalPoints = 1024;
+constexpr int kMaxLengthPoints = 40;
+
+// Roles whose model ends in a vocabulary-sized LM head (log-probabilities); the critic and a
+// reward model end in a scalar value head.
+bool has_lm_head(const workload::Task& task) {
+  return task.role == workload::Role::kActor || task.role == workload::Role::kReference;
+}
+
+}  // namespace
+
+void CostModel::StepCost::add(const StepCost& other, double weight) {
+  compute += other.compute * weight;
+  memory += other.memory * weight;
+  tp += other.tp * weight;
+  p2p += other.p2p * weight;
+}
+
+CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workload,
+                     const workload::TaskGraph& graph, const workload::ModelCatalog& models,
+                     CostParams params)
+    : cluster_(cluster), workload_(workload), graph_(graph), params_(params) {
+  for (const workload::Task& task : graph_.tasks) {
+    shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
+    lm_head_.push_back(has_lm_head(task));
+  }
+  samples_ = workload_.samples_per_iteration();
+  prompt_ = workload_.prompt_length_tokens;
+  mean_response_ = workload_.response.mean();
+  max_response_ = workload_.response.max();
+
+  // Survival of the response-length distribution on a grid over [0, max]: the fraction of
+  // sequences still generating at each step.
+  survival_table_.resize(kSurvivalPoints);
+  const double p_step = 1.0 / 4096;
+  std::vector<double> quantiles;  // the distribution's quantiles at p = i / 4096
+  for (int i = 0; i <= 4096; ++i) quantiles.push_back(workload_.response.quantile(i * p_step));
+  for (int i = 0; i < kSurvivalPoints; ++i) {
+    const double step = max_response_ * i / (kSurvivalPoints - 1);
+    const auto above = std::upper_bound(quantiles.begin(), quantiles.end(), step);
+    const double cdf = static_cast<double>(above - quantiles.begin() - 1) * p_step;
+    survival_table_[i] = std::clamp(1.0 - cdf, 0.0, 1.0);
+  }
+  // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
+  for (int i = 0; i < kMaxLengthPoints; ++i) {
+    const double n = std::ldexp(1.0, i) - 1;
+    max_length_table_.push_back(i == 0 ? 0.0 : workload_.response.quantile(n / (n + 1)));
+  }
+}
+
+const hw::GpuSpec& CostModel::gpu(int node) const {
+  return cluster_.gpu_types[cluster_.nodes[node].gpu_type];
+}
+
+double CostModel::usable_memory(int node) const {
+  return gpu(node).memory * (1.0 - params_.memory_reserve_fraction);
+}
+
+double CostModel::survival(double step) const {
+  if (step <= 0) return 1.0;
+  if (step >= max_response_) return 0.0;
+  const double x = step / max_response_ * (kSurvivalPoints - 1);
+  const int i = static_cast<int>(x);
+  const double f = x - i;
+  return survival_table_[i] * (1 - f) + survival_table_[std::min(i + 1, kSurvivalPoints - 1)] * f;
+}
+
+double CostModel::expected_max_length(double n) const {
+  if (n <= 1) return max_length_table_[1];  // one sequence: the median
+  const double x = std::log2(n + 1);
+  const int i = std::min(static_cast<int>(x), kMaxLengthPoints - 2);
+  const double f = std::min(1.0, x - i);
+  return max_length_table_[i] * (1 - f) + max_length_table_[i + 1] * f;
+}
+
+double CostModel::gemm_efficiency(const hw::GpuSpec& g, double tokens) const {
+  const hw::Efficiency& e = g.efficiency;
+  if (tokens >= 2048) return e.gemm_large;
+  if (tokens <= 256) return e.gemm_small;
+  const double f = (std::log2(tokens) - 8.0) / 3.0;
+  return e.gemm_small + (e.gemm_large - e.gemm_small) * f;
+}
+
+double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
+  if (ranks <= 1) return 0;
+  const hw::Node& n = cluster_.nodes[node];
+  const double bandwidth = n.intra_node.bandwidth * gpu(node).efficiency.collective;
+  return params_.collective_latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
+}
+
+double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const {
+  if (node_a == node_b) return cluster_.nodes[node_a].intra_node.bandwidth;
+  const hw::Node& a = cluster_.nodes[node_a];
+  const hw::Node& b = cluster_.nodes[node_b];
+  const double nic = std::min(a.nic_bandwidth / a.gpu_count, b.nic_bandwidth / b.gpu_count);
+  const hw::Path path = cluster_.zone_path(a.zone, b.zone);
+  return std::min(nic, path.link.bandwidth / std::max(1, ranks));
+}
+
+double CostModel::activation_bytes_per_token_layer(int task, int tp, bool recompute) const {
+  const double hidden = shapes_[task].hidden;
+  // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer
+  // without the attention-score term flash attention removes; of that, 24 x hidden is split
+  // by tensor parallelism. Full recompute keeps only each layer's bf16 input.
+  return recompute ? 2.0 * hidden : (10.0 + 24.0 / tp) * hidden;
+}
+
+CostModel::StepCost CostModel::decode_step(int task, std::span<const Stage> stages, double batch,
+                                           double context) const {
+  const ModelShape& shape = shapes_[task];
+  StepCost cost;
+  const int pp = static_cast<int>(stages.size());
+  for (int s = 0; s < pp; ++s) {
+    const Stage& stage = stages[s];
+    const hw::GpuSpec& g = gpu(stage.node);
+    const bool last = s == pp - 1;
+    double flops = batch * shape.layer_flops(stage.layers, context);
+    if (last) flops += batch * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
+    const double compute = flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, batch));
+    const double bytes = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp +
+                         batch * context * stage.layers * shape.kv_bytes_per_token_layer(stage.tp);
+    const double memory = bytes / (g.memory_bandwidth * g.efficiency.memory);
+    (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
+    cost.tp += 2.0 * stage.layers *
+               node_allreduce_seconds(stage.node, stage.tp, batch * shape.hidden * kBf16);
+    if (s > 0) {
+      const int prev = stages[s - 1].node;
+      const double activation = batch * shape.hidden * kBf16 / stage.tp;
+      cost.p2p += activation / stage_link_bandwidth(prev, stage.node, stage.tp) +
+                  (prev == stage.node ? 0.0
+                                      : cluster_.zone_path(cluster_.nodes[prev].zone,
+                                                           cluster_.nodes[stage.node].zone)
+                                            .link.latency);
+    }
+  }
+  return cost;
+}
+
+double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
+                                     std::span<const double> kv_budget, Breakdown& out) const {
+  const ModelShape& shape = shapes_[task];
+  if (samples <= 0) return 0;
+  const int pp = static_cast<int>(stages.size());
+
+  // Prefill: the prompts, compute-bound, in chunks through the pipeline.
+  const double tokens = samples * prompt_;
+  const double chunks = std::ceil(tokens / params_.prefill_chunk_tokens);
+  double prefill_compute = 0;
+  double prefill_tp = 0;
+  for (int s = 0; s < pp; ++s) {
+    const Stage& stage = stages[s];
+    const hw::GpuSpec& g = gpu(stage.node);
+    double flops = tokens * shape.layer_flops(stage.layers, prompt_ / 2);
+    if (s == pp - 1) flops += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
+    const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
+    const double compute = flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, chunk_tokens));
+    const double tp = stage.tp > 1
+                          ? 2.0 * stage.layers *
+                                (node_allreduce_seconds(stage.node, stage.tp,
+                                                        tokens * shape.hidden * kBf16) +
+                                 (chunks - 1) * params_.collective_latency)
+                          : 0.0;
+    // Chunks flow through the stages; the slowest stage sets the pace.
+    prefill_compute = std::max(prefill_compute, compute);
+    prefill_tp = std::max(prefill_tp, tp);
+  }
+  const double fill = (chunks + pp - 1) / chunks;
+  out.add("prefill compute", prefill_compute * fill);
+  if (prefill_tp > 0) out.add("prefill TP all-reduce", prefill_tp * fill);
+
+  // How many sequences the KV cache holds at once, at the mean context.
+  double capacity_tokens = std::numeric_limits<double>::infinity();
+  for (int s = 0; s < pp; ++s) {
+    const double per_token = stages[s].layers * shape.kv_bytes_per_token_layer(stages[s].tp);
+    capacity_tokens = std::min(capacity_tokens, kv_budget[s] / per_token);
+  }
+  const double concurrent = std::max(1.0, capacity_tokens / (prompt_ + mean_response_));
+  const double live = std::min(samples, concurrent);
+
+  // Drain: `live` sequences start together and leave as they finish; the last one sets the
+  // end, at the expected longest of all the replica's responses.
+  const double longest = expected_max_length(samples);
+  StepCost decode;
+  const int points = params_.decode_points;
+  for (int j = 0; j < points; ++j) {
+    const double step = (j + 0.5) / points * longest;
+    const double batch = std::max(1.0, live * survival(step));
+    decode.add(decode_step(task, stages, batch, prompt_ + step), longest / points);
+  }
+  // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
+  if (samples > concurrent) {
+    const double steps = (samples - concurrent) * mean_response_ / concurrent;
+    decode.add(decode_step(task, stages, concurrent, prompt_ + mean_response_), steps);
+  }
+  if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
+  if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);
+  if (decode.tp > 0) out.add("decode TP all-reduce", decode.tp);
+  if (decode.p2p > 0) out.add("decode pipeline sends", decode.p2p);
+  return out.total();
+}
+
+double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+                               const TrainOptions& train, bool training, Breakdown& out) const {
+  const ModelShape& shape = shapes_[task];
+  if (samples <= 0) return 0;
+  const int pp = static_cast<int>(stages.size());
+  const double sequence = prompt_ + mean_response_;
+  const double steps = training ? workload_.mini_batches * workload_.epochs : 1.0;
+  const double batch_tokens = samples * sequence / (training ? workload_.mini_batches : 1);
+  const double micro_batches =
+      std::max<double>(pp, std::ceil(batch_tokens / params_.micro_batch_tokens));
+  const double micro = batch_tokens / micro_batches;
+  // Forward + backward (2x) + a recomputed forward.
+  const double factor = training ? (train.recompute ? 4.0 : 3.0) : 1.0;
+  const double allreduces_per_layer = training ? (train.recompute ? 6.0 : 4.0) : 2.0;
+
+  double worst = -1;
+  double worst_compute = 0, worst_tp = 0, worst_p2p = 0;
+  double optimizer = 0;
+  for (int s = 0; s < pp; ++s) {
+    const Stage& stage = stages[s];
+    const hw::GpuSpec& g = gpu(stage.node);
+    const bool last = s == pp - 1;
+    double flops = micro * shape.layer_flops(stage.layers, sequence / 2);
+    if (last) {
+      const double response_tokens = micro * mean_response_ / sequence;
+      flops += lm_head_[task] ? response_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
+    }
+    const double compute =
+        factor * flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, micro));
+    const double tp = allreduces_per_layer * stage.layers *
+                      node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
+    double p2p = 0;
+    if (!last) {
+      const int next = stages[s + 1].node;
+      const double bytes = micro * shape.hidden * kBf16 / stage.tp;
+      const double latency = next == stage.node
+                                 ? 0.0
+                                 : cluster_.zone_path(cluster_.nodes[stage.node].zone,
+                                                      cluster_.nodes[next].zone)
+                                       .link.latency;
+      p2p = (training ? 2.0 : 1.0) *
+            (bytes / stage_link_bandwidth(stage.node, next, stage.tp) + latency);
+    }
+    const double total = compute + tp + p2p;
+    if (total > worst) {
+      worst = total;
+      worst_compute = compute;
+      worst_tp = tp;
+      worst_p2p = p2p;
+    }
+    if (training) {
+      const double params = shape.stage_params(stage.layers, s == 0, last) / stage.tp /
+                            (train.zero_stage >= 1 ? dp : 1);
+      optimizer = std::max(optimizer, params * params_.adam_bytes_per_param /
+                                          (g.memory_bandwidth * g.efficiency.memory));
+    }
+  }
+  const char* compute_name = training ? "forward + backward compute" : "forward compute";
+  out.add(compute_name, steps * micro_batches * worst_compute);
+  if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
+  if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
+  if (pp > 1) out.add("pipeline bubble", steps * (pp - 1) * worst);
+  if (training) out.add("optimizer step", steps * optimizer);
+  return out.total();
+}
+
+double CostModel::replica_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+                                  const TrainOptions& train, std::span<const double> kv_budget,
+                                  Breakdown& out) const {
+  switch (graph_.tasks[task].kind) {
+    case TaskKind::kGenerate: return generation_seconds(task, stages, samples, kv_budget, out);
+    case TaskKind::kForward: return pass_seconds(task, stages, samples, dp, train, false, out);
+    case TaskKind::kTrain: return pass_seconds(task, stages, samples, dp, train, true, out);
+    case TaskKind::kCpu:
+    case TaskKind::kWeightSync: break;
+  }
+  assert(false && "replica_seconds takes GPU tasks");
+  return 0;
+}
+
+StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int index, int dp,
+                                    const TrainOptions& train) const {
+  const ModelShape& shape = shapes_[task];
+  const Stage& stage = stages[index];
+  const int pp = static_cast<int>(stages.size());
+  const bool last = index == pp - 1;
+  const double params = shape.stage_params(stage.layers, index == 0, last) / stage.tp;
+  StageMemory m;
+  const double micro = std::min(params_.micro_batch_tokens, samples_ * (prompt_ + mean_response_));
+  switch (graph_.tasks[task].kind) {
+    case TaskKind::kGenerate:
+      m.weights = kBf16 * params;
+      m.kv_cache_min = (prompt_ + max_response_) * stage.layers *
+                       shape.kv_bytes_per_token_layer(stage.tp);
+      break;
+    case TaskKind::kForward:
+      m.weights = kBf16 * params;
+      // One layer's activations at a time, and the last stage's logits.
+      m.activations = micro * activation_bytes_per_token_layer(task, stage.tp, false);
+      if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
+      break;
+    case TaskKind::kTrain: {
+      // Mixed-precision Adam: bf16 weights (2) and gradients (2), fp32 master weights,
+      // momentum and variance (12): 16 bytes per parameter (Rajbhandari et al. 2020, ZeRO),
+      // each part sharded over the DP replicas from its ZeRO stage on.
+      const double shards = std::max(1, dp);
+      m.weights = kBf16 * params / (train.zero_stage >= 3 ? shards : 1);
+      m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
+      m.optimizer = 12.0 * params / (train.zero_stage >= 1 ? shards : 1);
+      // 1F1B keeps up to (pp - index) micro-batches in flight on stage `index`.
+      const double in_flight = pp - index;
+      m.activations = in_flight * micro * stage.layers *
+                      activation_bytes_per_token_layer(task, stage.tp, train.recompute);
+      if (train.recompute) {
+        m.activations += micro * activation_bytes_per_token_layer(task, stage.tp, false);
+      }
+      if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
+      break;
+    }
+    case TaskKind::kCpu:
+    case TaskKind::kWeightSync: break;
+  }
+  return m;
+}
+
+double CostModel::gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
+                                        const TrainOptions& train, Breakdown& out) const {
+  const int dp = static_cast<int>(replicas.size());
+  if (dp <= 1) return 0;
+  const ModelShape& shape = shapes_[task];
+  double bytes = 0;          // gradient bytes per GPU, the largest
+  int ranks = 1;             // GPUs per replica: parallel rings
+  for (const auto& stages : replicas) {
+    const int pp = static_cast<int>(stages.size());
+    int gpus = 0;
+    for (int s = 0; s < pp; ++s) {
+      gpus += stages[s].tp;
+      bytes = std::max(bytes, kBf16 * shape.stage_params(stages[s].layers, s == 0, s == pp - 1) /
+                                  stages[s].tp);
+    }
+    ranks = std::max(ranks, gpus);
+  }
+  // A ring through the replicas in the given order: its slowest hop sets the pace.
+  double bandwidth = std::numeric_limits<double>::infinity();
+  double latency = 0;
+  double efficiency = 1;
+  for (int r = 0; r < dp; ++r) {
+    const int a = replicas[r][0].node;
+    const int b = replicas[(r + 1) % dp][0].node;
+    bandwidth = std::min(bandwidth, stage_link_bandwidth(a, b, ranks));
+    efficiency = std::min(efficiency, gpu(a).efficiency.collective);
+    if (a != b) {
+      latency = std::max(latency, cluster_.zone_path(cluster_.nodes[a].zone,
+                                                     cluster_.nodes[b].zone).link.latency);
+    }
+  }
+  // ZeRO-3 also gathers the weights for the forward and the backward pass.
+  const double volume = train.zero_stage >= 3 ? 1.5 : 1.0;
+  const double per_step = params_.collective_latency + 2.0 * (dp - 1) * latency +
+                          volume * 2.0 * (dp - 1) / dp * bytes / (bandwidth * efficiency);
+  const double steps = workload_.mini_batches * workload_.epochs;
+  out.add("DP gradient all-reduce", steps * per_step);
+  return out.total();
+}
+
+double CostModel::cpu_seconds(int task) const {
+  const workload::Task& t = graph_.tasks[task];
+  if (t.op == "rule") return samples_ * params_.rule_reward_seconds_per_sample;
+  return samples_ * mean_response_ * params_.cpu_seconds_per_token;
+}
+
+double CostModel::transfer_seconds(double bytes, std::span<const int> gpus_a,
+                                   std::span<const int> gpus_b) const {
+  if (bytes <= 0) return 0;
+  const std::size_t nodes = cluster_.nodes.size();
+  double nic_a = 0, nic_b = 0, total_a = 0, total_b = 0;
+  for (std::size_t n = 0; n < nodes; ++n) {
+    const hw::Node& node = cluster_.nodes[n];
+    nic_a += node.nic_bandwidth * gpus_a[n] / node.gpu_count;
+    nic_b += node.nic_bandwidth * gpus_b[n] / node.gpu_count;
+    total_a += gpus_a[n];
+    total_b += gpus_b[n];
+  }
+  if (total_a == 0 || total_b == 0) return 0;
+  double seconds = bytes / std::min(nic_a, nic_b);
+  double latency = 0;
+  // Zone links crossed: each carries the share of the data between its two zones.
+  const std::size_t zones = cluster_.zones.size();
+  for (std::size_t za = 0; za < zones; ++za) {
+    double in_a = 0;
+    for (std::size_t n = 0; n < nodes; ++n) {
+      if (cluster_.nodes[n].zone == static_cast<int>(za)) in_a += gpus_a[n];
+    }
+    if (in_a == 0) continue;
+    for (std::size_t zb = 0; zb < zones; ++zb) {
+      double in_b = 0;
+      for (std::size_t n = 0; n < nodes; ++n) {
+        if (cluster_.nodes[n].zone == static_cast<int>(zb)) in_b += gpus_b[n];
+      }
+      if (in_b == 0) continue;
+      const hw::Path path = cluster_.zone_path(static_cast<int>(za), static_cast<int>(zb));
+      latency = std::max(latency, path.link.latency);
+      if (za == zb) continue;
+      const double share = in_a / total_a * in_b / total_b;
+      seconds = std::max(seconds, bytes * share / path.link.bandwidth);
+    }
+  }
+  return seconds + latency;
+}
+
+}  // namespace hetrl::cost

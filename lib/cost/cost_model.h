@@ -1,0 +1,186 @@
+#pragma once
+// The analytical cost model: seconds and bytes of every RL task on any placement, from the
+// model's shape (cost/shape.h), the GPUs' datasheet peaks times calibrated efficiencies, and
+// the cluster's links. Planners never time anything: they all call this, so their plans
+// compare fairly. Every estimate can be broken into named terms (Breakdown).
+//
+// Reading map:
+//   - generation_seconds: prefill (compute-bound) + decode. A decode step costs, per stage,
+//     the larger of the compute time and the memory time (stage weights plus the live KV
+//     cache), plus TP all-reduces. The batch drains as sequences finish: the step count is the
+//     expected longest response of the replica's batch, and the live batch follows the
+//     survival curve of the response-length distribution. The KV cache caps how many
+//     sequences run at once; beyond that, sequences queue (a steady phase at full batch).
+//   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, a
+//     bubble of (PP - 1) micro-batch times per flush, TP all-reduces per layer, pipeline
+//     sends between stages, and for training the optimizer step per mini-batch.
+//   - gradient_sync_seconds: the DP all-reduce of a train task across its replicas, a ring at
+//     the slowest link it crosses (replicas may be of different GPU types and zones).
+//   - transfer_seconds / weight_sync_seconds: data between GPU sets over the bottleneck path
+//     (node NICs in parallel, capped by the zone links crossed).
+//   - memory: weights, gradients, optimizer state (ZeRO stage 0-3), activations (with or
+//     without recompute), KV cache.
+//
+// Units: seconds, bytes, FLOP. All rates are per GPU.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cost/shape.h"
+#include "hw/cluster.h"
+#include "workload/model.h"
+#include "workload/rl_graph.h"
+
+namespace hetrl::cost {
+
+// Documented defaults; each can be changed by whoever builds a CostModel.
+struct CostParams {
+  // Memory no task may use: CUDA context, allocator fragmentation, framework buffers. vLLM's
+  // default gpu_memory_utilization of 0.9 leaves the same tenth.
+  double memory_reserve_fraction = 0.10;
+  // Fixed cost of one NCCL collective. With it, time = latency + ring volume / (link x
+  // collective efficiency) reproduces the published A100 all-reduce table (2 and 8 GPUs,
+  // 1-64 MiB, NVLink) within 15% (tested).
+  double collective_latency = 45e-6;
+  // Tokens per micro-batch of forward and training passes (gradient accumulation beyond).
+  double micro_batch_tokens = 8192;
+  // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
+  double prefill_chunk_tokens = 8192;
+  // Bytes the Adam step reads and writes per parameter: fp32 master, momentum and variance
+  // read and written (24), fp32 gradient read (4), bf16 weight written (2).
+  double adam_bytes_per_param = 30;
+  // CPU work: GAE / group normalisation per response token, and a rule-based reward per
+  // sample (run by parallel workers; per-sample cost after parallelism).
+  double cpu_seconds_per_token = 2e-9;
+  double rule_reward_seconds_per_sample = 2e-4;
+  // Points of the quadrature over the draining decode batch.
+  int decode_points = 32;
+};
+
+struct TrainOptions {
+  int zero_stage = 1;      // 0: none; 1: optimizer state; 2: + gradients; 3: + weights
+  bool recompute = false;  // full activation recompute
+};
+
+// One pipeline stage of a replica: `tp` GPUs of one node holding `layers` layers.
+struct Stage {
+  int node = 0;
+  int tp = 1;
+  int layers = 0;
+};
+
+// Named parts of an estimate. Collecting the terms is optional so the search's hot path pays
+// only for the sum.
+class Breakdown {
+ public:
+  explicit Breakdown(bool keep_terms = false) : keep_terms_(keep_terms) {}
+  void add(const char* name, double seconds) {
+    total_ += seconds;
+    if (keep_terms_) terms_.push_back({name, seconds});
+  }
+  double total() const { return total_; }
+  struct Term {
+    const char* name;
+    double seconds;
+  };
+  const std::vector<Term>& terms() const { return terms_; }
+
+ private:
+  bool keep_terms_;
+  double total_ = 0;
+  std::vector<Term> terms_;
+};
+
+// Per-GPU memory of one stage of one task, in bytes.
+struct StageMemory {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;   // transient: needed only while the task runs
+  double kv_cache_min = 0;  // generation: the cache one longest sequence needs
+  double resident() const { return weights + gradients + optimizer; }
+};
+
+class CostModel {
+ public:
+  CostModel(const hw::Cluster& cluster, const workload::Workload& workload,
+            const workload::TaskGraph& graph, const workload::ModelCatalog& models,
+            CostParams params = {});
+
+  const hw::Cluster& cluster() const { return cluster_; }
+  const workload::Workload& workload() const { return workload_; }
+  const workload::TaskGraph& graph() const { return graph_; }
+  const CostParams& params() const { return params_; }
+  // The shape of a task's model (GPU tasks only).
+  const ModelShape& shape(int task) const { return shapes_[task]; }
+  double usable_memory(int node) const;
+
+  // Seconds a replica takes for `samples` samples of a GPU task. For generation,
+  // `kv_budget` is the memory per GPU of each stage left for the KV cache.
+  // For training, `dp` is the number of replicas (ZeRO shards the optimizer over them).
+  double replica_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+                         const TrainOptions& train, std::span<const double> kv_budget,
+                         Breakdown& out) const;
+
+  // Memory per GPU of stage `index` of a replica of `task` with `dp` replicas.
+  StageMemory stage_memory(int task, std::span<const Stage> stages, int index, int dp,
+                           const TrainOptions& train) const;
+
+  // The DP gradient all-reduce of a train task over its replicas, per optimizer step times
+  // the steps of an iteration.
+  double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
+                               const TrainOptions& train, Breakdown& out) const;
+
+  // Seconds of a CPU task.
+  double cpu_seconds(int task) const;
+
+  // Moving `bytes` spread evenly over the GPUs of set A to the GPUs of set B; a set is given
+  // as GPU counts per node (indexed by node).
+  double transfer_seconds(double bytes, std::span<const int> gpus_a,
+                          std::span<const int> gpus_b) const;
+
+  // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.
+  double node_allreduce_seconds(int node, int ranks, double bytes) const;
+
+  // The expected longest response among n, and the survival (fraction of sequences still
+  // generating) at step k.
+  double expected_max_length(double n) const;
+  double survival(double step) const;
+
+ private:
+  double generation_seconds(int task, std::span<const Stage> stages, double samples,
+                            std::span<const double> kv_budget, Breakdown& out) const;
+  double pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+                      const TrainOptions& train, bool training, Breakdown& out) const;
+  double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
+  double gemm_efficiency(const hw::GpuSpec& gpu, double tokens) const;
+  struct StepCost {
+    double compute = 0;  // steps bound by compute
+    double memory = 0;   // steps bound by reading weights and KV cache
+    double tp = 0;       // TP all-reduces
+    double p2p = 0;      // sends between pipeline stages
+    double total() const { return compute + memory + tp + p2p; }
+    void add(const StepCost& other, double weight);
+  };
+  StepCost decode_step(int task, std::span<const Stage> stages, double batch,
+                       double context) const;
+  const hw::GpuSpec& gpu(int node) const;
+  double activation_bytes_per_token_layer(int task, int tp, bool recompute) const;
+
+  const hw::Cluster& cluster_;
+  const workload::Workload& workload_;
+  const workload::TaskGraph& graph_;
+  CostParams params_;
+  std::vector<ModelShape> shapes_;  // per task (empty shape for CPU tasks)
+  std::vector<bool> lm_head_;       // per task: logits over the vocabulary, or a scalar head
+  double samples_ = 0;
+  double prompt_ = 0;
+  double mean_response_ = 0;
+  double max_response_ = 0;
+  std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
+  std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
+};
+
+}  // namespace hetrl::cost

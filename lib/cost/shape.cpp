@@ -1,0 +1,37 @@
+#include "cost/shape.h"
+
+#include <algorithm>
+
+namespace hetrl::cost {
+
+ModelShape::ModelShape(const workload::ModelArch& arch)
+    : layer_params(static_cast<double>(arch.params_per_layer())),
+      embedding_params(static_cast<double>(arch.embedding_params())),
+      head_params(static_cast<double>(arch.lm_head_params())),
+      hidden(arch.hidden),
+      vocab(arch.vocab),
+      q_dim(static_cast<double>(arch.heads) * arch.head_dim),
+      kv_dim(static_cast<double>(arch.kv_heads) * arch.head_dim),
+      layers(arch.layers),
+      heads(arch.heads),
+      kv_heads(arch.kv_heads) {
+  layer_linear_params = hidden * q_dim * 2 + hidden * kv_dim * 2 + 3.0 * hidden * arch.ffn_hidden;
+}
+
+double ModelShape::total_params() const {
+  return embedding_params + layers * layer_params + hidden + head_params;
+}
+
+double ModelShape::stage_params(int stage_layers, bool first, bool last) const {
+  double params = stage_layers * layer_params;
+  if (first) params += embedding_params;
+  if (last) params += hidden + (head_params > 0 ? head_params : (first ? 0.0 : embedding_params));
+  return params;
+}
+
+double ModelShape::kv_bytes_per_token_layer(int tp) const {
+  const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / tp);
+  return 2.0 /* K and V */ * heads_per_rank * (kv_dim / kv_heads) * 2.0 /* bf16 */;
+}
+
+}  // namespace hetrl::cost

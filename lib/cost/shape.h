@@ -1,0 +1,48 @@
+#pragma once
+// FLOPs and bytes of a dense decoder-only model, per token and per pipeline stage: what the
+// cost model multiplies by rates. Units: FLOP, bytes, tokens.
+//
+// A stage holds a contiguous run of layers; the first stage also holds the input embeddings
+// and the last the final norm and LM head. Forward FLOPs of a token attending to `context`
+// earlier tokens, per layer: 2 x (linear parameters) + 4 x (heads x head_dim) x context
+// (scores and weighted sum); the LM head adds 2 x hidden x vocab where logits are needed.
+// Backward is twice the forward (gradients of activations and of weights).
+
+#include <cstdint>
+
+#include "workload/model.h"
+
+namespace hetrl::cost {
+
+struct ModelShape {
+  double layer_params = 0;        // parameters of one decoder layer
+  double layer_linear_params = 0;  // of which in GEMMs (q, k, v, o, gate, up, down)
+  double embedding_params = 0;
+  double head_params = 0;          // LM head (0 when tied: the embedding matrix is reused)
+  double hidden = 0;
+  double vocab = 0;
+  double q_dim = 0;                // heads x head_dim
+  double kv_dim = 0;               // kv_heads x head_dim
+  int layers = 0;
+  int heads = 0;
+  int kv_heads = 0;
+
+  explicit ModelShape(const workload::ModelArch& arch);
+  ModelShape() = default;
+
+  double total_params() const;
+  // Parameters of a stage holding `layers` layers; first and last say which ends it holds.
+  double stage_params(int stage_layers, bool first, bool last) const;
+
+  // Forward FLOPs per token through `stage_layers` layers at the given attention context.
+  double layer_flops(int stage_layers, double context) const {
+    return stage_layers * (2.0 * layer_linear_params + 4.0 * q_dim * context);
+  }
+  double head_flops() const { return 2.0 * hidden * vocab; }
+
+  // KV-cache bytes per token per layer on one GPU of a TP group of `tp` (bf16 keys and
+  // values; KV heads are split across TP ranks, and replicated when tp exceeds them).
+  double kv_bytes_per_token_layer(int tp) const;
+};
+
+}  // namespace hetrl::cost

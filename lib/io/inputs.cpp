@@ -1,0 +1,30 @@
+#include "io/inputs.h"
+
+#include "core/hash.h"
+#include "io/cluster_io.h"
+#include "io/files.h"
+
+namespace hetrl::io {
+
+Inputs load_inputs(const std::string& cluster_path, const std::string& workload_path,
+                   const Catalogs& catalogs) {
+  Inputs in;
+  in.cluster = cluster_path.empty()
+                   ? parse_cluster(builtin_file("default_cluster.json"),
+                                   "default_cluster.json (embedded)", catalogs.hardware)
+                   : read_cluster(cluster_path, catalogs.hardware);
+  in.cluster_hash = core::content_hash(cluster_to_json(in.cluster));
+  if (workload_path.empty()) {
+    const std::string_view text = builtin_file("default_workload.json");
+    in.workload = parse_workload(text, "default_workload.json (embedded)", "", catalogs.algorithms,
+                                 catalogs.models);
+    in.workload_hash = core::content_hash(text);
+  } else {
+    in.workload = read_workload(workload_path, catalogs.algorithms, catalogs.models);
+    in.workload_hash = core::content_hash(read_text_file(workload_path));
+  }
+  in.graph = workload::build_task_graph(in.workload.workload, catalogs.algorithms, catalogs.models);
+  return in;
+}
+
+}  // namespace hetrl::io

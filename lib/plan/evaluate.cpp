@@ -1,0 +1,426 @@
+#include "plan/evaluate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "core/units.h"
+
+namespace hetrl::plan {
+namespace {
+
+using workload::TaskKind;
+
+bool on_gpu(TaskKind kind) { return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync; }
+
+}  // namespace
+
+Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
+  const workload::TaskGraph& graph = model.graph();
+  const hw::Cluster& cluster = model.cluster();
+  const int n = static_cast<int>(graph.tasks.size());
+  std::vector<std::string> names;
+  for (const workload::Task& task : graph.tasks) {
+    if (task.model.empty()) {
+      model_of_task_.push_back(-1);
+      continue;
+    }
+    auto it = std::find(names.begin(), names.end(), task.model);
+    if (it == names.end()) it = names.insert(names.end(), task.model);
+    model_of_task_.push_back(static_cast<int>(it - names.begin()));
+  }
+  model_count_ = static_cast<int>(names.size());
+
+  // A CPU task runs on the host of the first GPU task that consumes its output.
+  order_ = graph.topological_order();
+  location_.assign(n, -1);
+  for (int t = 0; t < n; ++t) {
+    if (on_gpu(graph.tasks[t].kind)) location_[t] = t;
+  }
+  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
+    const int t = *it;
+    if (graph.tasks[t].kind != TaskKind::kCpu) continue;
+    int best = -1;
+    for (const workload::Edge& e : graph.edges) {
+      if (e.previous_iteration || e.from != t || location_[e.to] < 0) continue;
+      const int position = static_cast<int>(std::find(order_.begin(), order_.end(), e.to) - order_.begin());
+      if (best < 0 || position < best) {
+        best = position;
+        location_[t] = location_[e.to];
+      }
+    }
+  }
+
+  // Nodes the cost model cannot tell apart share a class, so alike replicas are priced once.
+  std::map<std::tuple<int, int, double, double, int>, int> classes;
+  for (const hw::Node& node : cluster.nodes) {
+    const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
+                                     node.nic_bandwidth, node.zone);
+    node_class_.push_back(classes.emplace(key, static_cast<int>(classes.size())).first->second);
+    max_gpus_per_node_ = std::max(max_gpus_per_node_, node.gpu_count);
+  }
+  slot_of_gpu_.assign(cluster.nodes.size() * max_gpus_per_node_, -1);
+}
+
+bool Evaluator::check_memory(const Plan& plan) {
+  const hw::Cluster& cluster = model_.cluster();
+  const workload::TaskGraph& graph = model_.graph();
+  budget_offset_.clear();
+  budgets_all_.clear();
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const Group& group = plan.groups[g];
+    const int slots = static_cast<int>(group.gpus.size());
+    for (int i = 0; i < slots; ++i) {
+      slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
+    }
+    // Per GPU and model: training state, inference weights and generation weights; per GPU:
+    // the largest transient need.
+    const std::size_t cells = static_cast<std::size_t>(slots) * model_count_;
+    train_.assign(cells, cost::StageMemory{});
+    infer_weights_.assign(cells, 0.0);
+    gen_weights_.assign(cells, 0.0);
+    activations_.assign(slots, 0.0);
+    kv_min_.assign(slots, 0.0);
+    for (const TaskPlacement& placement : group.tasks) {
+      const int m = model_of_task_[placement.task];
+      const TaskKind kind = graph.tasks[placement.task].kind;
+      const int dp = static_cast<int>(placement.replicas.size());
+      for (const Replica& replica : placement.replicas) {
+        stages_.clear();
+        for (const Stage& s : replica.stages) {
+          stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+        }
+        for (std::size_t s = 0; s < replica.stages.size(); ++s) {
+          const cost::StageMemory mem =
+              model_.stage_memory(placement.task, stages_, static_cast<int>(s), dp, placement.train);
+          for (int device : replica.stages[s].devices) {
+            const int slot = slot_of_gpu_[replica.stages[s].node * max_gpus_per_node_ + device];
+            const std::size_t cell = static_cast<std::size_t>(slot) * model_count_ + m;
+            if (kind == TaskKind::kTrain) {
+              if (mem.resident() > train_[cell].resident()) train_[cell] = mem;
+            } else if (kind == TaskKind::kForward) {
+              infer_weights_[cell] = std::max(infer_weights_[cell], mem.weights);
+            } else {
+              gen_weights_[cell] = std::max(gen_weights_[cell], mem.weights);
+            }
+            activations_[slot] = std::max(activations_[slot], mem.activations);
+            kv_min_[slot] = std::max(kv_min_[slot], mem.kv_cache_min);
+          }
+        }
+      }
+    }
+    budget_offset_.push_back(static_cast<int>(budgets_all_.size()));
+    GroupPrediction& gp = prediction_.groups[g];
+    double tightest = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < slots; ++i) {
+      MemoryUse use;
+      use.gpu = group.gpus[i];
+      use.capacity = model_.usable_memory(use.gpu.node);
+      for (int m = 0; m < model_count_; ++m) {
+        const std::size_t cell = static_cast<std::size_t>(i) * model_count_ + m;
+        const cost::StageMemory& t = train_[cell];
+        if (t.resident() > 0) {
+          // Forward passes reuse the trained weights; generation holds its own layout.
+          use.weights += t.weights + gen_weights_[cell];
+          use.gradients += t.gradients;
+          use.optimizer += t.optimizer;
+        } else {
+          use.weights += std::max(infer_weights_[cell], gen_weights_[cell]);
+        }
+      }
+      const double resident = use.weights + use.gradients + use.optimizer;
+      // Tasks take turns: the transient need is the largest one, a cache or activations.
+      if (kv_min_[i] >= activations_[i]) {
+        use.kv_cache = kv_min_[i];
+      } else {
+        use.activations = activations_[i];
+      }
+      budgets_all_.push_back(use.capacity - resident);
+      const double headroom = use.capacity - use.used();
+      if (headroom < tightest) {
+        tightest = headroom;
+        gp.tightest = use;
+      }
+      if (headroom < 0) {
+        const hw::Node& node = cluster.nodes[use.gpu.node];
+        constexpr double kGiB = core::kGiB;
+        prediction_.infeasible = fmt::format(
+            "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over "
+            "(weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache "
+            "{:.1f})",
+            node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, g,
+            use.used() / kGiB, use.capacity / kGiB, -headroom / kGiB, use.weights / kGiB,
+            use.gradients / kGiB, use.optimizer / kGiB, use.activations / kGiB,
+            use.kv_cache / kGiB);
+        for (const Gpu& gpu : group.gpus) {
+          slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
+        }
+        return false;
+      }
+    }
+    for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
+  }
+  return true;
+}
+
+double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement& placement,
+                               bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  const bool generate = graph.tasks[placement.task].kind == TaskKind::kGenerate;
+  const int dp = static_cast<int>(placement.replicas.size());
+  const double samples = model_.workload().samples_per_iteration();
+  const Group& g = plan.groups[group];
+  for (int i = 0; i < static_cast<int>(g.gpus.size()); ++i) {
+    slot_of_gpu_[g.gpus[i].node * max_gpus_per_node_ + g.gpus[i].device] = i;
+  }
+  TaskPrediction& tp = prediction_.tasks[placement.task];
+  tp.replica_seconds.assign(placement.replicas.size(), 0.0);
+  all_stages_.clear();
+  all_budgets_.clear();
+  stage_offsets_.clear();
+  signatures_.clear();
+  signature_seconds_.clear();
+  double slowest = 0;
+  int slowest_replica = 0;
+  for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
+    const Replica& replica = placement.replicas[r];
+    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+    signature_.clear();
+    signature_.push_back(replica.share);
+    for (const Stage& s : replica.stages) {
+      all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+      double budget = std::numeric_limits<double>::infinity();
+      if (generate) {
+        for (int device : s.devices) {
+          const int slot = slot_of_gpu_[s.node * max_gpus_per_node_ + device];
+          budget = std::min(budget, budgets_all_[budget_offset_[group] + slot]);
+        }
+      }
+      all_budgets_.push_back(budget);
+      signature_.insert(signature_.end(), {static_cast<double>(node_class_[s.node]),
+                                           static_cast<double>(s.devices.size()),
+                                           static_cast<double>(s.layers), generate ? budget : 0.0});
+    }
+    // Replicas alike for the cost model are priced once.
+    double seconds = -1;
+    for (std::size_t k = 0; k < signatures_.size(); ++k) {
+      if (signatures_[k] == signature_) {
+        seconds = signature_seconds_[k];
+        break;
+      }
+    }
+    if (seconds < 0) {
+      cost::Breakdown breakdown;
+      const std::span<const cost::Stage> stages(all_stages_.data() + stage_offsets_.back(),
+                                                replica.stages.size());
+      const std::span<const double> budgets(all_budgets_.data() + stage_offsets_.back(),
+                                            replica.stages.size());
+      seconds = model_.replica_seconds(placement.task, stages, replica.share * samples, dp,
+                                       placement.train, budgets, breakdown);
+      signatures_.push_back(signature_);
+      signature_seconds_.push_back(seconds);
+    }
+    tp.replica_seconds[r] = seconds;
+    if (seconds > slowest) {
+      slowest = seconds;
+      slowest_replica = static_cast<int>(r);
+    }
+  }
+  for (const Gpu& gpu : g.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
+
+  cost::Breakdown sync(explain);
+  if (graph.tasks[placement.task].kind == TaskKind::kTrain && dp > 1) {
+    spans_.clear();
+    for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
+      spans_.emplace_back(all_stages_.data() + stage_offsets_[r], placement.replicas[r].stages.size());
+    }
+    model_.gradient_sync_seconds(placement.task, spans_, placement.train, sync);
+  }
+  if (explain) {
+    // The slowest replica's terms, priced again with the terms kept.
+    const Replica& replica = placement.replicas[slowest_replica];
+    const std::span<const cost::Stage> stages(all_stages_.data() + stage_offsets_[slowest_replica],
+                                              replica.stages.size());
+    const std::span<const double> budgets(all_budgets_.data() + stage_offsets_[slowest_replica],
+                                          replica.stages.size());
+    cost::Breakdown terms(true);
+    model_.replica_seconds(placement.task, stages, replica.share * samples, dp, placement.train,
+                           budgets, terms);
+    tp.terms = terms.terms();
+    tp.terms.insert(tp.terms.end(), sync.terms().begin(), sync.terms().end());
+  }
+  return slowest + sync.total();
+}
+
+double Evaluator::weight_sync_seconds(const Plan& plan, int sync_task, bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  const hw::Cluster& cluster = model_.cluster();
+  int train = -1, generate = -1;
+  double bytes = 0;
+  for (const workload::Edge& e : graph.edges) {
+    if (e.to == sync_task && !e.previous_iteration) {
+      train = e.from;
+      bytes = e.bytes;
+    }
+    if (e.from == sync_task && e.previous_iteration) generate = e.to;
+  }
+  if (train < 0 || generate < 0) return 0;
+  const int gt = plan.group_of(train);
+  const int gg = plan.group_of(generate);
+  cost::Breakdown out(explain);
+  if (gt == gg) {
+    // Each generation GPU gathers its own shard over the node's links.
+    double seconds = 0;
+    const cost::ModelShape& shape = model_.shape(generate);
+    for (const TaskPlacement& placement : plan.groups[gg].tasks) {
+      if (placement.task != generate) continue;
+      for (const Replica& replica : placement.replicas) {
+        const int pp = static_cast<int>(replica.stages.size());
+        for (int s = 0; s < pp; ++s) {
+          const Stage& stage = replica.stages[s];
+          const double shard = 2.0 * shape.stage_params(stage.layers, s == 0, s == pp - 1) /
+                               static_cast<double>(stage.devices.size());
+          seconds = std::max(seconds, shard / cluster.nodes[stage.node].intra_node.bandwidth);
+        }
+      }
+    }
+    out.add("weight reshard inside the group", seconds);
+  } else {
+    const double across = model_.transfer_seconds(bytes, group_gpus_per_node_[gt],
+                                                  group_gpus_per_node_[gg]);
+    // A pipelined broadcast then gives every node of the generation group a copy.
+    double slowest_nic = std::numeric_limits<double>::infinity();
+    int nodes = 0;
+    for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+      if (group_gpus_per_node_[gg][n] == 0) continue;
+      ++nodes;
+      slowest_nic = std::min(slowest_nic, cluster.nodes[n].nic_bandwidth);
+    }
+    const double broadcast = nodes > 1 ? bytes / slowest_nic : 0.0;
+    if (across >= broadcast) {
+      out.add("weight transfer to the generation group", across);
+    } else {
+      out.add("weight broadcast inside the generation group", broadcast);
+    }
+  }
+  if (explain) prediction_.tasks[sync_task].terms = out.terms();
+  return out.total();
+}
+
+const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  const hw::Cluster& cluster = model_.cluster();
+  const workload::Workload& workload = model_.workload();
+  const int n = static_cast<int>(graph.tasks.size());
+  prediction_.feasible = false;
+  prediction_.infeasible.clear();
+  prediction_.iteration_seconds = 0;
+  prediction_.samples_per_second = 0;
+  prediction_.tokens_per_second = 0;
+  prediction_.tasks.resize(n);
+  for (TaskPrediction& t : prediction_.tasks) {
+    t.group = -1;
+    t.start = t.seconds = 0;
+    t.terms.clear();
+    t.replica_seconds.clear();
+  }
+  prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
+  group_gpus_per_node_.resize(plan.groups.size());
+  double price = 0;
+  bool priced = true;
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    group_gpus_per_node_[g].assign(cluster.nodes.size(), 0);
+    for (const Gpu& gpu : plan.groups[g].gpus) {
+      ++group_gpus_per_node_[g][gpu.node];
+      const hw::Node& node = cluster.nodes[gpu.node];
+      const std::optional<double> node_price = cluster.node_price_per_hour(node);
+      if (node_price) {
+        price += *node_price / node.gpu_count;
+      } else {
+        priced = false;
+      }
+    }
+  }
+  prediction_.price_per_hour = priced ? std::optional<double>(price) : std::nullopt;
+  if (!check_memory(plan)) return prediction_;
+
+  task_group_.assign(n, -1);
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    for (const TaskPlacement& placement : plan.groups[g].tasks) {
+      TaskPrediction& tp = prediction_.tasks[placement.task];
+      tp.group = static_cast<int>(g);
+      tp.seconds = task_seconds(plan, static_cast<int>(g), placement, explain);
+      task_group_[placement.task] = static_cast<int>(g);
+    }
+  }
+  for (int t = 0; t < n; ++t) {
+    const TaskKind kind = graph.tasks[t].kind;
+    if (kind == TaskKind::kCpu) {
+      prediction_.tasks[t].seconds = model_.cpu_seconds(t);
+      if (explain) prediction_.tasks[t].terms = {{"CPU", prediction_.tasks[t].seconds}};
+      task_group_[t] = location_[t] >= 0 ? task_group_[location_[t]] : -1;
+    } else if (kind == TaskKind::kWeightSync) {
+      prediction_.tasks[t].seconds = weight_sync_seconds(plan, t, explain);
+    }
+  }
+
+  // The schedule of one iteration.
+  finish_.assign(n, 0.0);
+  group_free_.assign(plan.groups.size(), 0.0);
+  double makespan = 0;
+  for (int t : order_) {
+    TaskPrediction& tp = prediction_.tasks[t];
+    const TaskKind kind = graph.tasks[t].kind;
+    double ready = 0;
+    double waited = 0;
+    for (const workload::Edge& e : graph.edges) {
+      if (e.to != t || e.previous_iteration) continue;
+      double arrive = finish_[e.from];
+      const int from_group = task_group_[e.from];
+      if (kind != TaskKind::kWeightSync && from_group >= 0 && task_group_[t] >= 0 &&
+          from_group != task_group_[t]) {
+        const double transfer = model_.transfer_seconds(e.bytes, group_gpus_per_node_[from_group],
+                                                        group_gpus_per_node_[task_group_[t]]);
+        arrive += transfer;
+        waited = std::max(waited, transfer);
+      }
+      ready = std::max(ready, arrive);
+    }
+    if (explain && waited > 0) tp.terms.push_back({"(waits for inputs from other groups)", waited});
+    tp.start = on_gpu(kind) ? std::max(ready, group_free_[tp.group]) : ready;
+    finish_[t] = tp.start + tp.seconds;
+    if (on_gpu(kind)) {
+      group_free_[tp.group] = finish_[t];
+      prediction_.groups[tp.group].busy_seconds += tp.seconds;
+    }
+    makespan = std::max(makespan, finish_[t]);
+  }
+  for (int t = 0; t < n; ++t) {
+    if (graph.tasks[t].kind != TaskKind::kWeightSync) continue;
+    for (const workload::Edge& e : graph.edges) {
+      if (e.from == t && e.previous_iteration && task_group_[e.to] >= 0) {
+        prediction_.groups[task_group_[e.to]].busy_seconds += prediction_.tasks[t].seconds;
+      }
+    }
+  }
+  double iteration = makespan;
+  if (workload.mode == workload::Mode::kAsync) {
+    double busiest = 0;
+    for (const GroupPrediction& g : prediction_.groups) busiest = std::max(busiest, g.busy_seconds);
+    iteration = std::max(busiest, makespan / (workload.max_staleness + 1));
+  }
+  prediction_.feasible = true;
+  prediction_.iteration_seconds = iteration;
+  const double samples = workload.samples_per_iteration();
+  prediction_.samples_per_second = samples / iteration;
+  prediction_.tokens_per_second =
+      samples * (workload.prompt_length_tokens + workload.response.mean()) / iteration;
+  return prediction_;
+}
+
+}  // namespace hetrl::plan

@@ -1,0 +1,101 @@
+#pragma once
+// Predicting a plan with the cost model: memory on every GPU, the time of every task, the
+// iteration as a schedule of the task graph over the groups, and the throughput.
+//
+// Schedule: tasks run in topological order; a GPU task starts when its inputs have arrived
+// (transfers between groups over the bottleneck path) and its group is free (colocated tasks
+// take turns); a CPU task runs on the host of the group that consumes its output; the weight
+// sync moves the trained actor to the generation group (a reshard when they are the same
+// group). Sync mode: the iteration takes the whole schedule. Async with staleness k: the
+// next iterations' generation overlaps training, so an iteration takes the busiest group's
+// time, or the schedule spread over k + 1 iterations, whichever is longer.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace hetrl::plan {
+
+struct MemoryUse {
+  Gpu gpu;
+  double capacity = 0;  // usable bytes (the reserve taken off)
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double activations = 0;  // the largest transient need of the tasks that take turns
+  double kv_cache = 0;     // the least the generation cache needs
+  double used() const { return weights + gradients + optimizer + activations + kv_cache; }
+};
+
+struct TaskPrediction {
+  int group = -1;  // -1 for CPU tasks and the weight sync
+  double start = 0;
+  double seconds = 0;
+  std::vector<double> replica_seconds;
+  std::vector<cost::Breakdown::Term> terms;  // with explain: the slowest replica's, and more
+};
+
+struct GroupPrediction {
+  double busy_seconds = 0;
+  MemoryUse tightest;  // the GPU with the least headroom
+};
+
+struct Prediction {
+  bool feasible = false;
+  std::string infeasible;  // why not, when not
+  double iteration_seconds = 0;
+  double samples_per_second = 0;
+  double tokens_per_second = 0;
+  std::optional<double> price_per_hour;  // of the GPUs the plan uses
+  std::vector<TaskPrediction> tasks;     // indexed like the task graph
+  std::vector<GroupPrediction> groups;
+};
+
+// Reusable evaluator: keeps its buffers between calls so a search pays no allocations.
+class Evaluator {
+ public:
+  explicit Evaluator(const cost::CostModel& model);
+
+  // Requires a plan that passed Plan::validate. With explain, tasks carry their terms.
+  const Prediction& evaluate(const Plan& plan, bool explain = false);
+
+ private:
+  bool check_memory(const Plan& plan);
+  double task_seconds(const Plan& plan, int group, const TaskPlacement& placement, bool explain);
+  double weight_sync_seconds(const Plan& plan, int sync_task, bool explain);
+
+  const cost::CostModel& model_;
+  Prediction prediction_;
+  std::vector<int> model_of_task_;     // index of the task's model among the graph's models
+  int model_count_ = 0;
+  std::vector<int> location_;          // the GPU task whose group hosts each task
+  std::vector<int> order_;             // topological order
+  std::vector<int> node_class_;        // nodes alike for the cost model share a class
+  std::vector<std::vector<int>> group_gpus_per_node_;
+  std::vector<int> slot_of_gpu_;       // node * max_gpus + device -> slot in the group
+  int max_gpus_per_node_ = 0;
+  // Scratch buffers, kept between calls.
+  std::vector<cost::Stage> stages_;
+  std::vector<cost::Stage> all_stages_;
+  std::vector<int> stage_offsets_;
+  std::vector<std::span<const cost::Stage>> spans_;
+  std::vector<double> all_budgets_;  // per stage in all_stages_: memory left for a KV cache
+  std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
+  std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
+  std::vector<cost::StageMemory> train_;
+  std::vector<double> infer_weights_;
+  std::vector<double> gen_weights_;
+  std::vector<double> activations_;
+  std::vector<double> kv_min_;
+  std::vector<double> signature_;
+  std::vector<std::vector<double>> signatures_;
+  std::vector<double> signature_seconds_;
+  std::vector<int> task_group_;
+  std::vector<double> finish_;
+  std::vector<double> group_free_;
+};
+
+}  // namespace hetrl::plan

@@ -1,0 +1,74 @@
+#pragma once
+// A plan: how the RL tasks are grouped, which GPUs each group gets, and how each task runs on
+// them. Groups time-share their GPUs (colocation); separate groups run at the same time
+// (disaggregation). Each GPU task of the graph is in exactly one group, with replicas (data
+// parallel), each a pipeline of stages; a stage is TP GPUs of one node holding a run of
+// layers. Replicas of different GPU types carry batch shares that make them finish together.
+// CPU tasks and the weight sync are not placed: the cost model prices them from where their
+// neighbours are.
+//
+// Invariants after validate(): every GPU a replica uses belongs to its group and to no other
+// group; a task's replicas do not share GPUs; TP divides the attention heads; each replica's
+// stages hold all layers; shares are positive and sum to 1.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "hw/cluster.h"
+#include "workload/rl_graph.h"
+
+namespace hetrl::plan {
+
+struct Gpu {
+  int node = 0;
+  int device = 0;
+  friend bool operator==(const Gpu&, const Gpu&) = default;
+  friend auto operator<=>(const Gpu&, const Gpu&) = default;
+};
+
+struct Stage {
+  int node = 0;
+  std::vector<int> devices;  // TP = devices.size()
+  int layers = 0;
+};
+
+struct Replica {
+  std::vector<Stage> stages;  // PP = stages.size()
+  double share = 0;           // of the iteration's samples
+};
+
+struct TaskPlacement {
+  int task = 0;  // index into the task graph
+  std::vector<Replica> replicas;
+  cost::TrainOptions train;  // train tasks only
+};
+
+struct Group {
+  std::vector<Gpu> gpus;
+  std::vector<TaskPlacement> tasks;
+};
+
+// Which planner made the plan, with what, and how the search went.
+struct PlannerInfo {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::vector<std::pair<std::string, double>> stats;
+};
+
+struct Plan {
+  std::vector<Group> groups;
+  PlannerInfo planner;
+  std::string cluster_hash;
+  std::string workload_hash;
+
+  // Throws core::InputError naming the group, task, replica or GPU at fault.
+  void validate(const hw::Cluster& cluster, const workload::TaskGraph& graph,
+                const workload::ModelCatalog& models) const;
+
+  // The group a task is in, or -1.
+  int group_of(int task) const;
+};
+
+}  // namespace hetrl::plan

@@ -1,0 +1,257 @@
+#include "planner/baselines.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "planner/layout.h"
+
+namespace hetrl::planner {
+namespace {
+
+using workload::TaskKind;
+
+constexpr int kPipelineChoices[] = {1, 2, 4, 8};
+
+struct Strategy {
+  int tp = 1;
+  int pp = 1;
+  cost::TrainOptions train;
+};
+
+std::vector<Strategy> strategies(const std::vector<int>& tps, bool training) {
+  std::vector<Strategy> out;
+  for (int tp : tps) {
+    for (int pp : kPipelineChoices) {
+      if (!training) {
+        out.push_back({tp, pp, {}});
+        continue;
+      }
+      for (int zero = 1; zero <= 3; ++zero) {
+        for (bool recompute : {false, true}) out.push_back({tp, pp, {zero, recompute}});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& graph,
+                                                 const workload::ModelCatalog& models,
+                                                 const std::vector<int>& tasks) {
+  std::vector<const workload::ModelArch*> out;
+  for (int t : tasks) out.push_back(&models.get(graph.tasks[t].model, ""));
+  return out;
+}
+
+// A group running `tasks` on all GPUs of `nodes` with one strategy; false if it cannot be laid
+// out.
+bool make_group(const cost::CostModel& model, const workload::ModelCatalog& models,
+                const std::vector<int>& nodes, const std::vector<int>& tasks,
+                const Strategy& strategy, plan::Group& group) {
+  const hw::Cluster& cluster = model.cluster();
+  group.gpus = gpus_of(cluster, nodes);
+  group.tasks.clear();
+  for (int t : tasks) {
+    plan::TaskPlacement placement;
+    placement.task = t;
+    placement.train = strategy.train;
+    const workload::ModelArch& arch = models.get(model.graph().tasks[t].model, "");
+    if (!uniform_replicas(cluster, nodes, strategy.tp, strategy.pp, arch.layers, placement.replicas)) {
+      return false;
+    }
+    group.tasks.push_back(std::move(placement));
+  }
+  return true;
+}
+
+void consider(PlannerResult& result, const plan::Plan& candidate, const plan::Prediction& prediction) {
+  ++result.evaluations;
+  if (!prediction.feasible) {
+    if (!result.found && result.why_not.empty()) result.why_not = prediction.infeasible;
+    return;
+  }
+  if (!result.found || prediction.samples_per_second > result.prediction.samples_per_second) {
+    result.found = true;
+    result.plan = candidate;
+    result.prediction = prediction;
+  }
+}
+
+std::vector<int> gpu_tasks(const workload::TaskGraph& graph, bool generation) {
+  std::vector<int> out;
+  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+    const TaskKind kind = graph.tasks[t].kind;
+    if (kind == TaskKind::kCpu || kind == TaskKind::kWeightSync) continue;
+    if ((kind == TaskKind::kGenerate) == generation) out.push_back(static_cast<int>(t));
+  }
+  return out;
+}
+
+std::string strategy_text(const Strategy& s) {
+  return fmt::format("TP{} PP{} ZeRO-{}{}", s.tp, s.pp, s.train.zero_stage,
+                     s.train.recompute ? " recompute" : "");
+}
+
+}  // namespace
+
+std::vector<int> all_nodes(const hw::Cluster& cluster) {
+  std::vector<int> nodes(cluster.nodes.size());
+  for (std::size_t n = 0; n < nodes.size(); ++n) nodes[n] = static_cast<int>(n);
+  return nodes;
+}
+
+PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                        const std::vector<int>& nodes) {
+  const workload::TaskGraph& graph = model.graph();
+  std::vector<int> tasks = gpu_tasks(graph, true);
+  for (int t : gpu_tasks(graph, false)) tasks.push_back(t);
+  PlannerResult result;
+  plan::Evaluator evaluator(model);
+  const std::vector<int> tps = tp_choices(model.cluster(), nodes, archs_of(graph, models, tasks));
+  for (const Strategy& strategy : strategies(tps, true)) {
+    plan::Plan candidate;
+    candidate.groups.emplace_back();
+    if (!make_group(model, models, nodes, tasks, strategy, candidate.groups[0])) continue;
+    candidate.planner.name = "verl";
+    candidate.planner.params = {{"strategy", strategy_text(strategy)}};
+    consider(result, candidate, evaluator.evaluate(candidate));
+  }
+  result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)}};
+  return result;
+}
+
+PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                            const std::vector<int>& nodes) {
+  const hw::Cluster& cluster = model.cluster();
+  const workload::TaskGraph& graph = model.graph();
+  const std::vector<int> gen_tasks = gpu_tasks(graph, true);
+  const std::vector<int> train_tasks = gpu_tasks(graph, false);
+  PlannerResult result;
+  plan::Evaluator evaluator(model);
+
+  // Node classes: same GPU type and zone.
+  std::map<std::pair<int, int>, std::vector<int>> by_class;
+  for (int n : nodes) by_class[{cluster.nodes[n].gpu_type, cluster.nodes[n].zone}].push_back(n);
+  std::vector<std::vector<int>> classes;
+  for (auto& [key, members] : by_class) classes.push_back(members);
+  double combos = 1;
+  for (const auto& c : classes) combos *= static_cast<double>(c.size() + 1);
+  const bool whole_classes = combos > kMaxSplits;
+
+  std::vector<int> take(classes.size(), 0);
+  long long splits = 0;
+  while (splits < kMaxSplits) {
+    std::vector<int> gen_nodes, train_nodes;
+    for (std::size_t c = 0; c < classes.size(); ++c) {
+      for (std::size_t i = 0; i < classes[c].size(); ++i) {
+        (static_cast<int>(i) < take[c] ? gen_nodes : train_nodes).push_back(classes[c][i]);
+      }
+    }
+    if (!gen_nodes.empty() && !train_nodes.empty()) {
+      ++splits;
+      const auto gen_strategies =
+          strategies(tp_choices(cluster, gen_nodes, archs_of(graph, models, gen_tasks)), false);
+      const auto train_strategies =
+          strategies(tp_choices(cluster, train_nodes, archs_of(graph, models, train_tasks)), true);
+      plan::Plan candidate;
+      candidate.groups.resize(2);
+      candidate.planner.name = "streamrl";
+      // Generation first, with the leanest training layout; then training with the best
+      // generation layout.
+      Strategy best_gen{}, best_train{};
+      double best = -1;
+      for (const Strategy& gen : gen_strategies) {
+        if (!make_group(model, models, gen_nodes, gen_tasks, gen, candidate.groups[0])) continue;
+        for (auto it = train_strategies.rbegin(); it != train_strategies.rend(); ++it) {
+          if (!make_group(model, models, train_nodes, train_tasks, *it, candidate.groups[1])) continue;
+          const plan::Prediction& p = evaluator.evaluate(candidate);
+          ++result.evaluations;
+          if (p.feasible && p.samples_per_second > best) {
+            best = p.samples_per_second;
+            best_gen = gen;
+            best_train = *it;
+          } else if (!p.feasible && result.why_not.empty()) {
+            result.why_not = p.infeasible;
+          }
+          break;  // the leanest layout that could be laid out
+        }
+      }
+      if (best > 0) {
+        make_group(model, models, gen_nodes, gen_tasks, best_gen, candidate.groups[0]);
+        for (const Strategy& train : train_strategies) {
+          if (!make_group(model, models, train_nodes, train_tasks, train, candidate.groups[1])) continue;
+          const plan::Prediction& p = evaluator.evaluate(candidate);
+          ++result.evaluations;
+          if (p.feasible && p.samples_per_second > best) {
+            best = p.samples_per_second;
+            best_train = train;
+          }
+        }
+        make_group(model, models, train_nodes, train_tasks, best_train, candidate.groups[1]);
+        balance_shares(evaluator, candidate);
+        candidate.planner.params = {
+            {"generation_gpus", std::to_string(candidate.groups[0].gpus.size())},
+            {"generation_strategy", strategy_text(best_gen)},
+            {"training_gpus", std::to_string(candidate.groups[1].gpus.size())},
+            {"training_strategy", strategy_text(best_train)}};
+        consider(result, candidate, evaluator.evaluate(candidate));
+      }
+    }
+    // Next split: an odometer over the classes.
+    std::size_t c = 0;
+    for (; c < classes.size(); ++c) {
+      const int limit = static_cast<int>(classes[c].size());
+      if (whole_classes) {
+        if (take[c] == 0) {
+          take[c] = limit;
+          break;
+        }
+      } else if (take[c] < limit) {
+        ++take[c];
+        break;
+      }
+      take[c] = 0;
+    }
+    if (c == classes.size()) break;
+  }
+  if (result.found) {
+    result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)},
+                                 {"splits", static_cast<double>(splits)}};
+  }
+  if (!result.found && result.why_not.empty()) {
+    result.why_not = "the cluster has a single node class and no split into a generation and a "
+                     "training pool left both with GPUs";
+  }
+  return result;
+}
+
+PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models) {
+  const hw::Cluster& cluster = model.cluster();
+  PlannerResult best;
+  long long evaluations = 0;
+  for (std::size_t type = 0; type < cluster.gpu_types.size(); ++type) {
+    std::vector<int> nodes;
+    for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+      if (cluster.nodes[n].gpu_type == static_cast<int>(type)) nodes.push_back(static_cast<int>(n));
+    }
+    if (nodes.empty()) continue;
+    for (PlannerResult candidate : {plan_verl(model, models, nodes), plan_streamrl(model, models, nodes)}) {
+      evaluations += candidate.evaluations;
+      if (candidate.found && (!best.found || candidate.prediction.samples_per_second >
+                                                 best.prediction.samples_per_second)) {
+        const std::string policy = candidate.plan.planner.name;
+        best = std::move(candidate);
+        best.plan.planner.params.insert(best.plan.planner.params.begin(),
+                                        {{"gpu_type", cluster.gpu_types[type].name}, {"policy", policy}});
+      } else if (!best.found && best.why_not.empty()) {
+        best.why_not = candidate.why_not;
+      }
+    }
+  }
+  best.evaluations = evaluations;
+  best.plan.planner.name = "homogeneous";
+  best.plan.planner.stats = {{"evaluations", static_cast<double>(evaluations)}};
+  return best;
+}
+
+}  // namespace hetrl::planner

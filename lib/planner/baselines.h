@@ -1,0 +1,44 @@
+#pragma once
+// The baseline planners: each returns the best plan its own policy allows, judged by the same
+// cost model as every other planner.
+//
+//   verl         every GPU task colocated on all GPUs; one TP x PP for all tasks, layers and
+//                batch split evenly (the hybrid engine of verl).
+//   streamrl     generation on one pool of nodes, every other task colocated on the rest;
+//                a strategy per pool, batch shares split by replica speed (StreamRL).
+//   homogeneous  the best of verl and streamrl on the nodes of a single GPU type.
+//
+// Search choices: TP in powers of two (dividing the heads, inside a node), PP in {1, 2, 4, 8},
+// ZeRO stage in {1, 2, 3}, activation recompute off or on. The streamrl split is chosen over
+// node classes (same GPU type and zone): every way of giving k of a class's nodes to
+// generation, up to kMaxSplits splits (whole classes only beyond that).
+
+#include <string>
+#include <vector>
+
+#include "plan/evaluate.h"
+#include "plan/plan.h"
+#include "workload/model.h"
+
+namespace hetrl::planner {
+
+struct PlannerResult {
+  bool found = false;
+  plan::Plan plan;
+  plan::Prediction prediction;
+  std::string why_not;     // when nothing fits: the reason of the closest attempt
+  long long evaluations = 0;
+};
+
+inline constexpr int kMaxSplits = 4096;
+
+PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                        const std::vector<int>& nodes);
+PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                            const std::vector<int>& nodes);
+PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models);
+
+// All nodes of the cluster.
+std::vector<int> all_nodes(const hw::Cluster& cluster);
+
+}  // namespace hetrl::planner
