@@ -118,33 +118,60 @@ double CostModel::activation_bytes_per_token_layer(int task, int tp, bool recomp
   return recompute ? 2.0 * hidden : (10.0 + 24.0 / tp) * hidden;
 }
 
-CostModel::StepCost CostModel::decode_step(int task, std::span<const Stage> stages, double batch,
-                                           double context) const {
+void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const {
   const ModelShape& shape = shapes_[task];
-  StepCost cost;
+  out.clear();
   const int pp = static_cast<int>(stages.size());
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
     const bool last = s == pp - 1;
-    double flops = batch * shape.layer_flops(stage.layers, context);
-    if (last) flops += batch * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
-    const double compute = flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, batch));
-    const double bytes = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp +
-                         batch * context * stage.layers * shape.kv_bytes_per_token_layer(stage.tp);
-    const double memory = bytes / (g.memory_bandwidth * g.efficiency.memory);
-    (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
-    cost.tp += 2.0 * stage.layers *
-               node_allreduce_seconds(stage.node, stage.tp, batch * shape.hidden * kBf16);
+    DecodeStage d;
+    // Per sequence: linear FLOPs plus the attention term per token of context.
+    d.flops_fixed = shape.layer_flops(stage.layers, 0) +
+                    (last ? (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden) : 0.0);
+    d.flops_per_context = shape.layer_flops(stage.layers, 1) - shape.layer_flops(stage.layers, 0);
+    d.rate = stage.tp * g.tensor_flops();
+    d.gemm_small = g.efficiency.gemm_small;
+    d.gemm_large = g.efficiency.gemm_large;
+    d.weight_seconds = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp /
+                       (g.memory_bandwidth * g.efficiency.memory);
+    d.kv_seconds_per_token = stage.layers * shape.kv_bytes_per_token_layer(stage.tp) /
+                             (g.memory_bandwidth * g.efficiency.memory);
+    if (stage.tp > 1) {
+      // 2 all-reduces per layer of batch x hidden bf16 values: latency + volume / bandwidth.
+      const double bandwidth = cluster_.nodes[stage.node].intra_node.bandwidth * g.efficiency.collective;
+      d.tp_fixed = 2.0 * stage.layers * params_.collective_latency;
+      d.tp_per_sequence = 2.0 * stage.layers * 2.0 * (stage.tp - 1) / stage.tp * shape.hidden *
+                          kBf16 / bandwidth;
+    }
     if (s > 0) {
       const int prev = stages[s - 1].node;
-      const double activation = batch * shape.hidden * kBf16 / stage.tp;
-      cost.p2p += activation / stage_link_bandwidth(prev, stage.node, stage.tp) +
-                  (prev == stage.node ? 0.0
-                                      : cluster_.zone_path(cluster_.nodes[prev].zone,
-                                                           cluster_.nodes[stage.node].zone)
-                                            .link.latency);
+      d.p2p_per_sequence = shape.hidden * kBf16 / stage.tp /
+                           stage_link_bandwidth(prev, stage.node, stage.tp);
+      d.p2p_fixed = prev == stage.node ? 0.0
+                                       : cluster_.zone_path(cluster_.nodes[prev].zone,
+                                                            cluster_.nodes[stage.node].zone)
+                                             .link.latency;
     }
+    out.push_back(d);
+  }
+}
+
+CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double batch,
+                                           double context) const {
+  StepCost cost;
+  for (const DecodeStage& d : stages) {
+    const double efficiency =
+        batch <= 256    ? d.gemm_small
+        : batch >= 2048 ? d.gemm_large
+                        : d.gemm_small + (d.gemm_large - d.gemm_small) * (std::log2(batch) - 8.0) / 3.0;
+    const double compute =
+        batch * (d.flops_fixed + d.flops_per_context * context) / (d.rate * efficiency);
+    const double memory = d.weight_seconds + batch * context * d.kv_seconds_per_token;
+    (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
+    cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
+    cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
   }
   return cost;
 }
@@ -193,17 +220,19 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // Drain: `live` sequences start together and leave as they finish; the last one sets the
   // end, at the expected longest of all the replica's responses.
   const double longest = expected_max_length(samples);
+  thread_local DecodeStages per_stage;
+  decode_stages(task, stages, per_stage);
   StepCost decode;
   const int points = params_.decode_points;
   for (int j = 0; j < points; ++j) {
     const double step = (j + 0.5) / points * longest;
     const double batch = std::max(1.0, live * survival(step));
-    decode.add(decode_step(task, stages, batch, prompt_ + step), longest / points);
+    decode.add(decode_step(per_stage, batch, prompt_ + step), longest / points);
   }
   // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
   if (samples > concurrent) {
     const double steps = (samples - concurrent) * mean_response_ / concurrent;
-    decode.add(decode_step(task, stages, concurrent, prompt_ + mean_response_), steps);
+    decode.add(decode_step(per_stage, concurrent, prompt_ + mean_response_), steps);
   }
   if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
   if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);
@@ -383,39 +412,32 @@ double CostModel::cpu_seconds(int task) const {
   return samples_ * mean_response_ * params_.cpu_seconds_per_token;
 }
 
-double CostModel::transfer_seconds(double bytes, std::span<const int> gpus_a,
-                                   std::span<const int> gpus_b) const {
-  if (bytes <= 0) return 0;
-  const std::size_t nodes = cluster_.nodes.size();
-  double nic_a = 0, nic_b = 0, total_a = 0, total_b = 0;
-  for (std::size_t n = 0; n < nodes; ++n) {
+void CostModel::describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out) const {
+  out.gpus = 0;
+  out.nic_bandwidth = 0;
+  out.gpus_per_zone.assign(cluster_.zones.size(), 0.0);
+  for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) {
+    if (gpus_per_node[n] == 0) continue;
     const hw::Node& node = cluster_.nodes[n];
-    nic_a += node.nic_bandwidth * gpus_a[n] / node.gpu_count;
-    nic_b += node.nic_bandwidth * gpus_b[n] / node.gpu_count;
-    total_a += gpus_a[n];
-    total_b += gpus_b[n];
+    out.gpus += gpus_per_node[n];
+    out.nic_bandwidth += node.nic_bandwidth * gpus_per_node[n] / node.gpu_count;
+    out.gpus_per_zone[node.zone] += gpus_per_node[n];
   }
-  if (total_a == 0 || total_b == 0) return 0;
-  double seconds = bytes / std::min(nic_a, nic_b);
+}
+
+double CostModel::transfer_seconds(double bytes, const GpuSet& a, const GpuSet& b) const {
+  if (bytes <= 0 || a.gpus == 0 || b.gpus == 0) return 0;
+  double seconds = bytes / std::min(a.nic_bandwidth, b.nic_bandwidth);
   double latency = 0;
-  // Zone links crossed: each carries the share of the data between its two zones.
   const std::size_t zones = cluster_.zones.size();
   for (std::size_t za = 0; za < zones; ++za) {
-    double in_a = 0;
-    for (std::size_t n = 0; n < nodes; ++n) {
-      if (cluster_.nodes[n].zone == static_cast<int>(za)) in_a += gpus_a[n];
-    }
-    if (in_a == 0) continue;
+    if (a.gpus_per_zone[za] == 0) continue;
     for (std::size_t zb = 0; zb < zones; ++zb) {
-      double in_b = 0;
-      for (std::size_t n = 0; n < nodes; ++n) {
-        if (cluster_.nodes[n].zone == static_cast<int>(zb)) in_b += gpus_b[n];
-      }
-      if (in_b == 0) continue;
+      if (b.gpus_per_zone[zb] == 0) continue;
       const hw::Path path = cluster_.zone_path(static_cast<int>(za), static_cast<int>(zb));
       latency = std::max(latency, path.link.latency);
       if (za == zb) continue;
-      const double share = in_a / total_a * in_b / total_b;
+      const double share = a.gpus_per_zone[za] / a.gpus * b.gpus_per_zone[zb] / b.gpus;
       seconds = std::max(seconds, bytes * share / path.link.bandwidth);
     }
   }

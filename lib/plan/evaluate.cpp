@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -65,6 +66,13 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
     max_gpus_per_node_ = std::max(max_gpus_per_node_, node.gpu_count);
   }
   slot_of_gpu_.assign(cluster.nodes.size() * max_gpus_per_node_, -1);
+  for (const hw::Node& node : cluster.nodes) {
+    const std::optional<double> price = cluster.node_price_per_hour(node);
+    gpu_price_.push_back(price ? *price / node.gpu_count : -1.0);
+  }
+  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+    usable_.push_back(model.usable_memory(static_cast<int>(n)));
+  }
 }
 
 bool Evaluator::check_memory(const Plan& plan) {
@@ -90,14 +98,21 @@ bool Evaluator::check_memory(const Plan& plan) {
       const int m = model_of_task_[placement.task];
       const TaskKind kind = graph.tasks[placement.task].kind;
       const int dp = static_cast<int>(placement.replicas.size());
+      std::array<int, 4> last_shape{-1, -1, -1, -1};
+      cost::StageMemory mem;
       for (const Replica& replica : placement.replicas) {
         stages_.clear();
         for (const Stage& s : replica.stages) {
           stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
         }
         for (std::size_t s = 0; s < replica.stages.size(); ++s) {
-          const cost::StageMemory mem =
-              model_.stage_memory(placement.task, stages_, static_cast<int>(s), dp, placement.train);
+          // Stages alike in shape need the same memory: price each shape once.
+          const std::array<int, 4> shape{stages_[s].tp, stages_[s].layers, static_cast<int>(s),
+                                         static_cast<int>(stages_.size())};
+          if (shape != last_shape) {
+            last_shape = shape;
+            mem = model_.stage_memory(placement.task, stages_, static_cast<int>(s), dp, placement.train);
+          }
           for (int device : replica.stages[s].devices) {
             const int slot = slot_of_gpu_[replica.stages[s].node * max_gpus_per_node_ + device];
             const std::size_t cell = static_cast<std::size_t>(slot) * model_count_ + m;
@@ -120,7 +135,7 @@ bool Evaluator::check_memory(const Plan& plan) {
     for (int i = 0; i < slots; ++i) {
       MemoryUse use;
       use.gpu = group.gpus[i];
-      use.capacity = model_.usable_memory(use.gpu.node);
+      use.capacity = usable_[use.gpu.node];
       for (int m = 0; m < model_count_; ++m) {
         const std::size_t cell = static_cast<std::size_t>(i) * model_count_ + m;
         const cost::StageMemory& t = train_[cell];
@@ -175,15 +190,13 @@ double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement&
   const int dp = static_cast<int>(placement.replicas.size());
   const double samples = model_.workload().samples_per_iteration();
   const Group& g = plan.groups[group];
-  for (int i = 0; i < static_cast<int>(g.gpus.size()); ++i) {
-    slot_of_gpu_[g.gpus[i].node * max_gpus_per_node_ + g.gpus[i].device] = i;
-  }
   TaskPrediction& tp = prediction_.tasks[placement.task];
   tp.replica_seconds.assign(placement.replicas.size(), 0.0);
   all_stages_.clear();
   all_budgets_.clear();
   stage_offsets_.clear();
   signatures_.clear();
+  signature_start_.assign(1, 0);
   signature_seconds_.clear();
   double slowest = 0;
   int slowest_replica = 0;
@@ -206,10 +219,14 @@ double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement&
                                            static_cast<double>(s.devices.size()),
                                            static_cast<double>(s.layers), generate ? budget : 0.0});
     }
-    // Replicas alike for the cost model are priced once.
+    // Replicas alike for the cost model are priced once (most often, the previous one).
     double seconds = -1;
-    for (std::size_t k = 0; k < signatures_.size(); ++k) {
-      if (signatures_[k] == signature_) {
+    for (std::size_t j = signature_seconds_.size(); j-- > 0;) {
+      const std::size_t k = j;
+      const std::size_t begin = signature_start_[k];
+      const std::size_t length = signature_start_[k + 1] - begin;
+      if (length == signature_.size() &&
+          std::equal(signature_.begin(), signature_.end(), signatures_.begin() + begin)) {
         seconds = signature_seconds_[k];
         break;
       }
@@ -222,7 +239,8 @@ double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement&
                                             replica.stages.size());
       seconds = model_.replica_seconds(placement.task, stages, replica.share * samples, dp,
                                        placement.train, budgets, breakdown);
-      signatures_.push_back(signature_);
+      signatures_.insert(signatures_.end(), signature_.begin(), signature_.end());
+      signature_start_.push_back(signatures_.size());
       signature_seconds_.push_back(seconds);
     }
     tp.replica_seconds[r] = seconds;
@@ -231,8 +249,6 @@ double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement&
       slowest_replica = static_cast<int>(r);
     }
   }
-  for (const Gpu& gpu : g.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
-
   cost::Breakdown sync(explain);
   if (graph.tasks[placement.task].kind == TaskKind::kTrain && dp > 1) {
     spans_.clear();
@@ -291,8 +307,7 @@ double Evaluator::weight_sync_seconds(const Plan& plan, int sync_task, bool expl
     }
     out.add("weight reshard inside the group", seconds);
   } else {
-    const double across = model_.transfer_seconds(bytes, group_gpus_per_node_[gt],
-                                                  group_gpus_per_node_[gg]);
+    const double across = model_.transfer_seconds(bytes, group_sets_[gt], group_sets_[gg]);
     // A pipelined broadcast then gives every node of the generation group a copy.
     double slowest_nic = std::numeric_limits<double>::infinity();
     int nodes = 0;
@@ -337,26 +352,34 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     group_gpus_per_node_[g].assign(cluster.nodes.size(), 0);
     for (const Gpu& gpu : plan.groups[g].gpus) {
       ++group_gpus_per_node_[g][gpu.node];
-      const hw::Node& node = cluster.nodes[gpu.node];
-      const std::optional<double> node_price = cluster.node_price_per_hour(node);
-      if (node_price) {
-        price += *node_price / node.gpu_count;
+      if (gpu_price_[gpu.node] >= 0) {
+        price += gpu_price_[gpu.node];
       } else {
         priced = false;
       }
     }
   }
   prediction_.price_per_hour = priced ? std::optional<double>(price) : std::nullopt;
+  group_sets_.resize(plan.groups.size());
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    model_.describe_gpu_set(group_gpus_per_node_[g], group_sets_[g]);
+  }
   if (!check_memory(plan)) return prediction_;
 
   task_group_.assign(n, -1);
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-    for (const TaskPlacement& placement : plan.groups[g].tasks) {
+    const Group& group = plan.groups[g];
+    // task_seconds finds each GPU's slot in the group through slot_of_gpu_.
+    for (int i = 0; i < static_cast<int>(group.gpus.size()); ++i) {
+      slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
+    }
+    for (const TaskPlacement& placement : group.tasks) {
       TaskPrediction& tp = prediction_.tasks[placement.task];
       tp.group = static_cast<int>(g);
       tp.seconds = task_seconds(plan, static_cast<int>(g), placement, explain);
       task_group_[placement.task] = static_cast<int>(g);
     }
+    for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
   }
   for (int t = 0; t < n; ++t) {
     const TaskKind kind = graph.tasks[t].kind;
@@ -384,8 +407,8 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       const int from_group = task_group_[e.from];
       if (kind != TaskKind::kWeightSync && from_group >= 0 && task_group_[t] >= 0 &&
           from_group != task_group_[t]) {
-        const double transfer = model_.transfer_seconds(e.bytes, group_gpus_per_node_[from_group],
-                                                        group_gpus_per_node_[task_group_[t]]);
+        const double transfer =
+            model_.transfer_seconds(e.bytes, group_sets_[from_group], group_sets_[task_group_[t]]);
         arrive += transfer;
         waited = std::max(waited, transfer);
       }

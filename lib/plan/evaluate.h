@@ -75,8 +75,11 @@ class Evaluator {
   std::vector<int> order_;             // topological order
   std::vector<int> node_class_;        // nodes alike for the cost model share a class
   std::vector<std::vector<int>> group_gpus_per_node_;
+  std::vector<cost::CostModel::GpuSet> group_sets_;
   std::vector<int> slot_of_gpu_;       // node * max_gpus + device -> slot in the group
   int max_gpus_per_node_ = 0;
+  std::vector<double> gpu_price_;      // per node: USD per GPU-hour, -1 when unknown
+  std::vector<double> usable_;         // per node: usable memory per GPU
   // Scratch buffers, kept between calls.
   std::vector<cost::Stage> stages_;
   std::vector<cost::Stage> all_stages_;
@@ -91,7 +94,8 @@ class Evaluator {
   std::vector<double> activations_;
   std::vector<double> kv_min_;
   std::vector<double> signature_;
-  std::vector<std::vector<double>> signatures_;
+  std::vector<double> signatures_;          // the distinct signatures, back to back
+  std::vector<std::size_t> signature_start_;  // where each begins, and one past the last
   std::vector<double> signature_seconds_;
   std::vector<int> task_group_;
   std::vector<double> finish_;
