@@ -70,8 +70,8 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
     const std::optional<double> price = cluster.node_price_per_hour(node);
     gpu_price_.push_back(price ? *price / node.gpu_count : -1.0);
   }
-  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
-    usable_.push_back(model.usable_memory(static_cast<int>(n)));
+  for (std::size_t node = 0; node < cluster.nodes.size(); ++node) {
+    usable_.push_back(model.usable_memory(static_cast<int>(node)));
   }
 }
 
@@ -183,13 +183,12 @@ bool Evaluator::check_memory(const Plan& plan) {
   return true;
 }
 
-double Evaluator::task_seconds(const Plan& plan, int group, const TaskPlacement& placement,
+double Evaluator::task_seconds(int group, const TaskPlacement& placement,
                                bool explain) {
   const workload::TaskGraph& graph = model_.graph();
   const bool generate = graph.tasks[placement.task].kind == TaskKind::kGenerate;
   const int dp = static_cast<int>(placement.replicas.size());
   const double samples = model_.workload().samples_per_iteration();
-  const Group& g = plan.groups[group];
   TaskPrediction& tp = prediction_.tasks[placement.task];
   tp.replica_seconds.assign(placement.replicas.size(), 0.0);
   all_stages_.clear();
@@ -376,7 +375,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     for (const TaskPlacement& placement : group.tasks) {
       TaskPrediction& tp = prediction_.tasks[placement.task];
       tp.group = static_cast<int>(g);
-      tp.seconds = task_seconds(plan, static_cast<int>(g), placement, explain);
+      tp.seconds = task_seconds(static_cast<int>(g), placement, explain);
       task_group_[placement.task] = static_cast<int>(g);
     }
     for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;

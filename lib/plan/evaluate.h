@@ -64,7 +64,7 @@ class Evaluator {
 
  private:
   bool check_memory(const Plan& plan);
-  double task_seconds(const Plan& plan, int group, const TaskPlacement& placement, bool explain);
+  double task_seconds(int group, const TaskPlacement& placement, bool explain);
   double weight_sync_seconds(const Plan& plan, int sync_task, bool explain);
 
   const cost::CostModel& model_;
