@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     fmt::print("{},{},{},{},{:.3f},{:.0f}\n", in.cluster.name, in.cluster.total_gpus(), pool.size(),
-               count, seconds, count / seconds);
+               count, seconds, static_cast<double>(count) / seconds);
     return checksum > 0 ? 0 : 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "eval_speed: error: {}\n", e.what());
