@@ -1,0 +1,244 @@
+// The cost model against hand calculations written here, the published kernel measurements
+// (tests/../shared calibration tables, copied below with their source) and published memory
+// figures.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/units.h"
+#include "cost/cost_model.h"
+#include "hw/cluster_builder.h"
+#include "io/catalog_io.h"
+#include "workload/rl_graph.h"
+
+using namespace hetrl;
+
+namespace {
+
+const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+
+hw::Cluster make_cluster(const std::vector<std::string>& nodes) {
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  for (const std::string& spec : nodes) {
+    params.node_groups.push_back(hw::parse_node_spec(spec, catalogs().hardware));
+  }
+  return hw::build_cluster(params, catalogs().hardware);
+}
+
+workload::Workload ppo(const std::string& model, int prompts, int prompt, int response,
+                       int mini_batches) {
+  workload::Workload w;
+  w.algorithm = "ppo";
+  for (workload::Role r : {workload::Role::kActor, workload::Role::kCritic, workload::Role::kReference}) {
+    w.role(r) = {workload::RoleModel::Kind::kModel, model};
+  }
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = prompts;
+  w.prompt_length_tokens = prompt;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = response;
+  w.mini_batches = mini_batches;
+  w.validate(catalogs().algorithms, catalogs().models);
+  return w;
+}
+
+struct Fixture {
+  hw::Cluster cluster;
+  workload::Workload workload;
+  workload::TaskGraph graph;
+  cost::CostModel model;
+  Fixture(hw::Cluster c, workload::Workload w)
+      : cluster(std::move(c)),
+        workload(std::move(w)),
+        graph(workload::build_task_graph(workload, catalogs().algorithms, catalogs().models)),
+        model(cluster, workload, graph, catalogs().models) {}
+  int task(const char* name) const { return graph.find(name); }
+};
+
+double term(const cost::Breakdown& b, const std::string& name) {
+  for (const auto& t : b.terms()) {
+    if (name == t.name) return t.seconds;
+  }
+  FAIL("no term " << name);
+  return 0;
+}
+
+double term_or_zero(const cost::Breakdown& b, const std::string& name) {
+  for (const auto& t : b.terms()) {
+    if (name == t.name) return t.seconds;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("all-reduce times match the published A100 NCCL table within 15%") {
+  // Vidur's public profiling data, data/profiling/network/a100_dgx/all_reduce.csv: one
+  // 8-GPU A100 node, NVLink. Columns: GPUs, bytes, mean milliseconds.
+  const double table[][3] = {{2, 1048576, 0.0523},  {2, 4194304, 0.0637},  {8, 1048576, 0.0640},
+                             {8, 4194304, 0.0987},  {8, 52428800, 0.5970}, {8, 67108864, 0.6753}};
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 8, 64, 64, 1));
+  for (const auto& row : table) {
+    CAPTURE(row[0]);
+    CAPTURE(row[1]);
+    const double predicted = f.model.node_allreduce_seconds(0, static_cast<int>(row[0]), row[1]);
+    CHECK(predicted / (row[2] * 1e-3) == doctest::Approx(1.0).epsilon(0.15));
+  }
+  CHECK(f.model.node_allreduce_seconds(0, 1, 1e9) == 0);
+}
+
+TEST_CASE("GEMM and weight-streaming rates match the published Llama-2-7B layer timings") {
+  // Vidur's public profiling data (mlp.csv, TP=1): the four GEMMs of one Llama-2-7B layer.
+  // Their parameters by hand: QKV 4096 x 12288, O 4096 x 4096, gate+up 4096 x 22016,
+  // down 11008 x 4096.
+  const double params = 4096.0 * 12288 + 4096.0 * 4096 + 4096.0 * 22016 + 11008.0 * 4096;
+  workload::ModelArch llama2;
+  llama2.name = "Llama-2-7B";
+  llama2.layers = 32;
+  llama2.hidden = 4096;
+  llama2.heads = llama2.kv_heads = 32;
+  llama2.head_dim = 128;
+  llama2.ffn_hidden = 11008;
+  llama2.vocab = 32000;
+  const cost::ModelShape shape(llama2);
+  CHECK(shape.layer_linear_params == params);
+  CHECK(shape.layer_flops(1, 0) == 2 * params);
+  struct Row {
+    const char* gpu;
+    double tokens;
+    double ms;
+  };
+  for (const Row& row : {Row{"A100-SXM-80G", 2048, 3.815}, Row{"A100-SXM-80G", 4096, 7.298},
+                         Row{"A100-SXM-80G", 1, 0.266}, Row{"H100-SXM", 2048, 1.084},
+                         Row{"H100-SXM", 1, 0.156}}) {
+    CAPTURE(row.gpu);
+    CAPTURE(row.tokens);
+    const hw::GpuSpec& g = catalogs().hardware.gpu(row.gpu, "");
+    const double compute = row.tokens * 2 * params / (g.tensor_flops() * g.efficiency.gemm_large);
+    const double memory = 2 * params / (g.memory_bandwidth * g.efficiency.memory);
+    CHECK(std::max(compute, memory) / (row.ms * 1e-3) == doctest::Approx(1.0).epsilon(0.05));
+  }
+}
+
+TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO") {
+  for (const char* name : {"Qwen2.5-7B", "Llama-3.1-8B"}) {
+    CAPTURE(name);
+    const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo(name, 8, 64, 64, 1));
+    const int train = f.task("actor_train");
+    const double params = static_cast<double>(catalogs().models.get(name, "").parameter_count());
+    const std::vector<cost::Stage> one{{0, 1, catalogs().models.get(name, "").layers}};
+    cost::TrainOptions none{0, false};
+    const cost::StageMemory full = f.model.stage_memory(train, one, 0, 8, none);
+    // 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master, momentum, variance).
+    CHECK(full.resident() == doctest::Approx(16 * params));
+    CHECK(full.weights == doctest::Approx(2 * params));
+    // ZeRO-3 over 8 replicas: everything / 8; ZeRO-1: only the optimizer state.
+    CHECK(f.model.stage_memory(train, one, 0, 8, {3, false}).resident() == doctest::Approx(2 * params));
+    CHECK(f.model.stage_memory(train, one, 0, 8, {1, false}).resident() ==
+          doctest::Approx((4 + 12.0 / 8) * params));
+    // TP 2 halves every part.
+    const std::vector<cost::Stage> tp2{{0, 2, catalogs().models.get(name, "").layers}};
+    CHECK(f.model.stage_memory(train, tp2, 0, 8, none).resident() == doctest::Approx(8 * params));
+  }
+}
+
+TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by hand") {
+  // One sequence: 512 prompt tokens, exactly 512 response tokens, Qwen2.5-7B on one A100.
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 1, 512, 512, 1));
+  const int generate = f.task("generate");
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  const std::vector<double> budget{60 * core::kGiB};
+  cost::Breakdown b(true);
+  f.model.replica_seconds(generate, one, 1.0, 1, {}, budget, b);
+  // Weights: 7,615,616,512 parameters in bf16. KV per token: 28 layers x K and V x 4 KV heads
+  // x 128 x 2 bytes. Step k reads the weights and (512 + k) tokens of cache; over k in
+  // [0, 512) the mean context is 768.
+  const double weights = 2.0 * 7615616512.0;
+  const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
+  const double bandwidth = 2039e9 * 0.75;
+  CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
+        doctest::Approx(512 * (weights + 768 * kv_per_token) / bandwidth).epsilon(1e-9));
+  // Prefill of 512 tokens at the small-GEMM efficiency interpolated at 512 tokens
+  // (log2 512 = 9: a third of the way from 256 to 2048).
+  const double linear = 3584.0 * 3584 * 2 + 3584.0 * 512 * 2 + 3 * 3584.0 * 18944;
+  const double flops = 512 * 28 * (2 * linear + 4 * 3584.0 * 256) + 2 * 3584.0 * 152064;
+  const double efficiency = 0.66 + (0.70 - 0.66) / 3;
+  CHECK(term(b, "prefill compute") == doctest::Approx(flops / (312e12 * efficiency)).epsilon(1e-9));
+}
+
+TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by hand") {
+  // Qwen2.5-0.5B, 64 samples of 512 + 512 tokens, 2 mini-batches, on one A100 (TP 1, PP 1).
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> one{{0, 1, 24}};
+  cost::Breakdown b(true);
+  f.model.replica_seconds(train, one, 64, 1, {1, false}, {}, b);
+  // A mini-batch: 32 x 1024 tokens = 4 micro-batches of 8192 tokens.
+  const double linear = 896.0 * 896 * 2 + 896.0 * 128 * 2 + 3 * 896.0 * 4864;
+  const double per_micro = 8192 * 24 * (2 * linear + 4 * 896.0 * 512) +  // layers at context 512
+                           4096 * 2 * 896.0 * 151936;                     // LM head, response tokens
+  const double compute = 2 /* mini-batches */ * 4 /* micro */ * 3 /* fwd + bwd */ * per_micro /
+                         (312e12 * 0.70);
+  CHECK(term(b, "forward + backward compute") == doctest::Approx(compute).epsilon(1e-9));
+  const double params = 494032768.0;
+  CHECK(term(b, "optimizer step") == doctest::Approx(2 * params * 30 / (2039e9 * 0.75)).epsilon(1e-9));
+}
+
+TEST_CASE("pipeline bubble and TP all-reduces") {
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const int forward = f.task("ref_logprob");
+  // 64 x 1024 tokens = 8 micro-batches of 8192; 2 stages of 14 layers, TP 2.
+  const std::vector<cost::Stage> two{{0, 2, 14}, {0, 2, 14}};
+  cost::Breakdown b(true);
+  f.model.replica_seconds(forward, two, 64, 1, {}, {}, b);
+  // The terms are the slowest stage's: the bubble is one of its micro-batch times.
+  const double per_micro_stage = (term(b, "forward compute") + term(b, "TP all-reduce") +
+                                  term_or_zero(b, "pipeline sends")) / 8;
+  CHECK(term(b, "pipeline bubble") == doctest::Approx(per_micro_stage).epsilon(1e-9));
+  // 2 all-reduces per layer, 14 layers, of 8192 x 3584 bf16 values over NVLink 3.
+  const double bytes = 8192 * 3584 * 2.0;
+  const double one = 45e-6 + 2.0 * 1 / 2 * bytes / (300e9 * 0.58);
+  CHECK(term(b, "TP all-reduce") == doctest::Approx(8 * 2 * 14 * one).epsilon(1e-9));
+}
+
+TEST_CASE("DP gradient sync crosses the slowest link; transfers share zone links") {
+  // Two A100 nodes in different regions joined by the 10 Gbps, 32 ms cross-region default.
+  const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",
+                                "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> a{{0, 8, 24}}, b{{1, 8, 24}};
+  const std::vector<std::span<const cost::Stage>> replicas{a, b};
+  cost::Breakdown sync(true);
+  f.model.gradient_sync_seconds(train, replicas, {1, false}, sync);
+  const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
+  const double ring = std::min(400e9 / 8 / 8, 10e9 / 8 / 8);  // 8 rings share the link
+  const double per_step = 45e-6 + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.58);
+  CHECK(term(sync, "DP gradient all-reduce") == doctest::Approx(2 * per_step).epsilon(1e-9));
+
+  // 1 GB from node 0's GPUs to node 1's: the cross-region link (10 Gbps) binds, plus 32 ms.
+  cost::CostModel::GpuSet from, to;
+  const std::vector<int> on_a{8, 0}, on_b{0, 8};
+  f.model.describe_gpu_set(on_a, from);
+  f.model.describe_gpu_set(on_b, to);
+  CHECK(f.model.transfer_seconds(1e9, from, to) == doctest::Approx(1e9 / (10e9 / 8) + 0.032));
+  // Inside one node's GPUs the NIC binds (no zone link crossed).
+  CHECK(f.model.transfer_seconds(1e9, from, from) == doctest::Approx(1e9 / (400e9 / 8) + 0.015e-3));
+}
+
+TEST_CASE("response lengths: the expected longest grows with the batch") {
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  w.response.kind = workload::LengthKind::kLognormal;
+  w.response.mean_tokens = 1000;
+  w.response.max_tokens = 8192;
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
+  const double one = f.model.expected_max_length(1);
+  const double many = f.model.expected_max_length(1000);
+  CHECK(one == doctest::Approx(w.response.quantile(0.5)).epsilon(1e-3));
+  CHECK(many > f.model.expected_max_length(100));
+  CHECK(many <= 8192);
+  CHECK(f.model.survival(0) == 1.0);
+  CHECK(f.model.survival(8192) == 0.0);
+  CHECK(f.model.survival(w.response.quantile(0.5)) == doctest::Approx(0.5).epsilon(0.01));
+}
