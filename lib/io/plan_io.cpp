@@ -143,6 +143,9 @@ plan::Plan parse_plan(std::string_view text, std::string_view file, const hw::Cl
       group.tasks.push_back(std::move(placement));
     }
     g.finish();
+    // Tasks in graph order, whatever order the file lists them in.
+    std::sort(group.tasks.begin(), group.tasks.end(),
+              [](const plan::TaskPlacement& a, const plan::TaskPlacement& b) { return a.task < b.task; });
     p.groups.push_back(std::move(group));
   }
   root.finish();

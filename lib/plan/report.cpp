@@ -49,7 +49,7 @@ std::string share_text(const TaskPlacement& placement) {
 
 void print_terms(std::string& out, const TaskPrediction& task) {
   for (const cost::Breakdown::Term& term : task.terms) {
-    out += fmt::format("      {:<48} {:>10.3f} s\n", term.name, term.seconds);
+    out += fmt::format("      {:<50} {:>9.3f} s\n", term.name, term.seconds);
   }
 }
 
@@ -96,8 +96,8 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
                        g, group.gpus.size(), nodes.size(), type_text, gp.busy_seconds,
                        cluster.nodes[m.gpu.node].name, m.gpu.device, m.used() / core::kGiB,
                        m.capacity / core::kGiB);
-    out += fmt::format("  {:<16} {:>8} {:>10}  {:<44} {:>9} {:>9}\n", "task", "replicas",
-                       "share", "layout", "start s", "seconds");
+    out += fmt::format("  {:<16} {:>9} {:>9} {:>8} {:>11}  {}\n", "task", "start s", "seconds",
+                       "replicas", "share", "layout");
     for (const TaskPlacement& placement : group.tasks) {
       const TaskPrediction& tp = prediction.tasks[placement.task];
       std::string layout = layout_text(placement, cluster);
@@ -105,20 +105,20 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
         layout += fmt::format(", ZeRO-{}{}", placement.train.zero_stage,
                               placement.train.recompute ? ", recompute" : "");
       }
-      out += fmt::format("  {:<16} {:>8} {:>10}  {:<44} {:>9.2f} {:>9.2f}\n",
-                         c.graph.tasks[placement.task].name, placement.replicas.size(),
-                         share_text(placement), layout, tp.start, tp.seconds);
+      out += fmt::format("  {:<16} {:>9.2f} {:>9.2f} {:>8} {:>11}  {}\n",
+                         c.graph.tasks[placement.task].name, tp.start, tp.seconds,
+                         placement.replicas.size(), share_text(placement), layout);
       if (explain) print_terms(out, tp);
     }
   }
-  out += "\nCPU tasks and weight sync\n";
+  out += fmt::format("\nCPU tasks and weight sync\n  {:<16} {:>9} {:>9}\n", "task", "start s", "seconds");
   for (std::size_t t = 0; t < c.graph.tasks.size(); ++t) {
     const workload::Task& task = c.graph.tasks[t];
     if (task.kind != workload::TaskKind::kCpu && task.kind != workload::TaskKind::kWeightSync) continue;
     const TaskPrediction& tp = prediction.tasks[t];
-    out += fmt::format("  {:<16} {:<64} {:>9.2f} {:>9.2f}\n", task.name,
-                       task.kind == workload::TaskKind::kCpu ? "CPU (" + task.op + ")" : "actor weights to generation",
-                       tp.start, tp.seconds);
+    out += fmt::format("  {:<16} {:>9.2f} {:>9.2f}  {}\n", task.name, tp.start, tp.seconds,
+                       task.kind == workload::TaskKind::kCpu ? "on the CPU (" + task.op + ")"
+                                                             : "actor weights to the generation replicas");
     if (explain) print_terms(out, tp);
   }
   return out;
