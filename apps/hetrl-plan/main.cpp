@@ -16,6 +16,7 @@
 #include "plan/evaluate.h"
 #include "plan/report.h"
 #include "planner/baselines.h"
+#include "planner/exhaustive.h"
 
 namespace {
 
@@ -26,6 +27,7 @@ constexpr const char* kExamples = R"(Planners:
   verl         every task colocated on all GPUs, one strategy, even batch split
   streamrl     generation and training on disjoint pools, batch split by speed
   homogeneous  the best plan on the nodes of a single GPU type
+  exhaustive   every grouping, allocation and strategy: ground truth for small instances
 
 Examples:
   hetrl-plan                                      plan the embedded default
@@ -38,6 +40,7 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
   if (name == "verl") return planner::plan_verl(model, models, nodes);
   if (name == "streamrl") return planner::plan_streamrl(model, models, nodes);
   if (name == "homogeneous") return planner::plan_homogeneous(model, models);
+  if (name == "exhaustive") return planner::plan_exhaustive(model, models);
   // auto: every planner, the best plan.
   planner::PlannerResult best;
   for (const char* each : {"verl", "streamrl", "homogeneous"}) {
@@ -63,8 +66,8 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", cluster_path, "Cluster file (hetrl.cluster/v1); default: the embedded one");
   app.add_option("--workload", workload_path, "Workload file (hetrl.workload/v1); default: the embedded one");
   CLI::Option* planner_option =
-      app.add_option("--planner", planner_name, "Planner: auto, verl, streamrl, homogeneous")
-          ->check(CLI::IsMember({"auto", "verl", "streamrl", "homogeneous"}))
+      app.add_option("--planner", planner_name, "Planner: auto, verl, streamrl, homogeneous, exhaustive")
+          ->check(CLI::IsMember({"auto", "verl", "streamrl", "homogeneous", "exhaustive"}))
           ->capture_default_str();
   app.add_option("-o,--output", output, "Write the plan (hetrl.plan/v1) here");
   app.add_flag("--explain", explain, "Show every term of every task's estimate");

@@ -1,0 +1,117 @@
+#include "planner/exhaustive.h"
+
+#include <fmt/format.h>
+
+#include <functional>
+
+#include "core/error.h"
+#include "planner/layout.h"
+
+namespace hetrl::planner {
+namespace {
+
+// Calls visit(groups) for every allocation of the nodes to `k` groups (or to none) in which
+// every group gets a node, with each group's strategy choices filled in.
+void for_each_allocation(const cost::CostModel& model, const workload::ModelCatalog& models,
+                         const SearchSpace& space, const std::vector<std::vector<int>>& partition,
+                         const std::function<void(std::vector<GroupChoice>&,
+                                                  const std::vector<std::vector<TaskChoice>>&)>& visit) {
+  const int nodes = static_cast<int>(model.cluster().nodes.size());
+  const int k = static_cast<int>(partition.size());
+  std::vector<int> owner(nodes, 0);  // 0..k-1 a group, k unused
+  while (true) {
+    std::vector<GroupChoice> groups(k);
+    for (int g = 0; g < k; ++g) groups[g].tasks = partition[g];
+    for (int n = 0; n < nodes; ++n) {
+      if (owner[n] < k) groups[owner[n]].nodes.push_back(n);
+    }
+    const bool all_used = std::all_of(groups.begin(), groups.end(),
+                                      [](const GroupChoice& g) { return !g.nodes.empty(); });
+    if (all_used) {
+      std::vector<std::vector<TaskChoice>> choices;  // per task, flattened over the groups
+      for (const GroupChoice& g : groups) {
+        for (int t : g.tasks) choices.push_back(task_choices(model, models, space, t, g.nodes));
+      }
+      visit(groups, choices);
+    }
+    int n = 0;
+    for (; n < nodes; ++n) {
+      if (++owner[n] <= k) break;
+      owner[n] = 0;
+    }
+    if (n == nodes) break;
+  }
+}
+
+}  // namespace
+
+long long exhaustive_plan_count(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                const ExhaustiveParams& params) {
+  long long count = 0;
+  for (const auto& partition : partitions(gpu_task_list(model.graph()))) {
+    for_each_allocation(model, models, params.space, partition,
+                        [&](std::vector<GroupChoice>&, const std::vector<std::vector<TaskChoice>>& choices) {
+                          long long product = 1;
+                          for (const auto& c : choices) product *= static_cast<long long>(c.size());
+                          count += product;
+                        });
+    if (count > params.max_plans * 16) break;  // far past the limit: stop counting
+  }
+  return count;
+}
+
+PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::ModelCatalog& models,
+                              const ExhaustiveParams& params) {
+  const long long count = exhaustive_plan_count(model, models, params);
+  if (count > params.max_plans) {
+    throw core::JobError(fmt::format(
+        "the exhaustive planner would price {}{} plans, more than its limit of {}; use it on "
+        "fewer nodes or tasks, or another planner",
+        count > params.max_plans * 16 ? "over " : "", count, params.max_plans));
+  }
+  PlannerResult result;
+  plan::Evaluator evaluator(model);
+  plan::Plan candidate;
+  for (const auto& partition : partitions(gpu_task_list(model.graph()))) {
+    for_each_allocation(
+        model, models, params.space, partition,
+        [&](std::vector<GroupChoice>& groups, const std::vector<std::vector<TaskChoice>>& choices) {
+          if (std::any_of(choices.begin(), choices.end(), [](const auto& c) { return c.empty(); })) return;
+          std::vector<std::size_t> pick(choices.size(), 0);
+          while (true) {
+            std::size_t flat = 0;
+            for (GroupChoice& g : groups) {
+              g.choices.clear();
+              for (std::size_t i = 0; i < g.tasks.size(); ++i, ++flat) {
+                g.choices.push_back(choices[flat][pick[flat]]);
+              }
+            }
+            if (realize(model, models, groups, candidate)) {
+              balance_shares(evaluator, candidate, 1);
+              const plan::Prediction& prediction = evaluator.evaluate(candidate);
+              ++result.evaluations;
+              if (prediction.feasible &&
+                  (!result.found || prediction.samples_per_second > result.prediction.samples_per_second)) {
+                result.found = true;
+                result.plan = candidate;
+                result.prediction = prediction;
+              } else if (!prediction.feasible && !result.found && result.why_not.empty()) {
+                result.why_not = prediction.infeasible;
+              }
+            }
+            std::size_t i = 0;
+            for (; i < pick.size(); ++i) {
+              if (++pick[i] < choices[i].size()) break;
+              pick[i] = 0;
+            }
+            if (i == pick.size()) break;
+          }
+        });
+  }
+  result.plan.planner.name = "exhaustive";
+  result.plan.planner.stats = {{"plans", static_cast<double>(count)},
+                               {"evaluations", static_cast<double>(result.evaluations)}};
+  return result;
+}
+
+}  // namespace hetrl::planner

@@ -1,0 +1,27 @@
+#pragma once
+// The exhaustive planner: every grouping, every allocation of nodes to groups (or unused),
+// every strategy of every task in the shared search space (planner/space.h), each priced by
+// the cost model; the best feasible plan wins. Ground truth for small instances; it counts
+// the plans first and refuses when there are more than max_plans.
+
+#include <string>
+
+#include "planner/baselines.h"
+#include "planner/space.h"
+
+namespace hetrl::planner {
+
+struct ExhaustiveParams {
+  SearchSpace space;
+  long long max_plans = 2'000'000;
+};
+
+// The number of plans the search would price.
+long long exhaustive_plan_count(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                const ExhaustiveParams& params);
+
+// Throws core::JobError when the instance is too large for the limit.
+PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::ModelCatalog& models,
+                              const ExhaustiveParams& params = {});
+
+}  // namespace hetrl::planner

@@ -1,0 +1,142 @@
+#include "planner/space.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/layout.h"
+
+namespace hetrl::planner {
+
+std::vector<int> gpu_task_list(const workload::TaskGraph& graph) {
+  std::vector<int> out;
+  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+    const workload::TaskKind kind = graph.tasks[t].kind;
+    if (kind != workload::TaskKind::kCpu && kind != workload::TaskKind::kWeightSync) {
+      out.push_back(static_cast<int>(t));
+    }
+  }
+  return out;
+}
+
+std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                     const SearchSpace& space, int task, const std::vector<int>& nodes) {
+  const workload::Task& t = model.graph().tasks[task];
+  const workload::ModelArch& arch = models.get(t.model, "");
+  const bool training = t.kind == workload::TaskKind::kTrain;
+  std::vector<TaskChoice> out;
+  std::vector<plan::Replica> scratch;
+  for (int tp : tp_choices(model.cluster(), nodes, {&arch})) {
+    for (int pp : space.pipeline) {
+      if (!uniform_replicas(model.cluster(), nodes, tp, pp, arch.layers, scratch)) continue;
+      if (!training) {
+        out.push_back({tp, pp, {}});
+        continue;
+      }
+      for (int zero : space.zero_stages) {
+        for (bool recompute : space.recompute) out.push_back({tp, pp, {zero, recompute}});
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Splits a replica's layers over its stages in proportion to each stage's compute rate
+// (TP x dense peak), largest remainders first, at least one layer a stage.
+void layers_by_speed(const hw::Cluster& cluster, int layers, plan::Replica& replica) {
+  const std::size_t pp = replica.stages.size();
+  if (pp == 1) {
+    replica.stages[0].layers = layers;
+    return;
+  }
+  std::vector<double> rate(pp);
+  double total = 0;
+  for (std::size_t s = 0; s < pp; ++s) {
+    const plan::Stage& stage = replica.stages[s];
+    rate[s] = static_cast<double>(stage.devices.size()) *
+              cluster.gpu_types[cluster.nodes[stage.node].gpu_type].tensor_flops();
+    total += rate[s];
+  }
+  int assigned = 0;
+  std::vector<std::pair<double, std::size_t>> remainders;
+  for (std::size_t s = 0; s < pp; ++s) {
+    const double exact = layers * rate[s] / total;
+    const int whole = std::max(1, static_cast<int>(std::floor(exact)));
+    replica.stages[s].layers = whole;
+    assigned += whole;
+    remainders.emplace_back(exact - whole, s);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; assigned < layers; i = (i + 1) % pp) {
+    ++replica.stages[remainders[i].second].layers;
+    ++assigned;
+  }
+  while (assigned > layers) {
+    // Only when rounding up to one layer a stage overshot: take from the largest stages.
+    auto largest = std::max_element(replica.stages.begin(), replica.stages.end(),
+                                    [](const plan::Stage& a, const plan::Stage& b) { return a.layers < b.layers; });
+    --largest->layers;
+    --assigned;
+  }
+}
+
+}  // namespace
+
+bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
+             const std::vector<GroupChoice>& groups, plan::Plan& out) {
+  const hw::Cluster& cluster = model.cluster();
+  out.groups.clear();
+  for (const GroupChoice& choice : groups) {
+    plan::Group group;
+    group.gpus = gpus_of(cluster, choice.nodes);
+    for (std::size_t i = 0; i < choice.tasks.size(); ++i) {
+      const int task = choice.tasks[i];
+      const TaskChoice& c = choice.choices[i];
+      const workload::ModelArch& arch = models.get(model.graph().tasks[task].model, "");
+      plan::TaskPlacement placement;
+      placement.task = task;
+      placement.train = c.train;
+      if (!uniform_replicas(cluster, choice.nodes, c.tp, c.pp, arch.layers, placement.replicas)) {
+        return false;
+      }
+      for (plan::Replica& replica : placement.replicas) layers_by_speed(cluster, arch.layers, replica);
+      group.tasks.push_back(std::move(placement));
+    }
+    std::sort(group.tasks.begin(), group.tasks.end(),
+              [](const plan::TaskPlacement& a, const plan::TaskPlacement& b) { return a.task < b.task; });
+    out.groups.push_back(std::move(group));
+  }
+  return true;
+}
+
+std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items) {
+  // Restricted growth strings: item i joins one of the groups so far or opens a new one.
+  std::vector<std::vector<std::vector<int>>> out;
+  const std::size_t n = items.size();
+  if (n == 0) return out;
+  std::vector<int> label(n, 0);
+  while (true) {
+    int groups = 0;
+    for (int l : label) groups = std::max(groups, l + 1);
+    std::vector<std::vector<int>> partition(groups);
+    for (std::size_t i = 0; i < n; ++i) partition[label[i]].push_back(items[i]);
+    out.push_back(std::move(partition));
+    // Next string: increment the last position that may grow.
+    std::size_t i = n;
+    while (i-- > 1) {
+      int max_before = 0;
+      for (std::size_t j = 0; j < i; ++j) max_before = std::max(max_before, label[j]);
+      if (label[i] <= max_before) {
+        ++label[i];
+        for (std::size_t j = i + 1; j < n; ++j) label[j] = 0;
+        break;
+      }
+    }
+    if (i == 0) break;
+  }
+  return out;
+}
+
+}  // namespace hetrl::planner

@@ -1,0 +1,54 @@
+#pragma once
+// The decision space the searching planners share (exhaustive now, hybrid later), so their
+// plans are comparable and the exhaustive optimum is ground truth for the others:
+//
+//   grouping    a partition of the GPU tasks into groups (colocated tasks share GPUs)
+//   allocation  each node to one group, or unused
+//   strategy    per task: TP (a power of two dividing the heads, inside a node), PP, and for
+//               training the ZeRO stage and recompute; replicas laid out over the group's
+//               nodes in order (uniform_replicas), layers split by stage speed, batch shares
+//               re-weighted once by replica speed (balance_shares with one round).
+
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "plan/evaluate.h"
+#include "plan/plan.h"
+#include "workload/model.h"
+
+namespace hetrl::planner {
+
+struct SearchSpace {
+  std::vector<int> pipeline = {1, 2};
+  std::vector<int> zero_stages = {1, 3};
+  std::vector<bool> recompute = {false, true};
+};
+
+struct TaskChoice {
+  int tp = 1;
+  int pp = 1;
+  cost::TrainOptions train;
+};
+
+struct GroupChoice {
+  std::vector<int> tasks;  // graph indices
+  std::vector<int> nodes;  // cluster node indices
+  std::vector<TaskChoice> choices;  // one per task
+};
+
+// The strategies a task may take on a set of nodes.
+std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                     const SearchSpace& space, int task, const std::vector<int>& nodes);
+
+// Builds the plan of a set of group choices; false when a task cannot be laid out.
+bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
+             const std::vector<GroupChoice>& groups, plan::Plan& out);
+
+// Every partition of `items` into non-empty groups, each group in increasing order, groups
+// ordered by their first item.
+std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items);
+
+// GPU tasks of the graph (not CPU tasks, not the weight sync), in graph order.
+std::vector<int> gpu_task_list(const workload::TaskGraph& graph);
+
+}  // namespace hetrl::planner
