@@ -383,14 +383,24 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
     }
     ranks = std::max(ranks, gpus);
   }
-  // A ring through the replicas in the given order: its slowest hop sets the pace.
+  // NCCL-style rings through the replicas in the given order, one ring per GPU position of a
+  // replica (`ranks` rings in parallel): a hop inside a node uses its GPU link; a hop between
+  // nodes shares the smaller NIC and the zone link among the rings. The slowest hop sets the
+  // pace.
   double bandwidth = std::numeric_limits<double>::infinity();
   double latency = 0;
   double efficiency = 1;
   for (int r = 0; r < dp; ++r) {
     const int a = replicas[r][0].node;
     const int b = replicas[(r + 1) % dp][0].node;
-    bandwidth = std::min(bandwidth, stage_link_bandwidth(a, b, ranks));
+    double hop = cluster_.nodes[a].intra_node.bandwidth;
+    if (a != b) {
+      const hw::Node& na = cluster_.nodes[a];
+      const hw::Node& nb = cluster_.nodes[b];
+      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth,
+                      cluster_.zone_path(na.zone, nb.zone).link.bandwidth}) / ranks;
+    }
+    bandwidth = std::min(bandwidth, hop);
     efficiency = std::min(efficiency, gpu(a).efficiency.collective);
     if (a != b) {
       latency = std::max(latency, cluster_.zone_path(cluster_.nodes[a].zone,

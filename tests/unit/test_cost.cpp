@@ -213,7 +213,7 @@ TEST_CASE("DP gradient sync crosses the slowest link; transfers share zone links
   cost::Breakdown sync(true);
   f.model.gradient_sync_seconds(train, replicas, {1, false}, sync);
   const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
-  const double ring = std::min(400e9 / 8 / 8, 10e9 / 8 / 8);  // 8 rings share the link
+  const double ring = std::min(400e9 / 8, 10e9 / 8) / 8;  // 8 rings share the NIC and link
   const double per_step = 45e-6 + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.58);
   CHECK(term(sync, "DP gradient all-reduce") == doctest::Approx(2 * per_step).epsilon(1e-9));
 
@@ -223,6 +223,20 @@ TEST_CASE("DP gradient sync crosses the slowest link; transfers share zone links
   f.model.describe_gpu_set(on_a, from);
   f.model.describe_gpu_set(on_b, to);
   CHECK(f.model.transfer_seconds(1e9, from, to) == doctest::Approx(1e9 / (10e9 / 8) + 0.032));
+  // Eight TP-1 replicas on one node and eight on another in the same zone: seven hops over
+  // NVLink, one over the NICs (400 Gbps for one ring).
+  const Fixture same(make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400"}),
+                     ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  std::vector<std::vector<cost::Stage>> sixteen;
+  for (int n = 0; n < 2; ++n) {
+    for (int d = 0; d < 8; ++d) sixteen.push_back({{n, 1, 24}});
+  }
+  const std::vector<std::span<const cost::Stage>> spans(sixteen.begin(), sixteen.end());
+  cost::Breakdown dp16(true);
+  same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, false}, dp16);
+  const double full = 2.0 * 494032768.0;
+  CHECK(term(dp16, "DP gradient all-reduce") ==
+        doctest::Approx(45e-6 + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.58)).epsilon(1e-9));
   // Inside one node's GPUs the NIC binds (no zone link crossed).
   CHECK(f.model.transfer_seconds(1e9, from, from) == doctest::Approx(1e9 / (400e9 / 8) + 0.015e-3));
 }
