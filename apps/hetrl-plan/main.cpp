@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
+#include <unistd.h>
 
 #include "common/tool.h"
 #include "core/error.h"
@@ -17,13 +19,15 @@
 #include "plan/report.h"
 #include "planner/baselines.h"
 #include "planner/exhaustive.h"
+#include "planner/hybrid.h"
 
 namespace {
 
 using namespace hetrl;
 
 constexpr const char* kExamples = R"(Planners:
-  auto         the best plan of every planner below (the default)
+  hybrid       multi-level search with successive halving (the default)
+  auto         the best plan of hybrid and the baselines
   verl         every task colocated on all GPUs, one strategy, even batch split
   streamrl     generation and training on disjoint pools, batch split by speed
   homogeneous  the best plan on the nodes of a single GPU type
@@ -34,17 +38,36 @@ Examples:
   hetrl-plan --cluster c.json --workload w.json --planner streamrl -o plan.json
   hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain)";
 
+struct Options {
+  std::string planner = "hybrid";
+  planner::HybridParams hybrid;
+  bool show_progress = false;
+};
+
 planner::PlannerResult run_planner(const std::string& name, const cost::CostModel& model,
-                                   const workload::ModelCatalog& models) {
+                                   const workload::ModelCatalog& models, const Options& options) {
   const std::vector<int> nodes = planner::all_nodes(model.cluster());
   if (name == "verl") return planner::plan_verl(model, models, nodes);
   if (name == "streamrl") return planner::plan_streamrl(model, models, nodes);
   if (name == "homogeneous") return planner::plan_homogeneous(model, models);
   if (name == "exhaustive") return planner::plan_exhaustive(model, models);
+  if (name == "hybrid") {
+    const core::SteadyClock clock;
+    bool shown = false;
+    auto progress = [&](const planner::SearchProgress& p) {
+      if (!options.show_progress || p.seconds < 1.0) return;
+      shown = true;
+      std::fprintf(stderr, "\rhybrid: round %d, %d candidates left, %lld evaluations, %.1f s   ",
+                   p.round, p.candidates_left, p.evaluations, p.seconds);
+    };
+    planner::PlannerResult result = planner::plan_hybrid(model, models, options.hybrid, clock, progress);
+    if (shown) std::fprintf(stderr, "\n");
+    return result;
+  }
   // auto: every planner, the best plan.
   planner::PlannerResult best;
-  for (const char* each : {"verl", "streamrl", "homogeneous"}) {
-    planner::PlannerResult result = run_planner(each, model, models);
+  for (const char* each : {"hybrid", "verl", "streamrl", "homogeneous"}) {
+    planner::PlannerResult result = run_planner(each, model, models, options);
     if (result.found && (!best.found || result.prediction.samples_per_second >
                                             best.prediction.samples_per_second)) {
       best = std::move(result);
@@ -61,14 +84,30 @@ int main(int argc, char** argv) {
   CLI::App app{"Plan RL post-training on a heterogeneous cluster, or predict a plan.", "hetrl-plan"};
   app.set_version_flag("--version", std::string(core::kVersion));
   app.footer(kExamples);
-  std::string cluster_path, workload_path, output, planner_name = "auto", plan_path;
+  std::string cluster_path, workload_path, output, plan_path, objective = "throughput";
   bool explain = false;
+  Options options;
+  double budget = 0, min_throughput = 0;
   app.add_option("--cluster", cluster_path, "Cluster file (hetrl.cluster/v1); default: the embedded one");
   app.add_option("--workload", workload_path, "Workload file (hetrl.workload/v1); default: the embedded one");
   CLI::Option* planner_option =
-      app.add_option("--planner", planner_name, "Planner: auto, verl, streamrl, homogeneous, exhaustive")
-          ->check(CLI::IsMember({"auto", "verl", "streamrl", "homogeneous", "exhaustive"}))
+      app.add_option("--planner", options.planner,
+                     "Planner: hybrid, auto, verl, streamrl, homogeneous, exhaustive")
+          ->check(CLI::IsMember({"hybrid", "auto", "verl", "streamrl", "homogeneous", "exhaustive"}))
           ->capture_default_str();
+  const std::vector<CLI::Option*> hybrid_options = {
+      app.add_option("--seed", options.hybrid.seed, "Hybrid: the search's seed")->capture_default_str(),
+      app.add_option("--time-limit", options.hybrid.time_limit, "Hybrid: seconds the search may take")
+          ->check(CLI::PositiveNumber)->capture_default_str(),
+      app.add_option("--objective", objective, "Hybrid: throughput, or cost (per sample)")
+          ->check(CLI::IsMember({"throughput", "cost"}))->capture_default_str(),
+      app.add_option("--budget-per-hour", budget, "Hybrid: the most the plan's GPUs may cost, USD per hour")
+          ->check(CLI::PositiveNumber),
+      app.add_option("--min-throughput", min_throughput, "Hybrid: the least samples/s a plan must reach")
+          ->check(CLI::PositiveNumber),
+      app.add_option("--max-groups", options.hybrid.max_groups, "Hybrid: the most groups a plan may have")
+          ->check(CLI::Range(1, 8))->capture_default_str(),
+  };
   app.add_option("-o,--output", output, "Write the plan (hetrl.plan/v1) here");
   app.add_flag("--explain", explain, "Show every term of every task's estimate");
   CLI::App* evaluate = app.add_subcommand("evaluate", "Predict a plan written by hand or by a planner");
@@ -80,6 +119,16 @@ int main(int argc, char** argv) {
     if (evaluate->parsed() && planner_option->count() > 0) {
       apps::usage_error("--planner does not apply to 'evaluate'");
     }
+    for (const CLI::Option* o : hybrid_options) {
+      if (o->count() > 0 && (evaluate->parsed() || (options.planner != "hybrid" && options.planner != "auto"))) {
+        apps::usage_error(fmt::format("{} applies to the hybrid planner only", o->get_name()));
+      }
+    }
+    options.hybrid.objective =
+        objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
+    if (budget > 0) options.hybrid.budget_per_hour = budget;
+    if (min_throughput > 0) options.hybrid.min_throughput = min_throughput;
+    options.show_progress = ::isatty(STDERR_FILENO) != 0;
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, catalogs.models);
@@ -90,15 +139,18 @@ int main(int argc, char** argv) {
       chosen = io::read_plan(plan_path, inputs.cluster, inputs.graph, catalogs.models);
     } else {
       const auto start = std::chrono::steady_clock::now();
-      planner::PlannerResult result = run_planner(planner_name, model, catalogs.models);
+      planner::PlannerResult result = run_planner(options.planner, model, catalogs.models, options);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (!result.found) {
-        throw core::JobError(fmt::format("no feasible plan ({} planner): {}", planner_name,
+        throw core::JobError(fmt::format("no feasible plan ({} planner): {}", options.planner,
                                          result.why_not));
       }
       chosen = std::move(result.plan);
-      if (planner_name == "auto") chosen.planner.params.insert(chosen.planner.params.begin(), {"chosen_by", "auto"});
+      if (options.planner == "auto") {
+        chosen.planner.params.insert(chosen.planner.params.begin(), {"chosen_by", "auto"});
+      }
+      chosen.planner.stats.emplace_back("seconds", seconds);
       fmt::print(stderr, "planned in {:.2f} s ({} evaluations)\n", seconds, result.evaluations);
     }
     chosen.cluster_hash = inputs.cluster_hash;

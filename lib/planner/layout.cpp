@@ -16,7 +16,7 @@ std::vector<plan::Gpu> gpus_of(const hw::Cluster& cluster, std::span<const int> 
 bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, int tp, int pp,
                       int layers, std::vector<plan::Replica>& out) {
   out.clear();
-  if (pp > layers) return false;
+  if (tp < 1 || pp < 1 || pp > layers) return false;
   std::vector<plan::Stage> stages;
   for (int node : nodes) {
     const int count = cluster.nodes[node].gpu_count;
@@ -45,9 +45,10 @@ bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, in
 
 std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nodes,
                             const std::vector<const workload::ModelArch*>& models) {
-  int smallest = 1 << 30;
-  for (int node : nodes) smallest = std::min(smallest, cluster.nodes[node].gpu_count);
   std::vector<int> out;
+  if (nodes.empty()) return out;
+  int smallest = cluster.nodes[nodes.front()].gpu_count;
+  for (int node : nodes) smallest = std::min(smallest, cluster.nodes[node].gpu_count);
   for (int tp = 1; tp <= smallest; tp *= 2) {
     const bool divides = std::all_of(models.begin(), models.end(),
                                      [tp](const workload::ModelArch* m) { return m->heads % tp == 0; });

@@ -1,0 +1,488 @@
+#include "planner/hybrid.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <tuple>
+
+#include "core/error.h"
+#include "planner/layout.h"
+
+namespace hetrl::planner {
+namespace {
+
+constexpr double kWorst = -std::numeric_limits<double>::infinity();
+
+// One step of the local search: a task's new strategy, or one node of a class moving between
+// groups (-1: the unused pool).
+struct Move {
+  bool strategy = true;
+  int task = 0;  // position in Candidate::tasks
+  TaskChoice choice;
+  int cls = 0;
+  int from = 0;
+  int to = 0;
+};
+
+struct Candidate {
+  int id = 0;
+  std::vector<std::vector<int>> partition;
+  std::vector<int> tasks;            // the partition's tasks, group by group
+  std::vector<int> task_group;       // group of each position in `tasks`
+  std::vector<std::vector<int>> counts;  // [class][group]: nodes taken
+  std::vector<TaskChoice> choices;   // per position in `tasks`
+  double current = kWorst;
+  double best = kWorst;
+  plan::Plan best_plan;
+  plan::Prediction best_prediction;
+  long long evaluations = 0;
+  std::vector<Move> moves;
+  std::size_t next_move = 0;
+  bool started = false;
+  bool improved = false;
+  bool done = false;
+  int restarts = 0;
+  std::mt19937_64 rng;
+};
+
+class Search {
+ public:
+  Search(const cost::CostModel& model, const workload::ModelCatalog& models, const HybridParams& params,
+         const core::Clock& clock)
+      : model_(model), models_(models), params_(params), clock_(clock), evaluator_(model),
+        start_(clock.seconds()) {
+    const hw::Cluster& cluster = model.cluster();
+    std::map<std::tuple<int, int, double, double, int>, int> index;
+    for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+      const hw::Node& node = cluster.nodes[n];
+      const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
+                                       node.nic_bandwidth, node.zone);
+      const auto [it, fresh] = index.emplace(key, static_cast<int>(classes_.size()));
+      if (fresh) classes_.emplace_back();
+      classes_[it->second].push_back(static_cast<int>(n));
+    }
+  }
+
+  PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
+
+ private:
+  double score(const plan::Prediction& p) const;
+  bool out_of_time() const { return clock_.seconds() - start_ > params_.time_limit; }
+  std::vector<int> group_nodes(const Candidate& c, int group) const;
+  std::vector<Candidate> level_one();
+  bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
+  TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
+  bool repair(Candidate& c) const;
+  bool move_node(Candidate& c, const Move& m) const;
+  double evaluate(Candidate& c);
+  void next_sweep(Candidate& c);
+  void search(Candidate& c, long long budget);
+
+  const cost::CostModel& model_;
+  const workload::ModelCatalog& models_;
+  const HybridParams& params_;
+  const core::Clock& clock_;
+  plan::Evaluator evaluator_;
+  double start_;
+  std::vector<std::vector<int>> classes_;  // node indices per class
+  plan::Plan scratch_;
+  long long evaluations_ = 0;
+  long long pruned_ = 0;
+  bool timed_out_ = false;
+  std::string why_not_;
+};
+
+double Search::score(const plan::Prediction& p) const {
+  if (!p.feasible) return kWorst;
+  if (params_.min_throughput && p.samples_per_second < *params_.min_throughput) return kWorst;
+  if (params_.budget_per_hour && (!p.price_per_hour || *p.price_per_hour > *params_.budget_per_hour)) {
+    return kWorst;
+  }
+  if (params_.objective == Objective::kCostPerSample) {
+    return -(p.price_per_hour.value_or(0) / 3600.0 / p.samples_per_second);
+  }
+  return p.samples_per_second;
+}
+
+std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
+  std::vector<int> nodes;
+  for (std::size_t k = 0; k < classes_.size(); ++k) {
+    int offset = 0;
+    for (int g = 0; g < group; ++g) offset += c.counts[k][g];
+    for (int i = 0; i < c.counts[k][group]; ++i) nodes.push_back(classes_[k][offset + i]);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+// Can the group's GPUs hold its models' state at all, spread as thin as ZeRO-3 over all of
+// them? A cheap bound that prunes hopeless candidates before any evaluation.
+bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const {
+  double capacity = 0;
+  for (int n : nodes) capacity += model_.usable_memory(n) * model_.cluster().nodes[n].gpu_count;
+  std::map<std::string, double> need;
+  for (int t : tasks) {
+    const workload::Task& task = model_.graph().tasks[t];
+    const double params = model_.shape(t).total_params();
+    const double bytes = task.kind == workload::TaskKind::kTrain ? 16 * params : 2 * params;
+    need[task.model] = std::max(need[task.model], bytes);
+  }
+  double total = 0;
+  for (const auto& [name, bytes] : need) total += bytes;
+  return total <= capacity;
+}
+
+std::vector<Candidate> Search::level_one() {
+  const std::vector<int> tasks = gpu_task_list(model_.graph());
+  const int classes = static_cast<int>(classes_.size());
+  std::vector<Candidate> out;
+  for (const auto& partition : partitions(tasks)) {
+    const int k = static_cast<int>(partition.size());
+    if (k > params_.max_groups) continue;
+    std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
+    while (true) {
+      std::vector<bool> used(k, false);
+      for (int o : owner) {
+        if (o < k) used[o] = true;
+      }
+      if (std::all_of(used.begin(), used.end(), [](bool u) { return u; })) {
+        Candidate c;
+        c.partition = partition;
+        c.counts.assign(classes, std::vector<int>(k, 0));
+        for (int cls = 0; cls < classes; ++cls) {
+          if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
+        }
+        bool holds = true;
+        for (int g = 0; g < k && holds; ++g) holds = holds_models(partition[g], group_nodes(c, g));
+        if (holds) {
+          for (int g = 0; g < k; ++g) {
+            for (int t : partition[g]) {
+              c.tasks.push_back(t);
+              c.task_group.push_back(g);
+            }
+          }
+          out.push_back(std::move(c));
+        } else {
+          ++pruned_;
+        }
+      }
+      int i = 0;
+      for (; i < classes; ++i) {
+        if (++owner[i] <= k) break;
+        owner[i] = 0;
+      }
+      if (i == classes) break;
+    }
+  }
+  // Beyond the limit: the all-colocated candidates, then a seeded sample of the rest.
+  if (static_cast<int>(out.size()) > params_.max_candidates) {
+    const auto colocated = std::stable_partition(out.begin(), out.end(),
+                                                 [](const Candidate& c) { return c.partition.size() == 1; });
+    std::mt19937_64 rng(params_.seed);
+    std::shuffle(colocated, out.end(), rng);
+    pruned_ += static_cast<long long>(out.size()) - params_.max_candidates;
+    out.resize(params_.max_candidates);
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i].id = static_cast<int>(i);
+    out[i].rng.seed(params_.seed * 1000003ULL + i);
+  }
+  return out;
+}
+
+// The leanest strategy that leaves room: the smallest TP whose state takes at most half of the
+// smallest GPU, PP 1, ZeRO-3 for training; else the largest TP and PP.
+TaskChoice Search::start_choice(int task, const std::vector<int>& nodes) const {
+  const std::vector<TaskChoice> choices = task_choices(model_, models_, params_.space, task, nodes);
+  if (choices.empty()) return {};
+  double smallest = std::numeric_limits<double>::infinity();
+  int gpus = 0;
+  for (int n : nodes) {
+    smallest = std::min(smallest, model_.usable_memory(n));
+    gpus += model_.cluster().nodes[n].gpu_count;
+  }
+  const int layers = model_.shape(task).layers;
+  const int zero = params_.space.zero_stages.back();
+  for (const TaskChoice& c : choices) {
+    if (c.pp != 1 || (c.train.zero_stage != zero && model_.graph().tasks[task].kind == workload::TaskKind::kTrain) ||
+        c.train.recompute) {
+      continue;
+    }
+    const std::vector<cost::Stage> stage{{nodes.front(), c.tp, layers}};
+    const cost::StageMemory m = model_.stage_memory(task, stage, 0, std::max(1, gpus / c.tp), c.train);
+    if (m.resident() + m.activations + m.kv_cache_min <= 0.5 * smallest) return c;
+  }
+  return choices.back();
+}
+
+// After nodes moved, keep each task's strategy if it still lays out, else the nearest one
+// that does (same PP and training options, the largest TP not above the old one). False when
+// a group has no nodes or a task no strategy.
+bool Search::repair(Candidate& c) const {
+  const int k = static_cast<int>(c.partition.size());
+  std::vector<std::vector<int>> nodes(k);
+  for (int g = 0; g < k; ++g) {
+    nodes[g] = group_nodes(c, g);
+    if (nodes[g].empty()) return false;
+  }
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    const std::vector<TaskChoice> valid =
+        task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
+    if (valid.empty()) return false;
+    const TaskChoice old = c.choices[i];
+    const TaskChoice* pick = nullptr;
+    for (const TaskChoice& v : valid) {
+      if (v.tp == old.tp && v.pp == old.pp && v.train.zero_stage == old.train.zero_stage &&
+          v.train.recompute == old.train.recompute) {
+        pick = &v;
+        break;
+      }
+      if (v.pp == old.pp && v.train.zero_stage == old.train.zero_stage &&
+          v.train.recompute == old.train.recompute && v.tp <= old.tp) {
+        pick = &v;  // keeps the largest such TP: choices come in increasing TP
+      }
+    }
+    c.choices[i] = pick ? *pick : valid.front();
+  }
+  return true;
+}
+
+// Moves one node of a class between groups (or the unused pool); false, changing nothing,
+// when the source has no node of that class left.
+bool Search::move_node(Candidate& c, const Move& m) const {
+  int taken = 0;
+  for (int n : c.counts[m.cls]) taken += n;
+  const bool available = m.from >= 0 ? c.counts[m.cls][m.from] > 0
+                                     : taken < static_cast<int>(classes_[m.cls].size());
+  if (!available) return false;
+  if (m.from >= 0) --c.counts[m.cls][m.from];
+  if (m.to >= 0) ++c.counts[m.cls][m.to];
+  return true;
+}
+
+double Search::evaluate(Candidate& c) {
+  const int k = static_cast<int>(c.partition.size());
+  std::vector<GroupChoice> groups(k);
+  for (int g = 0; g < k; ++g) groups[g].nodes = group_nodes(c, g);
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    groups[c.task_group[i]].tasks.push_back(c.tasks[i]);
+    groups[c.task_group[i]].choices.push_back(c.choices[i]);
+  }
+  ++c.evaluations;
+  ++evaluations_;
+  if (!realize(model_, models_, groups, scratch_)) {
+    ++pruned_;
+    return kWorst;
+  }
+  balance_shares(evaluator_, scratch_, 1);
+  const plan::Prediction& p = evaluator_.evaluate(scratch_);
+  const double s = score(p);
+  if (!p.feasible && why_not_.empty()) why_not_ = p.infeasible;
+  if (s > c.best) {
+    c.best = s;
+    c.best_plan = scratch_;
+    c.best_prediction = p;
+  }
+  return s;
+}
+
+void Search::next_sweep(Candidate& c) {
+  c.moves.clear();
+  c.next_move = 0;
+  c.improved = false;
+  const int k = static_cast<int>(c.partition.size());
+  std::vector<std::vector<int>> nodes(k);
+  for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]])) {
+      const TaskChoice& now = c.choices[i];
+      if (choice.tp == now.tp && choice.pp == now.pp && choice.train.zero_stage == now.train.zero_stage &&
+          choice.train.recompute == now.train.recompute) {
+        continue;
+      }
+      Move m;
+      m.strategy = true;
+      m.task = static_cast<int>(i);
+      m.choice = choice;
+      c.moves.push_back(m);
+    }
+  }
+  for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
+    int taken = 0;
+    for (int g = 0; g < k; ++g) taken += c.counts[cls][g];
+    const bool spare = taken < static_cast<int>(classes_[cls].size());
+    for (int from = -1; from < k; ++from) {
+      if (from == -1 ? !spare : c.counts[cls][from] == 0) continue;
+      for (int to = -1; to < k; ++to) {
+        if (to == from) continue;
+        Move m;
+        m.strategy = false;
+        m.cls = static_cast<int>(cls);
+        m.from = from;
+        m.to = to;
+        c.moves.push_back(m);
+      }
+    }
+  }
+}
+
+void Search::search(Candidate& c, long long budget) {
+  while (!c.done && c.evaluations < budget) {
+    if (out_of_time()) {
+      timed_out_ = true;
+      return;
+    }
+    if (!c.started) {
+      c.started = true;
+      for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+        c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
+      }
+      c.current = evaluate(c);
+      next_sweep(c);
+      continue;
+    }
+    if (c.next_move == c.moves.size()) {
+      if (c.improved) {
+        next_sweep(c);
+        continue;
+      }
+      if (c.restarts >= params_.restarts) {
+        c.done = true;
+        return;
+      }
+      // Converged: perturb (a random strategy for every task, a few random node moves) and
+      // search again from there.
+      ++c.restarts;
+      const Candidate saved = c;
+      for (int step = 0; step < 3 && !c.moves.empty(); ++step) {
+        const Move& m = c.moves[c.rng() % c.moves.size()];
+        if (!m.strategy) move_node(c, m);
+      }
+      if (!repair(c)) {
+        c.counts = saved.counts;
+        c.choices = saved.choices;
+        repair(c);
+      }
+      const int k = static_cast<int>(c.partition.size());
+      std::vector<std::vector<int>> nodes(k);
+      for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
+      for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+        const auto valid = task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
+        if (!valid.empty()) c.choices[i] = valid[c.rng() % valid.size()];
+      }
+      c.current = evaluate(c);
+      next_sweep(c);
+      continue;
+    }
+    const Move m = c.moves[c.next_move++];
+    const std::vector<std::vector<int>> counts = c.counts;
+    const std::vector<TaskChoice> choices = c.choices;
+    if (m.strategy) {
+      c.choices[m.task] = m.choice;
+    } else {
+      if (!move_node(c, m) || !repair(c)) {
+        c.counts = counts;
+        c.choices = choices;
+        ++pruned_;
+        continue;
+      }
+    }
+    const double s = evaluate(c);
+    const bool better = s > c.current && (c.current == kWorst || s - c.current > 1e-12 * std::abs(c.current));
+    if (better) {
+      c.current = s;
+      c.improved = true;
+      if (!m.strategy) {
+        // Strategy moves were listed for the old nodes: list again from here.
+        next_sweep(c);
+        c.improved = true;
+      }
+    } else {
+      c.counts = counts;
+      c.choices = choices;
+    }
+  }
+}
+
+PlannerResult Search::run(const std::function<void(const SearchProgress&)>& progress) {
+  std::vector<Candidate> alive = level_one();
+  const long long candidates = static_cast<long long>(alive.size());
+  const double rounds = std::max(1.0, std::ceil(std::log2(std::max<double>(2, static_cast<double>(candidates)))));
+  long long budget = std::max<long long>(
+      2, static_cast<long long>(static_cast<double>(params_.evaluation_budget) /
+                                (std::max<double>(1, static_cast<double>(candidates)) * rounds)));
+  int round = 0;
+  while (!alive.empty() && !timed_out_) {
+    for (Candidate& c : alive) {
+      search(c, alive.size() == 1 ? std::numeric_limits<long long>::max() : budget);
+      if (timed_out_) break;
+    }
+    ++round;
+    if (progress) progress({round, static_cast<int>(alive.size()), evaluations_, clock_.seconds() - start_});
+    if (alive.size() == 1) break;
+    // The better half goes on with twice the budget.
+    std::stable_sort(alive.begin(), alive.end(), [](const Candidate& a, const Candidate& b) {
+      return a.best > b.best || (a.best == b.best && a.id < b.id);
+    });
+    std::size_t keep = (alive.size() + 1) / 2;
+    while (keep > 1 && alive[keep - 1].best == kWorst) --keep;
+    if (alive.front().best == kWorst) keep = std::min<std::size_t>(keep, alive.size());
+    alive.resize(keep);
+    budget *= 2;
+  }
+  PlannerResult result;
+  const Candidate* best = nullptr;
+  for (const Candidate& c : alive) {
+    if (c.best > kWorst && (!best || c.best > best->best)) best = &c;
+  }
+  result.evaluations = evaluations_;
+  if (best) {
+    result.found = true;
+    result.plan = best->best_plan;
+    result.prediction = best->best_prediction;
+  } else {
+    result.why_not = why_not_.empty() ? "no candidate could be laid out on the cluster" : why_not_;
+    if (params_.budget_per_hour || params_.min_throughput) {
+      result.why_not = "no plan meets the constraints" +
+                       std::string(why_not_.empty() ? "" : "; the last infeasible one: " + why_not_);
+    }
+  }
+  result.plan.planner.name = "hybrid";
+  result.plan.planner.params = {
+      {"seed", std::to_string(params_.seed)},
+      {"max_groups", std::to_string(params_.max_groups)},
+      {"objective", params_.objective == Objective::kThroughput ? "throughput" : "cost_per_sample"}};
+  if (params_.budget_per_hour) {
+    result.plan.planner.params.emplace_back("budget_per_hour_usd", fmt::format("{}", *params_.budget_per_hour));
+  }
+  if (params_.min_throughput) {
+    result.plan.planner.params.emplace_back("min_samples_per_second", fmt::format("{}", *params_.min_throughput));
+  }
+  result.plan.planner.stats = {{"candidates", static_cast<double>(candidates)},
+                               {"evaluations", static_cast<double>(evaluations_)},
+                               {"pruned", static_cast<double>(pruned_)},
+                               {"rounds", static_cast<double>(round)},
+                               {"timed_out", timed_out_ ? 1.0 : 0.0}};
+  return result;
+}
+
+}  // namespace
+
+PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
+                          const HybridParams& params, const core::Clock& clock,
+                          const std::function<void(const SearchProgress&)>& progress) {
+  const bool needs_prices = params.objective == Objective::kCostPerSample || params.budget_per_hour;
+  if (needs_prices && !model.cluster().price_per_hour()) {
+    throw core::InputError(
+        "the cost objective and --budget-per-hour need a price for every node; give prices in the "
+        "cluster file (gpu_types, price_per_hour_usd) or with hetrl-cluster --gpu-price");
+  }
+  Search search(model, models, params, clock);
+  return search.run(progress);
+}
+
+}  // namespace hetrl::planner

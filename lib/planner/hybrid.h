@@ -1,0 +1,66 @@
+#pragma once
+// The hybrid planner, hetrl-plan's default: a multi-level search over the shared decision space
+// (planner/space.h) with successive halving.
+//
+// Reading map:
+//   Level 1  a candidate is a grouping of the GPU tasks (at most max_groups groups) and, for
+//            each node class (nodes alike for the cost model: GPU type, size, links, zone),
+//            the group that gets it, or none. Candidates whose groups cannot hold their models'
+//            state even spread over all their GPUs are pruned before any evaluation; beyond
+//            max_candidates, a seeded sample is kept (the all-colocated ones always).
+//   Level 2  node counts: how many nodes of each class each group takes (moves of one node
+//            between groups or to and from the unused pool).
+//   Level 3  each task's strategy (TP, PP, ZeRO stage, recompute), with layers split by stage
+//            speed and batch shares re-weighted by replica speed (closed forms).
+//   Levels 2 and 3 run as first-improvement local search from a memory-aware start: sweeps
+//   over every strategy of every task, then every one-node move; a sweep without improvement
+//   ends in a seeded perturbation, restarts times, then the candidate is done.
+//   Successive halving: every candidate gets a first budget, the better half twice as much,
+//   and so on until one is left, which then searches to the end. A time limit stops
+//   the search at any point with the best plan found so far.
+//
+// Deterministic: the same inputs and seed give the same plan (when the time limit does not
+// bind). Constraints (budget per hour, minimum throughput) make a plan unacceptable; the
+// objective is throughput, or cost per sample.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "core/clock.h"
+#include "planner/baselines.h"
+#include "planner/space.h"
+
+namespace hetrl::planner {
+
+enum class Objective { kThroughput, kCostPerSample };
+
+struct HybridParams {
+  SearchSpace space;
+  int max_groups = 3;
+  std::uint64_t seed = 1;
+  double time_limit = 60;          // seconds
+  int max_candidates = 2048;       // level-1 candidates searched (a seeded sample beyond)
+  // Evaluations the search aims to spend in all. The first round gives each of the N
+  // candidates budget / (N x rounds) evaluations (at least 2), so small instances are searched
+  // to convergence and large ones get a quick look first.
+  long long evaluation_budget = 40000;
+  int restarts = 2;                // perturbations after the local search converges
+  Objective objective = Objective::kThroughput;
+  std::optional<double> budget_per_hour;  // USD
+  std::optional<double> min_throughput;   // samples/s
+};
+
+struct SearchProgress {
+  int round = 0;
+  int candidates_left = 0;
+  long long evaluations = 0;
+  double seconds = 0;
+};
+
+// Throws core::InputError when the objective or a constraint needs prices the cluster lacks.
+PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
+                          const HybridParams& params, const core::Clock& clock,
+                          const std::function<void(const SearchProgress&)>& progress = {});
+
+}  // namespace hetrl::planner

@@ -1,0 +1,166 @@
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "hw/cluster_builder.h"
+#include "io/catalog_io.h"
+#include "io/plan_io.h"
+#include "planner/exhaustive.h"
+#include "planner/hybrid.h"
+
+using namespace hetrl;
+
+namespace {
+
+const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+
+struct RandomInstance {
+  hw::Cluster cluster;
+  workload::Workload workload;
+  workload::TaskGraph graph;
+  std::string description;
+};
+
+// 2 or 3 nodes of 1, 2 or 4 GPUs of random types in one or two regions; GRPO on a small Qwen
+// with or without a reference model, fixed or long-tailed lengths, sync or async.
+RandomInstance random_instance(std::mt19937& rng) {
+  const std::vector<std::string> types = {"A100-SXM-80G", "H100-SXM", "L40S", "L4", "A10G"};
+  const std::vector<std::string> zones = {"us-east-1a", "us-east-1b", "us-west-2a"};
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  const int nodes = 2 + static_cast<int>(rng() % 2);
+  RandomInstance x;
+  for (int n = 0; n < nodes; ++n) {
+    const int gpus = 1 << (rng() % 3);
+    const std::string spec = zones[rng() % zones.size()] + ":" + std::to_string(gpus) + "x" + types[rng() % types.size()];
+    params.node_groups.push_back(hw::parse_node_spec(spec, catalogs().hardware));
+    x.description += spec + " ";
+  }
+  x.cluster = hw::build_cluster(params, catalogs().hardware);
+  workload::Workload& w = x.workload;
+  w.algorithm = "grpo";
+  const std::string model = rng() % 2 ? "Qwen2.5-0.5B" : "Qwen2.5-1.5B";
+  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, model};
+  if (rng() % 2) w.role(workload::Role::kReference) = {workload::RoleModel::Kind::kModel, model};
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = 16 << (rng() % 3);
+  w.samples_per_prompt = 4;
+  w.prompt_length_tokens = 256;
+  if (rng() % 2) {
+    w.response.kind = workload::LengthKind::kFixed;
+    w.response.fixed_tokens = 512;
+  } else {
+    w.response.kind = workload::LengthKind::kLognormal;
+    w.response.mean_tokens = 600;
+    w.response.max_tokens = 2048;
+  }
+  if (rng() % 3 == 0) {
+    w.mode = workload::Mode::kAsync;
+    w.max_staleness = 1;
+  }
+  w.validate(catalogs().algorithms, catalogs().models);
+  x.graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+  x.description += model + (w.role(workload::Role::kReference).kind == workload::RoleModel::Kind::kModel ? " +ref" : "") +
+                   (w.mode == workload::Mode::kAsync ? " async" : " sync");
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
+  std::mt19937 rng(2026);
+  const core::FakeClock clock;
+  int compared = 0;
+  for (int i = 0; compared < 30 && i < 200; ++i) {
+    const RandomInstance x = random_instance(rng);
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    planner::ExhaustiveParams exhaustive_params;
+    if (planner::exhaustive_plan_count(model, catalogs().models, exhaustive_params) > 10000) continue;
+    const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, exhaustive_params);
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, {}, clock);
+    CAPTURE(x.description);
+    REQUIRE(truth.found == hybrid.found);
+    if (!truth.found) continue;
+    ++compared;
+    CHECK(hybrid.prediction.samples_per_second ==
+          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+  }
+  CHECK(compared == 30);
+}
+
+TEST_CASE("hybrid: the same seed gives the same plan; constraints and objectives hold") {
+  const io::Catalogs& c = catalogs();
+  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
+  for (const char* spec : {"us-east-1a:2x4xA100-SXM-80G", "us-east-1b:2x4xL4", "us-west-2a:1x4xH100-SXM"}) {
+    params.node_groups.push_back(hw::parse_node_spec(spec, c.hardware));
+  }
+  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
+  workload::Workload w;
+  w.algorithm = "grpo";
+  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-1.5B"};
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = 64;
+  w.samples_per_prompt = 8;
+  w.prompt_length_tokens = 512;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = 1024;
+  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
+  const cost::CostModel model(cluster, w, graph, c.models);
+  const core::FakeClock clock;
+  planner::HybridParams hp;
+  hp.seed = 7;
+  const planner::PlannerResult a = planner::plan_hybrid(model, c.models, hp, clock);
+  const planner::PlannerResult b = planner::plan_hybrid(model, c.models, hp, clock);
+  REQUIRE(a.found);
+  CHECK(io::plan_to_json(a.plan, a.prediction, cluster, graph) == io::plan_to_json(b.plan, b.prediction, cluster, graph));
+
+  // A budget below the best plan's price: the plan found costs no more than the budget.
+  const double price = *a.prediction.price_per_hour;
+  hp.budget_per_hour = price * 0.5;
+  const planner::PlannerResult cheap = planner::plan_hybrid(model, c.models, hp, clock);
+  REQUIRE(cheap.found);
+  CHECK(*cheap.prediction.price_per_hour <= price * 0.5);
+  // A throughput floor above anything possible: no plan, and the reason says so.
+  hp.budget_per_hour.reset();
+  hp.min_throughput = a.prediction.samples_per_second * 10;
+  const planner::PlannerResult none = planner::plan_hybrid(model, c.models, hp, clock);
+  CHECK_FALSE(none.found);
+  CHECK(none.why_not.find("no plan meets the constraints") == 0);
+  // Cost per sample: no more per sample than the throughput plan.
+  hp.min_throughput.reset();
+  hp.objective = planner::Objective::kCostPerSample;
+  const planner::PlannerResult thrifty = planner::plan_hybrid(model, c.models, hp, clock);
+  REQUIRE(thrifty.found);
+  const auto per_sample = [](const plan::Prediction& p) { return *p.price_per_hour / p.samples_per_second; };
+  CHECK(per_sample(thrifty.prediction) <= per_sample(a.prediction) * (1 + 1e-9));
+}
+
+TEST_CASE("hybrid stops at the time limit with the best plan so far") {
+  const io::Catalogs& c = catalogs();
+  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
+  for (const char* spec : {"a:2x8xA100-SXM-80G", "b:2x8xL40S"}) {
+    params.node_groups.push_back(hw::parse_node_spec(spec, c.hardware));
+  }
+  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
+  workload::Workload w;
+  w.algorithm = "grpo";
+  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-7B"};
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = 64;
+  w.samples_per_prompt = 8;
+  w.prompt_length_tokens = 512;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = 1024;
+  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
+  const cost::CostModel model(cluster, w, graph, c.models);
+  planner::HybridParams hp;
+  hp.time_limit = 1.0;
+  const core::FakeClock clock(0.01);  // every reading 10 ms later: the limit binds
+  const planner::PlannerResult r = planner::plan_hybrid(model, c.models, hp, clock);
+  const auto& stats = r.plan.planner.stats;
+  const auto timed_out = std::find_if(stats.begin(), stats.end(), [](const auto& s) { return s.first == "timed_out"; });
+  REQUIRE(timed_out != stats.end());
+  CHECK(timed_out->second == 1.0);
+  CHECK(r.evaluations < 200);
+}
