@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
       if (options.planner == "auto") {
         chosen.planner.params.insert(chosen.planner.params.begin(), {"chosen_by", "auto"});
       }
-      chosen.planner.stats.emplace_back("seconds", seconds);
+      chosen.planner.stats.emplace_back("planning_seconds", seconds);
       fmt::print(stderr, "planned in {:.2f} s ({} evaluations)\n", seconds, result.evaluations);
     }
     chosen.cluster_hash = inputs.cluster_hash;
