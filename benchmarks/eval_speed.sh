@@ -13,7 +13,8 @@ echo "core,scenario,gpus,plans,evaluations,seconds,evaluations_per_second" > "$c
 for core in $(seq 0 $(($(nproc) - 1))); do
   for _ in $(seq "$runs"); do
     row=$(taskset -c "$core" "$root/build/release/benchmarks/eval_speed" \
-          "$root/benchmarks/scenarios/mixed-64gpu.json" "$root/cost_models/default_workload.json" "$count")
+          "$root/benchmarks/scenarios/regions2-mixed-64/cluster.json" \
+          "$root/benchmarks/scenarios/regions2-mixed-64/workload.json" "$count")
     echo "$core,$row" >> "$csv"
   done
 done

@@ -1,0 +1,53 @@
+// Runs every planner on every scenario given and prints CSV rows:
+//   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations
+// A scenario is a folder with cluster.json and workload.json. A planner that finds no plan
+// prints 0 samples/s. Usage: planners SCENARIO_DIR...
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "core/clock.h"
+#include "io/catalog_io.h"
+#include "io/inputs.h"
+#include "planner/baselines.h"
+#include "planner/hybrid.h"
+
+using namespace hetrl;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: planners SCENARIO_DIR...\n");
+    return 2;
+  }
+  const io::Catalogs& catalogs = io::builtin_catalogs();
+  fmt::print("scenario,gpus,planner,samples_per_second,planning_seconds,evaluations\n");
+  for (int a = 1; a < argc; ++a) {
+    std::filesystem::path dir = std::filesystem::path(argv[a]).lexically_normal();
+    if (dir.filename().empty()) dir = dir.parent_path();  // "scenario/" names the folder too
+    try {
+      const io::Inputs in = io::load_inputs((dir / "cluster.json").string(),
+                                            (dir / "workload.json").string(), catalogs);
+      const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
+      const std::vector<int> nodes = planner::all_nodes(in.cluster);
+      const core::SteadyClock clock;
+      const auto run = [&](const char* name, const auto& plan) {
+        const double start = clock.seconds();
+        const planner::PlannerResult r = plan();
+        const double seconds = clock.seconds() - start;
+        fmt::print("{},{},{},{:.4f},{:.3f},{}\n", dir.filename().string(), in.cluster.total_gpus(), name,
+                   r.found ? r.prediction.samples_per_second : 0.0, seconds, r.evaluations);
+        std::fflush(stdout);
+      };
+      run("verl", [&] { return planner::plan_verl(model, catalogs.models, nodes); });
+      run("streamrl", [&] { return planner::plan_streamrl(model, catalogs.models, nodes); });
+      run("homogeneous", [&] { return planner::plan_homogeneous(model, catalogs.models); });
+      run("hybrid", [&] { return planner::plan_hybrid(model, catalogs.models, {}, clock); });
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "planners: {}: {}\n", dir.string(), e.what());
+      return 1;
+    }
+  }
+  return 0;
+}
