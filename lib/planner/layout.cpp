@@ -13,32 +13,45 @@ std::vector<plan::Gpu> gpus_of(const hw::Cluster& cluster, std::span<const int> 
   return gpus;
 }
 
-bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, int tp, int pp,
-                      int layers, std::vector<plan::Replica>& out) {
-  out.clear();
-  if (tp < 1 || pp < 1 || pp > layers) return false;
-  std::vector<plan::Stage> stages;
+bool layout_fits(const hw::Cluster& cluster, std::span<const int> nodes, int tp, int pp, int layers) {
+  if (tp < 1 || pp < 1 || pp > layers || nodes.empty()) return false;
+  int stages = 0;
   for (int node : nodes) {
     const int count = cluster.nodes[node].gpu_count;
     if (count % tp != 0) return false;
-    for (int first = 0; first < count; first += tp) {
-      plan::Stage stage;
-      stage.node = node;
-      for (int d = first; d < first + tp; ++d) stage.devices.push_back(d);
-      stages.push_back(std::move(stage));
-    }
+    stages += count / tp;
   }
-  if (stages.empty() || stages.size() % pp != 0) return false;
-  const int replicas = static_cast<int>(stages.size()) / pp;
-  for (int r = 0; r < replicas; ++r) {
-    plan::Replica replica;
-    replica.share = 1.0 / replicas;
-    for (int s = 0; s < pp; ++s) {
-      plan::Stage stage = stages[r * pp + s];
+  return stages % pp == 0;
+}
+
+bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, int tp, int pp,
+                      int layers, std::vector<plan::Replica>& out) {
+  if (!layout_fits(cluster, nodes, tp, pp, layers)) {
+    out.clear();
+    return false;
+  }
+  int stages = 0;
+  for (int node : nodes) stages += cluster.nodes[node].gpu_count / tp;
+  const int replicas = stages / pp;
+  // Reuses the elements `out` already has, so a search that lays out plan after plan does not
+  // allocate anew each time.
+  out.resize(replicas);
+  int r = 0, s = 0;
+  for (int node : nodes) {
+    for (int first = 0; first < cluster.nodes[node].gpu_count; first += tp) {
+      plan::Replica& replica = out[r];
+      replica.share = 1.0 / replicas;
+      replica.stages.resize(pp);
+      plan::Stage& stage = replica.stages[s];
+      stage.node = node;
+      stage.devices.resize(tp);
+      for (int d = 0; d < tp; ++d) stage.devices[d] = first + d;
       stage.layers = layers / pp + (s < layers % pp ? 1 : 0);
-      replica.stages.push_back(std::move(stage));
+      if (++s == pp) {
+        s = 0;
+        ++r;
+      }
     }
-    out.push_back(std::move(replica));
   }
   return true;
 }
@@ -57,11 +70,34 @@ std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nod
   return out;
 }
 
+namespace {
+
+void save_shares(const plan::Plan& plan, std::vector<double>& out) {
+  out.clear();
+  for (const plan::Group& g : plan.groups) {
+    for (const plan::TaskPlacement& t : g.tasks) {
+      for (const plan::Replica& r : t.replicas) out.push_back(r.share);
+    }
+  }
+}
+
+void restore_shares(plan::Plan& plan, const std::vector<double>& shares) {
+  std::size_t i = 0;
+  for (plan::Group& g : plan.groups) {
+    for (plan::TaskPlacement& t : g.tasks) {
+      for (plan::Replica& r : t.replicas) r.share = shares[i++];
+    }
+  }
+}
+
+}  // namespace
+
 double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) {
   const plan::Prediction* prediction = &evaluator.evaluate(plan);
   if (!prediction->feasible) return 0;
   double best = prediction->samples_per_second;
-  plan::Plan best_plan = plan;
+  thread_local std::vector<double> best_shares;
+  save_shares(plan, best_shares);
   for (int round = 0; round < rounds; ++round) {
     for (plan::Group& group : plan.groups) {
       for (plan::TaskPlacement& placement : group.tasks) {
@@ -79,10 +115,10 @@ double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) 
     if (!prediction->feasible) break;
     if (prediction->samples_per_second > best) {
       best = prediction->samples_per_second;
-      best_plan = plan;
+      save_shares(plan, best_shares);
     }
   }
-  plan = std::move(best_plan);
+  restore_shares(plan, best_shares);
   return best;
 }
 

@@ -14,6 +14,9 @@ namespace hetrl::planner {
 // All GPUs of the given nodes, in node order then device order.
 std::vector<plan::Gpu> gpus_of(const hw::Cluster& cluster, std::span<const int> nodes);
 
+// Whether uniform_replicas can lay out tp x pp replicas over the nodes (without building them).
+bool layout_fits(const hw::Cluster& cluster, std::span<const int> nodes, int tp, int pp, int layers);
+
 // Replicas of `pp` stages of `tp` GPUs each over the nodes' GPUs in order, layers split as
 // evenly as they go (the first stages take the remainder), equal shares. False when a node's
 // GPU count is not a multiple of tp, the stages do not form whole replicas, or pp exceeds
@@ -27,7 +30,8 @@ std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nod
                             const std::vector<const workload::ModelArch*>& models);
 
 // Re-weights every task's replica shares toward equal finishing times (share / seconds) for
-// a few rounds and keeps the best plan seen. Returns its samples/s, or 0 when infeasible.
+// a few rounds and keeps the best shares seen. Returns the plan's samples/s, or 0 when
+// infeasible. The evaluator's last prediction may be of other shares than the plan's.
 double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds = 3);
 
 }  // namespace hetrl::planner

@@ -24,10 +24,9 @@ std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workloa
   const workload::ModelArch& arch = models.get(t.model, "");
   const bool training = t.kind == workload::TaskKind::kTrain;
   std::vector<TaskChoice> out;
-  std::vector<plan::Replica> scratch;
   for (int tp : tp_choices(model.cluster(), nodes, {&arch})) {
     for (int pp : space.pipeline) {
-      if (!uniform_replicas(model.cluster(), nodes, tp, pp, arch.layers, scratch)) continue;
+      if (!layout_fits(model.cluster(), nodes, tp, pp, arch.layers)) continue;
       if (!training) {
         out.push_back({tp, pp, {}});
         continue;
@@ -84,29 +83,41 @@ void layers_by_speed(const hw::Cluster& cluster, int layers, plan::Replica& repl
 
 }  // namespace
 
+namespace {
+thread_local std::vector<std::size_t> order_;
+}  // namespace
+
 bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
              const std::vector<GroupChoice>& groups, plan::Plan& out) {
   const hw::Cluster& cluster = model.cluster();
-  out.groups.clear();
-  for (const GroupChoice& choice : groups) {
-    plan::Group group;
-    group.gpus = gpus_of(cluster, choice.nodes);
-    for (std::size_t i = 0; i < choice.tasks.size(); ++i) {
+  // Reuses `out`'s groups, tasks and replicas so a search builds plans without allocating.
+  out.groups.resize(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const GroupChoice& choice = groups[g];
+    plan::Group& group = out.groups[g];
+    group.gpus.clear();
+    for (int node : choice.nodes) {
+      for (int d = 0; d < cluster.nodes[node].gpu_count; ++d) group.gpus.push_back({node, d});
+    }
+    // Tasks in graph order.
+    order_.clear();
+    for (std::size_t i = 0; i < choice.tasks.size(); ++i) order_.push_back(i);
+    std::sort(order_.begin(), order_.end(),
+              [&](std::size_t a, std::size_t b) { return choice.tasks[a] < choice.tasks[b]; });
+    group.tasks.resize(choice.tasks.size());
+    for (std::size_t j = 0; j < order_.size(); ++j) {
+      const std::size_t i = order_[j];
       const int task = choice.tasks[i];
       const TaskChoice& c = choice.choices[i];
       const workload::ModelArch& arch = models.get(model.graph().tasks[task].model, "");
-      plan::TaskPlacement placement;
+      plan::TaskPlacement& placement = group.tasks[j];
       placement.task = task;
       placement.train = c.train;
       if (!uniform_replicas(cluster, choice.nodes, c.tp, c.pp, arch.layers, placement.replicas)) {
         return false;
       }
       for (plan::Replica& replica : placement.replicas) layers_by_speed(cluster, arch.layers, replica);
-      group.tasks.push_back(std::move(placement));
     }
-    std::sort(group.tasks.begin(), group.tasks.end(),
-              [](const plan::TaskPlacement& a, const plan::TaskPlacement& b) { return a.task < b.task; });
-    out.groups.push_back(std::move(group));
   }
   return true;
 }
