@@ -20,7 +20,7 @@ namespace hetrl::planner {
 
 struct SearchSpace {
   std::vector<int> pipeline = {1, 2};
-  std::vector<int> zero_stages = {1, 3};
+  std::vector<int> zero_stages = {1, 2, 3};
   std::vector<bool> recompute = {false, true};
 };
 
