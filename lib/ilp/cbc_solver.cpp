@@ -1,0 +1,183 @@
+// The one file that talks to COIN-OR CBC: loads a Model into CLP/CBC through the OSI
+// interface, runs CBC's standard solver (presolve, cuts, heuristics, branch and bound) with
+// its own output off unless asked for, maps its outcome to Status, and writes LP and MPS files.
+// Models are solved as minimisations; a maximisation is negated on the way in and out.
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "CbcModel.hpp"
+#include "CbcSolver.hpp"
+#include "CoinMpsIO.hpp"
+#include "CoinPackedMatrix.hpp"
+#include "CoinPackedVector.hpp"
+#include "OsiClpSolverInterface.hpp"
+#include "core/error.h"
+#include "ilp/solver.h"
+
+namespace hetrl::ilp {
+namespace {
+
+double finite(double value, double infinity) {
+  if (value == kInfinity) return infinity;
+  if (value == -kInfinity) return -infinity;
+  return value;
+}
+
+// Loads `model` into `solver` as a minimisation with its names.
+void load(const Model& model, OsiClpSolverInterface& solver) {
+  const double infinity = solver.getInfinity();
+  const double sign = model.sense() == Sense::kMaximize ? -1.0 : 1.0;
+  const std::size_t n = model.columns().size();
+  CoinPackedMatrix matrix(false, 0, 0);
+  matrix.setDimensions(0, static_cast<int>(n));
+  std::vector<double> row_lower, row_upper;
+  for (const Row& row : model.rows()) {
+    CoinPackedVector vector;
+    for (const auto& [column, coefficient] : row.terms) vector.insert(column, coefficient);
+    matrix.appendRow(vector);
+    row_lower.push_back(finite(row.lower, infinity));
+    row_upper.push_back(finite(row.upper, infinity));
+  }
+  std::vector<double> col_lower, col_upper, objective;
+  for (const Column& c : model.columns()) {
+    col_lower.push_back(finite(c.lower, infinity));
+    col_upper.push_back(finite(c.upper, infinity));
+    objective.push_back(sign * c.objective);
+  }
+  solver.loadProblem(matrix, col_lower.data(), col_upper.data(), objective.data(), row_lower.data(),
+                     row_upper.data());
+  solver.setObjSense(1.0);
+  solver.setIntParam(OsiNameDiscipline, 2);
+  for (std::size_t c = 0; c < n; ++c) {
+    if (model.columns()[c].integer) solver.setInteger(static_cast<int>(c));
+    solver.setColName(static_cast<int>(c), model.columns()[c].name);
+  }
+  for (std::size_t r = 0; r < model.rows().size(); ++r) {
+    solver.setRowName(static_cast<int>(r), model.rows()[r].name);
+  }
+}
+
+void write(const Model& model, const std::string& path, bool lp) {
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(0);
+  load(model, solver);
+  // Written next to the target, then renamed over it, so a failure leaves no partial file.
+  const std::string temp = path + ".hetrl-tmp";
+  int failed = 0;
+  if (lp) {
+    // OSI appends the extension to the LP file's name.
+    solver.writeLp(temp.c_str(), "lp", 1e-12, 10, 15);
+  } else {
+    std::vector<std::string> rows, columns;
+    std::vector<char> integer;
+    for (const Row& r : model.rows()) rows.push_back(r.name);
+    for (const Column& c : model.columns()) {
+      columns.push_back(c.name);
+      integer.push_back(c.integer ? 1 : 0);
+    }
+    CoinMpsIO writer;
+    writer.messageHandler()->setLogLevel(0);
+    writer.setMpsData(*solver.getMatrixByCol(), solver.getInfinity(), solver.getColLower(),
+                      solver.getColUpper(), solver.getObjCoefficients(), integer.data(),
+                      solver.getRowLower(), solver.getRowUpper(), columns, rows);
+    // Uncompressed, with extra accuracy.
+    failed = writer.writeMps(temp.c_str(), 0, 1);
+  }
+  const std::string written = lp ? temp + ".lp" : temp;
+  std::error_code ec;
+  if (failed != 0 || !std::filesystem::exists(written, ec)) {
+    std::filesystem::remove(written, ec);
+    throw core::JobError(fmt::format("cannot write {}", path));
+  }
+  std::filesystem::rename(written, path, ec);
+  if (ec) {
+    std::filesystem::remove(written, ec);
+    throw core::JobError(fmt::format("cannot write {}: {}", path, ec.message()));
+  }
+}
+
+}  // namespace
+
+const char* status_name(Status status) {
+  switch (status) {
+    case Status::kOptimal: return "optimal";
+    case Status::kFeasible: return "feasible (time limit)";
+    case Status::kInfeasible: return "infeasible";
+    case Status::kNoSolution: return "no solution (time limit)";
+    case Status::kUnbounded: return "unbounded";
+    case Status::kError: return "error";
+  }
+  return "error";
+}
+
+SolveResult solve(const Model& model, const SolveParams& params) {
+  const auto start = std::chrono::steady_clock::now();
+  const double sign = model.sense() == Sense::kMaximize ? -1.0 : 1.0;
+  const int n = static_cast<int>(model.columns().size());
+  OsiClpSolverInterface solver;
+  solver.messageHandler()->setLogLevel(params.log ? 1 : 0);
+  load(model, solver);
+  CbcModel cbc(solver);
+  cbc.setLogLevel(params.log ? 1 : 0);
+  cbc.messageHandler()->setLogLevel(params.log ? 1 : 0);
+  if (!params.warm_start.empty() && static_cast<int>(params.warm_start.size()) == n &&
+      model.satisfied_by(params.warm_start)) {
+    cbc.setBestSolution(params.warm_start.data(), n, sign * model.objective_of(params.warm_start), true);
+  }
+  CbcMain0(cbc);
+  cbc.setLogLevel(params.log ? 1 : 0);
+  const std::string seconds = fmt::format("{}", std::max(0.01, params.time_limit));
+  const std::string gap = fmt::format("{}", std::max(0.0, params.relative_gap));
+  const std::string threads = fmt::format("{}", std::max(1, params.threads));
+  const std::string log = params.log ? "1" : "0";
+  std::vector<const char*> argv = {"hetrl", "-log", log.c_str(), "-sec", seconds.c_str(), "-ratio",
+                                   gap.c_str()};
+  if (params.threads > 1) {
+    argv.push_back("-threads");
+    argv.push_back(threads.c_str());
+  }
+  argv.push_back("-solve");
+  argv.push_back("-quit");
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), cbc);
+
+  SolveResult result;
+  result.nodes = cbc.getNodeCount();
+  const double* best = cbc.bestSolution();
+  if (best) {
+    result.values.assign(best, best + n);
+    result.objective = model.objective_of(result.values);
+  }
+  result.bound = sign * cbc.getBestPossibleObjValue();
+  if (cbc.isProvenOptimal() && best) {
+    result.status = Status::kOptimal;
+  } else if (cbc.isProvenInfeasible()) {
+    result.status = Status::kInfeasible;
+  } else if (cbc.isContinuousUnbounded()) {
+    result.status = Status::kUnbounded;
+  } else if (best) {
+    result.status = Status::kFeasible;
+  } else if (cbc.isSecondsLimitReached()) {
+    result.status = Status::kNoSolution;
+  } else {
+    result.status = Status::kError;
+    result.message = fmt::format("CBC stopped with status {} and secondary status {}", cbc.status(),
+                                 cbc.secondaryStatus());
+  }
+  if (best) {
+    const double scale = std::max(1e-10, std::abs(result.objective));
+    result.gap = result.status == Status::kOptimal ? std::max(0.0, std::abs(result.objective - result.bound) / scale)
+                                                   : std::abs(result.objective - result.bound) / scale;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+void write_lp(const Model& model, const std::string& path) { write(model, path, true); }
+void write_mps(const Model& model, const std::string& path) { write(model, path, false); }
+
+}  // namespace hetrl::ilp

@@ -1,0 +1,110 @@
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "ilp/mip.h"
+#include "ilp/solver.h"
+
+using namespace hetrl::ilp;
+
+namespace {
+
+// Knapsack: values 10, 13, 7, 8; weights 5, 6, 3, 4; capacity 10. The best is items 1 and 3
+// (weight 10, value 21); items 1 and 2 weigh 9 and are worth 20.
+Model knapsack() {
+  Model m(Sense::kMaximize);
+  const double value[] = {10, 13, 7, 8};
+  const double weight[] = {5, 6, 3, 4};
+  std::vector<std::pair<int, double>> terms;
+  for (int i = 0; i < 4; ++i) terms.emplace_back(m.add_binary("take_" + std::to_string(i), value[i]), weight[i]);
+  m.add_less_equal("capacity", terms, 10);
+  return m;
+}
+
+// Runs the cbc program on a file and returns the objective it prints.
+double cbc_objective(const std::string& path) {
+  const std::string command = "cbc " + path + " solve 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string output;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  REQUIRE(pclose(pipe) == 0);
+  const std::size_t at = output.find("Objective value:");
+  REQUIRE_MESSAGE(at != std::string::npos, output);
+  return std::stod(output.substr(at + 16));
+}
+
+}  // namespace
+
+TEST_CASE("a knapsack: optimal, with its value, bound and solution") {
+  const Model m = knapsack();
+  const SolveResult r = solve(m, {});
+  REQUIRE(r.status == Status::kOptimal);
+  CHECK(r.objective == doctest::Approx(21));
+  CHECK(r.bound == doctest::Approx(21));
+  CHECK(r.gap == doctest::Approx(0).epsilon(1e-9));
+  REQUIRE(r.values.size() == 4);
+  CHECK(r.values == std::vector<double>{0, 1, 0, 1});
+  CHECK(m.satisfied_by(r.values));
+  CHECK(m.objective_of({1, 1, 0, 0}) == 23);
+  CHECK_FALSE(m.satisfied_by({1, 1, 0, 0}));  // weight 11
+}
+
+TEST_CASE("a makespan: two jobs on two machines, continuous and binary variables") {
+  // Job times 3 and 5 on machine A, 4 and 2 on machine B; each job on one machine; minimise T
+  // with T >= each machine's load. Best: job 0 on A (3), job 1 on B (2): T = 3.
+  Model m;
+  const int a0 = m.add_binary("a0"), a1 = m.add_binary("a1"), b0 = m.add_binary("b0"), b1 = m.add_binary("b1");
+  const int t = m.add_continuous("T", 0, kInfinity, 1);
+  m.add_equal("job0", {{a0, 1}, {b0, 1}}, 1);
+  m.add_equal("job1", {{a1, 1}, {b1, 1}}, 1);
+  m.add_greater_equal("load_a", {{t, 1}, {a0, -3}, {a1, -5}}, 0);
+  m.add_greater_equal("load_b", {{t, 1}, {b0, -4}, {b1, -2}}, 0);
+  const SolveResult r = solve(m, {});
+  REQUIRE(r.status == Status::kOptimal);
+  CHECK(r.objective == doctest::Approx(3));
+  CHECK(r.values[a0] == doctest::Approx(1));
+  CHECK(r.values[b1] == doctest::Approx(1));
+  // A warm start at the optimum is accepted and the answer stays.
+  SolveParams warm;
+  warm.warm_start = r.values;
+  CHECK(solve(m, warm).objective == doctest::Approx(3));
+}
+
+TEST_CASE("an infeasible model says so") {
+  Model m;
+  const int x = m.add_continuous("x", 0, 1, 1);
+  const int y = m.add_binary("y", 1);
+  m.add_greater_equal("too_much", {{x, 1}, {y, 1}}, 3);
+  const SolveResult r = solve(m, {});
+  CHECK(r.status == Status::kInfeasible);
+  CHECK(r.values.empty());
+  CHECK(std::string(status_name(r.status)) == "infeasible");
+}
+
+TEST_CASE("exported LP and MPS files solve to the same objective with the cbc program") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hetrl_ilp_test";
+  std::filesystem::create_directories(dir);
+  Model m;  // the knapsack as a minimisation of the value left out: 38 - 21 = 17
+  const double value[] = {10, 13, 7, 8};
+  const double weight[] = {5, 6, 3, 4};
+  std::vector<std::pair<int, double>> terms;
+  for (int i = 0; i < 4; ++i) {
+    const int take = m.add_binary("take_" + std::to_string(i), -value[i]);
+    terms.emplace_back(take, weight[i]);
+  }
+  m.add_less_equal("capacity", terms, 10);
+  const SolveResult r = solve(m, {});
+  REQUIRE(r.status == Status::kOptimal);
+  CHECK(r.objective == doctest::Approx(-21));
+  const std::string lp = (dir / "knapsack.lp").string();
+  const std::string mps = (dir / "knapsack.mps").string();
+  write_lp(m, lp);
+  write_mps(m, mps);
+  CHECK(cbc_objective(lp) == doctest::Approx(r.objective));
+  CHECK(cbc_objective(mps) == doctest::Approx(r.objective));
+  std::filesystem::remove_all(dir);
+}
