@@ -70,38 +70,25 @@ std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nod
   return out;
 }
 
-namespace {
-
-void save_shares(const plan::Plan& plan, std::vector<double>& out) {
-  out.clear();
-  for (const plan::Group& g : plan.groups) {
-    for (const plan::TaskPlacement& t : g.tasks) {
-      for (const plan::Replica& r : t.replicas) out.push_back(r.share);
-    }
-  }
-}
-
-void restore_shares(plan::Plan& plan, const std::vector<double>& shares) {
-  std::size_t i = 0;
-  for (plan::Group& g : plan.groups) {
-    for (plan::TaskPlacement& t : g.tasks) {
-      for (plan::Replica& r : t.replicas) r.share = shares[i++];
-    }
-  }
-}
-
-}  // namespace
-
 double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) {
   const plan::Prediction* prediction = &evaluator.evaluate(plan);
   if (!prediction->feasible) return 0;
-  double best = prediction->samples_per_second;
-  thread_local std::vector<double> best_shares;
-  save_shares(plan, best_shares);
+  // Given the strategies, a task's time depends only on its own shares, so each task keeps
+  // the better of its old and its re-weighted shares; the choice does not depend on the rest
+  // of the plan.
+  thread_local std::vector<std::vector<double>> old_shares;
+  thread_local std::vector<double> old_seconds;
   for (int round = 0; round < rounds; ++round) {
+    old_shares.clear();
+    old_seconds.clear();
+    bool changed = false;
     for (plan::Group& group : plan.groups) {
       for (plan::TaskPlacement& placement : group.tasks) {
         const std::vector<double>& seconds = prediction->tasks[placement.task].replica_seconds;
+        std::vector<double> shares;
+        for (const plan::Replica& replica : placement.replicas) shares.push_back(replica.share);
+        old_shares.push_back(shares);
+        old_seconds.push_back(prediction->tasks[placement.task].seconds);
         if (placement.replicas.size() < 2) continue;
         double total = 0;
         for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
@@ -109,17 +96,27 @@ double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) 
           total += placement.replicas[r].share;
         }
         for (plan::Replica& replica : placement.replicas) replica.share /= total;
+        changed = true;
       }
     }
+    if (!changed) break;
     prediction = &evaluator.evaluate(plan);
-    if (!prediction->feasible) break;
-    if (prediction->samples_per_second > best) {
-      best = prediction->samples_per_second;
-      save_shares(plan, best_shares);
+    bool restored = false;
+    std::size_t i = 0;
+    for (plan::Group& group : plan.groups) {
+      for (plan::TaskPlacement& placement : group.tasks) {
+        if (!(prediction->tasks[placement.task].seconds < old_seconds[i])) {
+          for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
+            placement.replicas[r].share = old_shares[i][r];
+          }
+          restored = true;
+        }
+        ++i;
+      }
     }
+    if (restored) prediction = &evaluator.evaluate(plan);
   }
-  restore_shares(plan, best_shares);
-  return best;
+  return prediction->samples_per_second;
 }
 
 }  // namespace hetrl::planner

@@ -29,9 +29,9 @@ bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, in
 std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nodes,
                             const std::vector<const workload::ModelArch*>& models);
 
-// Re-weights every task's replica shares toward equal finishing times (share / seconds) for
-// a few rounds and keeps the best shares seen. Returns the plan's samples/s, or 0 when
-// infeasible. The evaluator's last prediction may be of other shares than the plan's.
+// Re-weights every task's replica shares toward equal finishing times (share / seconds) for a
+// few rounds; each task keeps whichever of its old and new shares finish it sooner. Returns
+// the plan's samples/s, or 0 when infeasible; the evaluator's last prediction is the plan's.
 double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds = 3);
 
 }  // namespace hetrl::planner
