@@ -21,10 +21,34 @@ bool on_gpu(TaskKind kind) { return kind != TaskKind::kCpu && kind != TaskKind::
 
 }  // namespace
 
+std::vector<int> host_tasks(const workload::TaskGraph& graph) {
+  const int n = static_cast<int>(graph.tasks.size());
+  const std::vector<int> order = graph.topological_order();
+  std::vector<int> host(n, -1);
+  for (int t = 0; t < n; ++t) {
+    if (on_gpu(graph.tasks[t].kind)) host[t] = t;
+  }
+  // A CPU task runs on the host of the first GPU task (in topological order) that consumes its
+  // output, directly or through other CPU tasks.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int t = *it;
+    if (graph.tasks[t].kind != TaskKind::kCpu) continue;
+    int best = -1;
+    for (const workload::Edge& e : graph.edges) {
+      if (e.previous_iteration || e.from != t || host[e.to] < 0) continue;
+      const int position = static_cast<int>(std::find(order.begin(), order.end(), e.to) - order.begin());
+      if (best < 0 || position < best) {
+        best = position;
+        host[t] = host[e.to];
+      }
+    }
+  }
+  return host;
+}
+
 Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   const workload::TaskGraph& graph = model.graph();
   const hw::Cluster& cluster = model.cluster();
-  const int n = static_cast<int>(graph.tasks.size());
   std::vector<std::string> names;
   for (const workload::Task& task : graph.tasks) {
     if (task.model.empty()) {
@@ -37,25 +61,8 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   }
   model_count_ = static_cast<int>(names.size());
 
-  // A CPU task runs on the host of the first GPU task that consumes its output.
   order_ = graph.topological_order();
-  location_.assign(n, -1);
-  for (int t = 0; t < n; ++t) {
-    if (on_gpu(graph.tasks[t].kind)) location_[t] = t;
-  }
-  for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
-    const int t = *it;
-    if (graph.tasks[t].kind != TaskKind::kCpu) continue;
-    int best = -1;
-    for (const workload::Edge& e : graph.edges) {
-      if (e.previous_iteration || e.from != t || location_[e.to] < 0) continue;
-      const int position = static_cast<int>(std::find(order_.begin(), order_.end(), e.to) - order_.begin());
-      if (best < 0 || position < best) {
-        best = position;
-        location_[t] = location_[e.to];
-      }
-    }
-  }
+  location_ = host_tasks(graph);
 
   // Nodes the cost model cannot tell apart share a class, so alike replicas are priced once.
   std::map<std::tuple<int, int, double, double, int>, int> classes;
@@ -287,6 +294,7 @@ double Evaluator::weight_sync_seconds(const Plan& plan, int sync_task, bool expl
   if (train < 0 || generate < 0) return 0;
   const int gt = plan.group_of(train);
   const int gg = plan.group_of(generate);
+  if (gt < 0 || gg < 0) return 0;  // a partial plan: priced when both are placed
   cost::Breakdown out(explain);
   if (gt == gg) {
     // Each generation GPU gathers its own shard over the node's links.

@@ -54,6 +54,10 @@ struct Prediction {
   std::vector<GroupPrediction> groups;
 };
 
+// For each task, the GPU task whose group hosts it: itself for GPU tasks; for a CPU task the
+// first GPU task in topological order that consumes its output; -1 for the weight sync.
+std::vector<int> host_tasks(const workload::TaskGraph& graph);
+
 // Reusable evaluator: keeps its buffers between calls so a search pays no allocations.
 class Evaluator {
  public:
