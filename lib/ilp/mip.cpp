@@ -1,5 +1,6 @@
 #include "ilp/mip.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -13,11 +14,20 @@ int Model::add_column(std::string name, double lower, double upper, double objec
 
 void Model::add_row(std::string name, std::vector<std::pair<int, double>> terms, double lower,
                     double upper) {
+  // One term per column: coefficients of a repeated column add up; zeros are dropped.
+  std::sort(terms.begin(), terms.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<int, double>> merged;
   for (const auto& [column, coefficient] : terms) {
     assert(column >= 0 && column < static_cast<int>(columns_.size()));
-    (void)coefficient;
+    if (!merged.empty() && merged.back().first == column) {
+      merged.back().second += coefficient;
+    } else {
+      merged.emplace_back(column, coefficient);
+    }
   }
-  rows_.push_back({std::move(name), std::move(terms), lower, upper});
+  std::erase_if(merged, [](const auto& term) { return term.second == 0; });
+  rows_.push_back({std::move(name), std::move(merged), lower, upper});
 }
 
 double Model::objective_of(const std::vector<double>& values) const {

@@ -41,6 +41,7 @@ class Model {
   int add_continuous(std::string name, double lower, double upper, double objective = 0) {
     return add_column(std::move(name), lower, upper, objective, false);
   }
+  // Terms naming the same column are merged (their coefficients added).
   void add_row(std::string name, std::vector<std::pair<int, double>> terms, double lower, double upper);
   void add_less_equal(std::string name, std::vector<std::pair<int, double>> terms, double rhs) {
     add_row(std::move(name), std::move(terms), -kInfinity, rhs);

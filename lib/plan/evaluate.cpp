@@ -422,9 +422,11 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       ready = std::max(ready, arrive);
     }
     if (explain && waited > 0) tp.terms.push_back({"(waits for inputs from other groups)", waited});
-    tp.start = on_gpu(kind) ? std::max(ready, group_free_[tp.group]) : ready;
+    // A GPU task of a partial plan (not placed) takes no time and no group.
+    const bool in_group = on_gpu(kind) && tp.group >= 0;
+    tp.start = in_group ? std::max(ready, group_free_[tp.group]) : ready;
     finish_[t] = tp.start + tp.seconds;
-    if (on_gpu(kind)) {
+    if (in_group) {
       group_free_[tp.group] = finish_[t];
       prediction_.groups[tp.group].busy_seconds += tp.seconds;
     }

@@ -63,7 +63,9 @@ class Evaluator {
  public:
   explicit Evaluator(const cost::CostModel& model);
 
-  // Requires a plan that passed Plan::validate. With explain, tasks carry their terms.
+  // Requires a plan that passed Plan::validate, or a part of one (some GPU tasks unplaced:
+  // they take no time), as planners price groups on their own. With explain, tasks carry
+  // their terms.
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
  private:

@@ -54,18 +54,7 @@ class Search {
   Search(const cost::CostModel& model, const workload::ModelCatalog& models, const HybridParams& params,
          const core::Clock& clock)
       : model_(model), models_(models), params_(params), clock_(clock), evaluator_(model),
-        start_(clock.seconds()) {
-    const hw::Cluster& cluster = model.cluster();
-    std::map<std::tuple<int, int, double, double, int>, int> index;
-    for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
-      const hw::Node& node = cluster.nodes[n];
-      const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
-                                       node.nic_bandwidth, node.zone);
-      const auto [it, fresh] = index.emplace(key, static_cast<int>(classes_.size()));
-      if (fresh) classes_.emplace_back();
-      classes_[it->second].push_back(static_cast<int>(n));
-    }
-  }
+        start_(clock.seconds()), classes_(node_classes(model.cluster())) {}
 
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
 

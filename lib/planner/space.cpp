@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "planner/layout.h"
 
@@ -16,6 +18,20 @@ std::vector<int> gpu_task_list(const workload::TaskGraph& graph) {
     }
   }
   return out;
+}
+
+std::vector<std::vector<int>> node_classes(const hw::Cluster& cluster) {
+  std::vector<std::vector<int>> classes;
+  std::map<std::tuple<int, int, double, double, int>, int> index;
+  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
+    const hw::Node& node = cluster.nodes[n];
+    const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
+                                     node.nic_bandwidth, node.zone);
+    const auto [it, fresh] = index.emplace(key, static_cast<int>(classes.size()));
+    if (fresh) classes.emplace_back();
+    classes[it->second].push_back(static_cast<int>(n));
+  }
+  return classes;
 }
 
 std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,

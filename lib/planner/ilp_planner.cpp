@@ -1,0 +1,474 @@
+#include "planner/ilp_planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "planner/layout.h"
+
+namespace hetrl::planner {
+namespace {
+
+using workload::TaskKind;
+using Terms = std::vector<std::pair<int, double>>;
+
+struct Config {
+  std::vector<TaskChoice> choices;  // per task of the group
+  std::vector<double> seconds;      // per task of the group
+  double reshard = 0;               // the weight sync when it stays inside the group
+};
+
+struct Allocation {
+  std::vector<int> counts;  // nodes per class
+  std::vector<int> nodes;   // representative nodes, by class then index
+  cost::CostModel::GpuSet set;
+  std::vector<int> gpus_per_node;
+  double price = 0;
+  bool priced = true;
+  double slowest_nic = 0;
+  int node_count = 0;
+};
+
+struct GroupVars {
+  std::vector<int> tasks;
+  std::vector<int> allocations;             // indices into Builder::allocations_
+  std::vector<int> a;                       // column per allocation
+  std::vector<std::vector<int>> x;          // columns per allocation and configuration
+  std::vector<const std::vector<Config>*> configs;  // per allocation
+};
+
+class Builder {
+ public:
+  Builder(const cost::CostModel& model, const workload::ModelCatalog& models, const IlpParams& params)
+      : model_(model), models_(models), params_(params), evaluator_(model),
+        classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())) {
+    enumerate_allocations();
+    const workload::TaskGraph& graph = model.graph();
+    for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+      if (graph.tasks[t].kind == TaskKind::kWeightSync) sync_ = static_cast<int>(t);
+    }
+    for (const workload::Edge& e : graph.edges) {
+      if (e.to == sync_ && !e.previous_iteration) {
+        sync_train_ = e.from;
+        sync_bytes_ = e.bytes;
+      }
+      if (e.from == sync_ && e.previous_iteration) sync_generate_ = e.to;
+    }
+  }
+
+  ilp::Model build();
+  // The plan of a solution; false when the solution is not a whole plan.
+  bool decode(const std::vector<double>& values, plan::Plan& out);
+
+  long long configs() const { return priced_configs_; }
+  int t_column() const { return t_; }
+
+ private:
+  void enumerate_allocations();
+  const std::vector<Config>& configs_for(const std::vector<int>& tasks, int allocation);
+  double transfer(double bytes, int a, int b) const {
+    return model_.transfer_seconds(bytes, allocations_[a].set, allocations_[b].set);
+  }
+  double weight_sync(int train_allocation, int generate_allocation) const;
+
+  const cost::CostModel& model_;
+  const workload::ModelCatalog& models_;
+  const IlpParams& params_;
+  plan::Evaluator evaluator_;
+  std::vector<std::vector<int>> classes_;
+  std::vector<int> host_;
+  std::vector<Allocation> allocations_;
+  std::map<std::pair<std::vector<int>, int>, std::vector<Config>> cache_;
+  long long priced_configs_ = 0;
+  int sync_ = -1, sync_train_ = -1, sync_generate_ = -1;
+  double sync_bytes_ = 0;
+  // The model's structure, kept to decode solutions.
+  std::vector<std::vector<std::vector<int>>> partitions_;
+  std::vector<int> y_;
+  std::vector<std::vector<GroupVars>> groups_;  // per partition
+  int t_ = -1;
+};
+
+void Builder::enumerate_allocations() {
+  const hw::Cluster& cluster = model_.cluster();
+  const std::size_t k = classes_.size();
+  std::vector<int> counts(k, 0);
+  while (true) {
+    std::size_t c = 0;
+    for (; c < k; ++c) {
+      if (++counts[c] <= static_cast<int>(classes_[c].size())) break;
+      counts[c] = 0;
+    }
+    if (c == k) break;
+    Allocation a;
+    a.counts = counts;
+    a.gpus_per_node.assign(cluster.nodes.size(), 0);
+    double slowest = std::numeric_limits<double>::infinity();
+    for (std::size_t cls = 0; cls < k; ++cls) {
+      for (int i = 0; i < counts[cls]; ++i) {
+        const int node = classes_[cls][i];
+        a.nodes.push_back(node);
+        a.gpus_per_node[node] = cluster.nodes[node].gpu_count;
+        const std::optional<double> price = cluster.node_price_per_hour(cluster.nodes[node]);
+        if (price) {
+          a.price += *price;
+        } else {
+          a.priced = false;
+        }
+        slowest = std::min(slowest, cluster.nodes[node].nic_bandwidth);
+      }
+    }
+    a.node_count = static_cast<int>(a.nodes.size());
+    a.slowest_nic = slowest;
+    model_.describe_gpu_set(a.gpus_per_node, a.set);
+    allocations_.push_back(std::move(a));
+  }
+}
+
+const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, int allocation) {
+  const auto key = std::make_pair(tasks, allocation);
+  const auto found = cache_.find(key);
+  if (found != cache_.end()) return found->second;
+  std::vector<Config>& out = cache_[key];
+  const Allocation& a = allocations_[allocation];
+  std::vector<std::vector<TaskChoice>> choices;
+  for (int t : tasks) {
+    choices.push_back(task_choices(model_, models_, params_.space, t, a.nodes));
+    if (choices.back().empty()) return out;
+  }
+  std::vector<std::size_t> pick(tasks.size(), 0);
+  std::vector<GroupChoice> group(1);
+  group[0].tasks = tasks;
+  group[0].nodes = a.nodes;
+  plan::Plan p;
+  while (true) {
+    if (++priced_configs_ > params_.max_configs) {
+      throw core::JobError(fmt::format(
+          "the ILP would price more than {} group configurations; use it on fewer nodes or tasks, "
+          "or the hybrid planner", params_.max_configs));
+    }
+    group[0].choices.clear();
+    for (std::size_t i = 0; i < tasks.size(); ++i) group[0].choices.push_back(choices[i][pick[i]]);
+    if (realize(model_, models_, group, p) && balance_shares(evaluator_, p, 1) > 0) {
+      const plan::Prediction& prediction = evaluator_.evaluate(p);
+      Config c;
+      c.choices = group[0].choices;
+      for (int t : tasks) c.seconds.push_back(prediction.tasks[t].seconds);
+      if (sync_ >= 0) c.reshard = prediction.tasks[sync_].seconds;
+      out.push_back(std::move(c));
+    }
+    std::size_t i = 0;
+    for (; i < pick.size(); ++i) {
+      if (++pick[i] < choices[i].size()) break;
+      pick[i] = 0;
+    }
+    if (i == pick.size()) break;
+  }
+  return out;
+}
+
+double Builder::weight_sync(int train_allocation, int generate_allocation) const {
+  // As the evaluator prices it between two groups: the transfer, or a pipelined broadcast
+  // inside the generation group, whichever takes longer.
+  const Allocation& g = allocations_[generate_allocation];
+  const double across = transfer(sync_bytes_, train_allocation, generate_allocation);
+  const double broadcast = g.node_count > 1 ? sync_bytes_ / g.slowest_nic : 0.0;
+  return std::max(across, broadcast);
+}
+
+ilp::Model Builder::build() {
+  const workload::TaskGraph& graph = model_.graph();
+  const workload::Workload& w = model_.workload();
+  const int n = static_cast<int>(graph.tasks.size());
+  ilp::Model m;
+  const std::vector<int> order = graph.topological_order();
+  partitions_ = partitions(gpu_task_list(graph));
+
+  // Durations as linear expressions (terms + constant), built across all partitions: only the
+  // chosen partition's variables are non-zero.
+  std::vector<Terms> duration(n);
+  std::vector<double> duration_constant(n, 0.0);
+  std::vector<double> longest(n, 0.0);  // for the big M
+  for (int t = 0; t < n; ++t) {
+    if (graph.tasks[t].kind == TaskKind::kCpu) {
+      duration_constant[t] = longest[t] = model_.cpu_seconds(t);
+    }
+  }
+  // Transfers per edge, as terms over pair variables.
+  std::vector<Terms> edge_transfer(graph.edges.size());
+  double longest_transfer = 0;
+
+  Terms one;
+  for (std::size_t p = 0; p < partitions_.size(); ++p) {
+    const auto& partition = partitions_[p];
+    y_.push_back(m.add_binary(fmt::format("y_p{}", p)));
+    one.emplace_back(y_.back(), 1.0);
+    std::vector<GroupVars>& gv = groups_.emplace_back(partition.size());
+    std::vector<int> group_of(n, -1);
+    for (std::size_t g = 0; g < partition.size(); ++g) {
+      for (int t : partition[g]) group_of[t] = static_cast<int>(g);
+    }
+    for (std::size_t g = 0; g < partition.size(); ++g) {
+      GroupVars& vars = gv[g];
+      vars.tasks = partition[g];
+      Terms choose_allocation{{y_.back(), -1.0}};
+      for (std::size_t a = 0; a < allocations_.size(); ++a) {
+        const std::vector<Config>& configs = configs_for(vars.tasks, static_cast<int>(a));
+        if (configs.empty()) continue;
+        const int column = m.add_binary(fmt::format("a_p{}_g{}_a{}", p, g, a));
+        vars.allocations.push_back(static_cast<int>(a));
+        vars.a.push_back(column);
+        vars.configs.push_back(&configs);
+        choose_allocation.emplace_back(column, 1.0);
+        Terms choose_config{{column, -1.0}};
+        std::vector<int>& xs = vars.x.emplace_back();
+        for (std::size_t k = 0; k < configs.size(); ++k) {
+          const int x = m.add_binary(fmt::format("x_p{}_g{}_a{}_k{}", p, g, a, k));
+          xs.push_back(x);
+          choose_config.emplace_back(x, 1.0);
+          for (std::size_t i = 0; i < vars.tasks.size(); ++i) {
+            const int t = vars.tasks[i];
+            duration[t].emplace_back(x, configs[k].seconds[i]);
+            longest[t] = std::max(longest[t], configs[k].seconds[i]);
+          }
+          if (sync_ >= 0 && group_of[sync_train_] == static_cast<int>(g) &&
+              group_of[sync_generate_] == static_cast<int>(g)) {
+            duration[sync_].emplace_back(x, configs[k].reshard);
+            longest[sync_] = std::max(longest[sync_], configs[k].reshard);
+          }
+        }
+        m.add_equal(fmt::format("config_p{}_g{}_a{}", p, g, a), choose_config, 0);
+      }
+      m.add_equal(fmt::format("allocation_p{}_g{}", p, g), choose_allocation, 0);
+    }
+    // Pair variables for groups that exchange data: each edge between them, and the weights.
+    std::map<std::pair<int, int>, std::vector<std::pair<int, std::pair<int, int>>>> pairs;
+    auto pair_columns = [&](int g, int h) -> const std::vector<std::pair<int, std::pair<int, int>>>& {
+      const auto key = std::make_pair(std::min(g, h), std::max(g, h));
+      auto it = pairs.find(key);
+      if (it != pairs.end()) return it->second;
+      auto& list = pairs[key];
+      const GroupVars& a = gv[key.first];
+      const GroupVars& b = gv[key.second];
+      for (std::size_t i = 0; i < a.a.size(); ++i) {
+        for (std::size_t j = 0; j < b.a.size(); ++j) {
+          const int z = m.add_continuous(fmt::format("z_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
+                                                     a.allocations[i], b.allocations[j]), 0, 1);
+          m.add_greater_equal(fmt::format("both_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
+                                          a.allocations[i], b.allocations[j]),
+                              {{z, 1}, {a.a[i], -1}, {b.a[j], -1}}, -1);
+          list.push_back({z, {a.allocations[i], b.allocations[j]}});
+        }
+      }
+      return list;
+    };
+    for (std::size_t e = 0; e < graph.edges.size(); ++e) {
+      const workload::Edge& edge = graph.edges[e];
+      if (edge.previous_iteration || edge.to == sync_) continue;
+      const int gu = host_[edge.from] >= 0 ? group_of[host_[edge.from]] : -1;
+      const int gt = host_[edge.to] >= 0 ? group_of[host_[edge.to]] : -1;
+      if (gu < 0 || gt < 0 || gu == gt) continue;
+      for (const auto& [z, allocations] : pair_columns(gu, gt)) {
+        const int from = gu < gt ? allocations.first : allocations.second;
+        const int to = gu < gt ? allocations.second : allocations.first;
+        const double seconds = transfer(edge.bytes, from, to);
+        edge_transfer[e].emplace_back(z, seconds);
+        longest_transfer = std::max(longest_transfer, seconds);
+      }
+    }
+    if (sync_ >= 0) {
+      const int gt = group_of[sync_train_];
+      const int gg = group_of[sync_generate_];
+      if (gt != gg) {
+        for (const auto& [z, allocations] : pair_columns(gt, gg)) {
+          const int train = gt < gg ? allocations.first : allocations.second;
+          const int generate = gt < gg ? allocations.second : allocations.first;
+          const double seconds = weight_sync(train, generate);
+          duration[sync_].emplace_back(z, seconds);
+          longest[sync_] = std::max(longest[sync_], seconds);
+        }
+      }
+    }
+  }
+  m.add_equal("one_partition", one, 1);
+
+  // Node capacity per class.
+  for (std::size_t c = 0; c < classes_.size(); ++c) {
+    Terms used;
+    for (const auto& gv : groups_) {
+      for (const GroupVars& vars : gv) {
+        for (std::size_t i = 0; i < vars.a.size(); ++i) {
+          const int count = allocations_[vars.allocations[i]].counts[c];
+          if (count > 0) used.emplace_back(vars.a[i], count);
+        }
+      }
+    }
+    m.add_less_equal(fmt::format("capacity_class{}", c), used, static_cast<double>(classes_[c].size()));
+  }
+
+  // The schedule.
+  double big_m = longest_transfer * static_cast<double>(graph.edges.size());
+  for (double d : longest) big_m += d;
+  big_m = std::max(1.0, big_m * 1.01);
+  std::vector<int> start(n);
+  for (int t = 0; t < n; ++t) start[t] = m.add_continuous(fmt::format("S_{}", graph.tasks[t].name), 0, big_m);
+  auto finish_terms = [&](int t, double sign) {
+    Terms terms{{start[t], sign}};
+    for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, sign * seconds);
+    return terms;
+  };
+  for (std::size_t e = 0; e < graph.edges.size(); ++e) {
+    const workload::Edge& edge = graph.edges[e];
+    if (edge.previous_iteration) continue;
+    // S_to - S_from - D_from - transfer >= const(D_from)
+    Terms terms = finish_terms(edge.from, -1.0);
+    terms.emplace_back(start[edge.to], 1.0);
+    for (const auto& [z, seconds] : edge_transfer[e]) terms.emplace_back(z, -seconds);
+    m.add_greater_equal(fmt::format("after_{}_{}", graph.tasks[edge.from].name, graph.tasks[edge.to].name),
+                        terms, duration_constant[edge.from]);
+  }
+  for (std::size_t p = 0; p < partitions_.size(); ++p) {
+    for (std::size_t g = 0; g < partitions_[p].size(); ++g) {
+      int previous = -1;
+      for (int t : order) {
+        if (std::find(partitions_[p][g].begin(), partitions_[p][g].end(), t) == partitions_[p][g].end()) continue;
+        if (previous >= 0) {
+          Terms terms = finish_terms(previous, -1.0);
+          terms.emplace_back(start[t], 1.0);
+          terms.emplace_back(y_[p], -big_m);
+          m.add_greater_equal(fmt::format("turn_p{}_g{}_{}", p, g, graph.tasks[t].name), terms, -big_m);
+        }
+        previous = t;
+      }
+    }
+  }
+  t_ = m.add_continuous("T", 0, big_m, 1.0);
+  const bool async = w.mode == workload::Mode::kAsync;
+  const int makespan = async ? m.add_continuous("makespan", 0, big_m) : t_;
+  for (int t = 0; t < n; ++t) {
+    Terms terms = finish_terms(t, -1.0);
+    terms.emplace_back(makespan, 1.0);
+    m.add_greater_equal(fmt::format("end_{}", graph.tasks[t].name), terms, duration_constant[t]);
+  }
+  if (async) {
+    m.add_greater_equal("staleness", {{t_, w.max_staleness + 1.0}, {makespan, -1.0}}, 0);
+    for (std::size_t p = 0; p < partitions_.size(); ++p) {
+      for (std::size_t g = 0; g < partitions_[p].size(); ++g) {
+        Terms terms{{t_, 1.0}, {y_[p], -big_m}};
+        for (int t : partitions_[p][g]) {
+          for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, -seconds);
+        }
+        if (sync_ >= 0 && std::find(partitions_[p][g].begin(), partitions_[p][g].end(), sync_generate_) !=
+                              partitions_[p][g].end()) {
+          for (const auto& [column, seconds] : duration[sync_]) terms.emplace_back(column, -seconds);
+        }
+        m.add_greater_equal(fmt::format("busy_p{}_g{}", p, g), terms, -big_m);
+      }
+    }
+  }
+  if (params_.min_throughput) {
+    m.add_less_equal("min_throughput", {{t_, 1.0}}, w.samples_per_iteration() / *params_.min_throughput);
+  }
+  if (params_.budget_per_hour) {
+    Terms cost;
+    for (const auto& gv : groups_) {
+      for (const GroupVars& vars : gv) {
+        for (std::size_t i = 0; i < vars.a.size(); ++i) {
+          const Allocation& a = allocations_[vars.allocations[i]];
+          if (!a.priced) throw core::InputError("--budget-per-hour needs a price for every node");
+          cost.emplace_back(vars.a[i], a.price);
+        }
+      }
+    }
+    m.add_less_equal("budget", cost, *params_.budget_per_hour);
+  }
+  return m;
+}
+
+bool Builder::decode(const std::vector<double>& values, plan::Plan& out) {
+  for (std::size_t p = 0; p < partitions_.size(); ++p) {
+    if (values[y_[p]] < 0.5) continue;
+    std::vector<GroupChoice> groups(partitions_[p].size());
+    std::vector<int> offset(classes_.size(), 0);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const GroupVars& vars = groups_[p][g];
+      groups[g].tasks = vars.tasks;
+      for (std::size_t i = 0; i < vars.a.size(); ++i) {
+        if (values[vars.a[i]] < 0.5) continue;
+        const Allocation& a = allocations_[vars.allocations[i]];
+        // Concrete nodes: the next free ones of each class, by class then index, as priced.
+        for (std::size_t c = 0; c < classes_.size(); ++c) {
+          for (int j = 0; j < a.counts[c]; ++j) groups[g].nodes.push_back(classes_[c][offset[c] + j]);
+          offset[c] += a.counts[c];
+        }
+        for (std::size_t k = 0; k < vars.x[i].size(); ++k) {
+          if (values[vars.x[i][k]] > 0.5) groups[g].choices = (*vars.configs[i])[k].choices;
+        }
+      }
+      if (groups[g].nodes.empty() || groups[g].choices.size() != groups[g].tasks.size()) return false;
+    }
+    if (!realize(model_, models_, groups, out)) return false;
+    balance_shares(evaluator_, out, 1);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
+                    const IlpParams& params, const plan::Plan* warm) {
+  (void)warm;
+  const auto start = std::chrono::steady_clock::now();
+  Builder builder(model, models, params);
+  const ilp::Model m = builder.build();
+  IlpOutcome outcome;
+  outcome.configs = builder.configs();
+  outcome.columns = static_cast<int>(m.columns().size());
+  outcome.rows = static_cast<int>(m.rows().size());
+  outcome.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!params.export_lp.empty()) ilp::write_lp(m, params.export_lp);
+  if (!params.export_mps.empty()) ilp::write_mps(m, params.export_mps);
+  outcome.solve = ilp::solve(m, params.solve);
+  PlannerResult& result = outcome.result;
+  result.plan.planner.name = "ilp";
+  const bool solved = outcome.solve.status == ilp::Status::kOptimal || outcome.solve.status == ilp::Status::kFeasible;
+  if (solved) {
+    outcome.ilp_iteration_seconds = outcome.solve.values[builder.t_column()];
+    plan::Plan p;
+    if (builder.decode(outcome.solve.values, p)) {
+      plan::Evaluator evaluator(model);
+      result.prediction = evaluator.evaluate(p);
+      result.found = result.prediction.feasible;
+      result.plan.groups = std::move(p.groups);
+    }
+  }
+  if (!result.found) {
+    result.why_not = outcome.solve.status == ilp::Status::kInfeasible
+                         ? std::string("the ILP is infeasible: nothing fits in memory, or no plan meets the constraints")
+                         : fmt::format("the ILP solver found no plan ({})", ilp::status_name(outcome.solve.status));
+  }
+  result.evaluations = outcome.configs;
+  result.plan.planner.params = {{"time_limit", fmt::format("{}", params.solve.time_limit)},
+                                {"gap", fmt::format("{}", params.solve.relative_gap)},
+                                {"threads", fmt::format("{}", params.solve.threads)},
+                                {"status", ilp::status_name(outcome.solve.status)}};
+  result.plan.planner.stats = {{"ilp_iteration_seconds", outcome.ilp_iteration_seconds},
+                               {"objective", outcome.solve.objective},
+                               {"bound", outcome.solve.bound},
+                               {"gap", outcome.solve.gap},
+                               {"nodes", static_cast<double>(outcome.solve.nodes)},
+                               {"configurations", static_cast<double>(outcome.configs)},
+                               {"columns", static_cast<double>(outcome.columns)},
+                               {"rows", static_cast<double>(outcome.rows)},
+                               {"build_seconds", outcome.build_seconds},
+                               {"solve_seconds", outcome.solve.seconds}};
+  return outcome;
+}
+
+}  // namespace hetrl::planner

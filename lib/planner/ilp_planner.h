@@ -1,0 +1,65 @@
+#pragma once
+// The ILP planner: the shared decision space (planner/space.h) as an integer linear program
+// solved by CBC, so the plan it returns is provably the best of that space when CBC proves
+// optimality.
+//
+// Formulation (sets, variables, constraints, objective):
+//   Sets     P the partitions of the GPU tasks into groups; for a group g of p, A(g) the node
+//            allocations (nodes of each node class) and, for each allocation a, K(g, a) the
+//            configurations (a strategy for each task of g) that fit in memory. Configurations
+//            are priced once with the cost model on the group alone: task times, and the weight
+//            reshard when generation and training share the group. Edges between groups are
+//            priced per pair of allocations (transfers over the bottleneck path, the weight
+//            transfer and broadcast).
+//   Variables  y_p (partition chosen), a_{p,g,a} (allocation), x_{p,g,a,k} (configuration),
+//            z_{p,g,h,a,b} >= a_{p,g,a} + a_{p,h,b} - 1 (both allocations chosen; for group
+//            pairs that exchange data), S_t >= 0 (start of task t), T (iteration time).
+//   Constraints  sum_p y_p = 1; sum_a a_{p,g,a} = y_p; sum_k x_{p,g,a,k} = a_{p,g,a};
+//            for each node class c: sum a_{p,g,a} * a_c <= nodes of c (GPU capacity per node
+//            class, and so per zone and type); precedence S_t >= S_u + D_u + transfer_{u,t}
+//            - M (1 - y_p) for each edge u -> t of the RL graph; colocated tasks take turns in
+//            topological order, S_next >= S_prev + D_prev - M (1 - y_p); T >= S_t + D_t (sync),
+//            or T >= busiest group and T >= makespan / (k + 1) (async with staleness k);
+//            optional budget sum price(a) * a_{p,g,a} <= B and T <= samples / min_throughput.
+//   Objective  minimise T (samples/s = samples / T). The durations D are sums of x and z
+//            times their priced values, so for the space's plans T equals the evaluator's
+//            iteration time: the objective is exact.
+//
+// Instances whose enumeration exceeds max_configs are refused with the count.
+
+#include <optional>
+#include <string>
+
+#include "ilp/solver.h"
+#include "planner/baselines.h"
+#include "planner/space.h"
+
+namespace hetrl::planner {
+
+struct IlpParams {
+  SearchSpace space;
+  ilp::SolveParams solve;
+  std::optional<double> budget_per_hour;
+  std::optional<double> min_throughput;
+  long long max_configs = 50000;  // group configurations priced while building
+  std::string export_lp;          // write the model here too, when set
+  std::string export_mps;
+};
+
+struct IlpOutcome {
+  PlannerResult result;
+  ilp::SolveResult solve;
+  double ilp_iteration_seconds = 0;  // T of the ILP's solution
+  double build_seconds = 0;
+  long long configs = 0;
+  int columns = 0;
+  int rows = 0;
+};
+
+// `warm` (a plan of the same space, e.g. hybrid's) starts the search when given. Throws
+// core::JobError when the instance is too large, core::InputError when a budget needs prices
+// the cluster lacks.
+IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
+                    const IlpParams& params, const plan::Plan* warm = nullptr);
+
+}  // namespace hetrl::planner
