@@ -9,6 +9,7 @@
 #include "io/plan_io.h"
 #include "planner/exhaustive.h"
 #include "planner/hybrid.h"
+#include "planner/ilp_planner.h"
 
 using namespace hetrl;
 
@@ -163,4 +164,48 @@ TEST_CASE("hybrid stops at the time limit with the best plan so far") {
   REQUIRE(timed_out != stats.end());
   CHECK(timed_out->second == 1.0);
   CHECK(r.evaluations < 200);
+}
+
+TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random instances") {
+  std::mt19937 rng(51);
+  int compared = 0;
+  for (int i = 0; compared < 50 && i < 400; ++i) {
+    const RandomInstance x = random_instance(rng);
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    if (planner::exhaustive_plan_count(model, catalogs().models, {}) > 6000) continue;
+    const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, {});
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, {});
+    CAPTURE(x.description);
+    REQUIRE(truth.found == ilp.result.found);
+    if (!truth.found) continue;
+    ++compared;
+    REQUIRE(ilp.solve.status == ilp::Status::kOptimal);
+    CHECK(ilp.result.prediction.samples_per_second ==
+          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+    // The ILP's objective is exact: its iteration time is the evaluator's.
+    CHECK(ilp.ilp_iteration_seconds == doctest::Approx(ilp.result.prediction.iteration_seconds).epsilon(1e-6));
+  }
+  CHECK(compared == 50);
+}
+
+TEST_CASE("the ILP: infeasible instances and constraints") {
+  const io::Catalogs& c = catalogs();
+  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
+  params.node_groups.push_back(hw::parse_node_spec("a:2xT4", c.hardware));
+  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
+  workload::Workload w;
+  w.algorithm = "grpo";
+  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-72B"};
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = 8;
+  w.samples_per_prompt = 4;
+  w.prompt_length_tokens = 256;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = 256;
+  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
+  const cost::CostModel model(cluster, w, graph, c.models);
+  const planner::IlpOutcome none = planner::plan_ilp(model, c.models, {});
+  CHECK_FALSE(none.result.found);
+  CHECK(none.solve.status == ilp::Status::kInfeasible);
+  CHECK(none.result.why_not.find("the ILP is infeasible") == 0);
 }
