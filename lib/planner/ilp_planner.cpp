@@ -7,6 +7,7 @@
 #include <limits>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "planner/layout.h"
@@ -67,6 +68,9 @@ class Builder {
 
   long long configs() const { return priced_configs_; }
   int t_column() const { return t_; }
+  // The values of every column for `plan` (a plan of the same space, e.g. hybrid's), or empty
+  // when the plan is not one of the model's.
+  std::vector<double> warm_start(const ilp::Model& m, const plan::Plan& plan) const;
 
  private:
   void enumerate_allocations();
@@ -91,7 +95,10 @@ class Builder {
   std::vector<std::vector<std::vector<int>>> partitions_;
   std::vector<int> y_;
   std::vector<std::vector<GroupVars>> groups_;  // per partition
+  std::map<std::tuple<std::size_t, int, int, int, int>, int> z_;  // (p, g, h, a, b) -> column
+  std::vector<int> start_;
   int t_ = -1;
+  int makespan_ = -1;
 };
 
 void Builder::enumerate_allocations() {
@@ -259,6 +266,7 @@ ilp::Model Builder::build() {
         for (std::size_t j = 0; j < b.a.size(); ++j) {
           const int z = m.add_continuous(fmt::format("z_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
                                                      a.allocations[i], b.allocations[j]), 0, 1);
+          z_[{p, key.first, key.second, a.allocations[i], b.allocations[j]}] = z;
           m.add_greater_equal(fmt::format("both_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
                                           a.allocations[i], b.allocations[j]),
                               {{z, 1}, {a.a[i], -1}, {b.a[j], -1}}, -1);
@@ -315,7 +323,8 @@ ilp::Model Builder::build() {
   double big_m = longest_transfer * static_cast<double>(graph.edges.size());
   for (double d : longest) big_m += d;
   big_m = std::max(1.0, big_m * 1.01);
-  std::vector<int> start(n);
+  std::vector<int>& start = start_;
+  start.resize(n);
   for (int t = 0; t < n; ++t) start[t] = m.add_continuous(fmt::format("S_{}", graph.tasks[t].name), 0, big_m);
   auto finish_terms = [&](int t, double sign) {
     Terms terms{{start[t], sign}};
@@ -350,6 +359,7 @@ ilp::Model Builder::build() {
   t_ = m.add_continuous("T", 0, big_m, 1.0);
   const bool async = w.mode == workload::Mode::kAsync;
   const int makespan = async ? m.add_continuous("makespan", 0, big_m) : t_;
+  makespan_ = makespan;
   for (int t = 0; t < n; ++t) {
     Terms terms = finish_terms(t, -1.0);
     terms.emplace_back(makespan, 1.0);
@@ -390,6 +400,136 @@ ilp::Model Builder::build() {
   return m;
 }
 
+std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& plan) const {
+  const workload::TaskGraph& graph = model_.graph();
+  const workload::Workload& w = model_.workload();
+  const int n = static_cast<int>(graph.tasks.size());
+  // The partition: the plan's task sets, ordered as partitions() orders them.
+  std::vector<std::vector<int>> sets;
+  for (const plan::Group& g : plan.groups) {
+    std::vector<int> tasks;
+    for (const plan::TaskPlacement& t : g.tasks) tasks.push_back(t.task);
+    std::sort(tasks.begin(), tasks.end());
+    sets.push_back(tasks);
+  }
+  std::sort(sets.begin(), sets.end());
+  const auto found = std::find(partitions_.begin(), partitions_.end(), sets);
+  if (found == partitions_.end()) return {};
+  const std::size_t p = static_cast<std::size_t>(found - partitions_.begin());
+  std::vector<double> values(m.columns().size(), 0.0);
+  values[y_[p]] = 1;
+  const std::size_t k = partitions_[p].size();
+  std::vector<int> allocation(k, -1);
+  std::vector<const Config*> config(k, nullptr);
+  std::vector<int> group_of(n, -1);
+  for (std::size_t g = 0; g < k; ++g) {
+    const GroupVars& vars = groups_[p][g];
+    for (int t : vars.tasks) group_of[t] = static_cast<int>(g);
+    const plan::Group* source = nullptr;
+    for (const plan::Group& pg : plan.groups) {
+      if (!pg.tasks.empty() && std::find(vars.tasks.begin(), vars.tasks.end(), pg.tasks.front().task) != vars.tasks.end()) {
+        source = &pg;
+      }
+    }
+    if (!source) return {};
+    std::vector<int> counts(classes_.size(), 0);
+    std::vector<int> nodes;
+    for (const plan::Gpu& gpu : source->gpus) {
+      if (std::find(nodes.begin(), nodes.end(), gpu.node) == nodes.end()) nodes.push_back(gpu.node);
+    }
+    for (int node : nodes) {
+      for (std::size_t c = 0; c < classes_.size(); ++c) {
+        if (std::find(classes_[c].begin(), classes_[c].end(), node) != classes_[c].end()) ++counts[c];
+      }
+    }
+    for (std::size_t i = 0; i < vars.a.size(); ++i) {
+      if (allocations_[vars.allocations[i]].counts != counts) continue;
+      const std::vector<Config>& configs = *vars.configs[i];
+      for (std::size_t x = 0; x < configs.size(); ++x) {
+        bool same = true;
+        for (std::size_t j = 0; j < vars.tasks.size() && same; ++j) {
+          const TaskChoice& c = configs[x].choices[j];
+          const auto placement = std::find_if(source->tasks.begin(), source->tasks.end(),
+                                              [&](const plan::TaskPlacement& tp) { return tp.task == vars.tasks[j]; });
+          const plan::Replica& r = placement->replicas.front();
+          same = c.tp == static_cast<int>(r.stages.front().devices.size()) &&
+                 c.pp == static_cast<int>(r.stages.size()) &&
+                 (graph.tasks[vars.tasks[j]].kind != TaskKind::kTrain ||
+                  (c.train.zero_stage == placement->train.zero_stage && c.train.recompute == placement->train.recompute));
+        }
+        if (same) {
+          values[vars.a[i]] = 1;
+          values[vars.x[i][x]] = 1;
+          allocation[g] = vars.allocations[i];
+          config[g] = &configs[x];
+        }
+      }
+    }
+    if (!config[g]) return {};
+  }
+  auto z_of = [&](int g, int h) -> int {
+    const int lo = std::min(g, h), hi = std::max(g, h);
+    const auto it = z_.find({p, lo, hi, allocation[lo], allocation[hi]});
+    return it == z_.end() ? -1 : it->second;
+  };
+  // Durations and the schedule, as the model prices them.
+  std::vector<double> duration(n, 0.0);
+  for (int t = 0; t < n; ++t) {
+    if (graph.tasks[t].kind == TaskKind::kCpu) duration[t] = model_.cpu_seconds(t);
+    if (group_of[t] >= 0) {
+      const GroupVars& vars = groups_[p][group_of[t]];
+      const std::size_t j = static_cast<std::size_t>(std::find(vars.tasks.begin(), vars.tasks.end(), t) - vars.tasks.begin());
+      duration[t] = config[group_of[t]]->seconds[j];
+    }
+  }
+  if (sync_ >= 0) {
+    const int gt = group_of[sync_train_], gg = group_of[sync_generate_];
+    duration[sync_] = gt == gg ? config[gg]->reshard : weight_sync(allocation[gt], allocation[gg]);
+    if (gt != gg) {
+      const int z = z_of(gt, gg);
+      if (z < 0) return {};
+      values[z] = 1;
+    }
+  }
+  std::vector<double> finish(n, 0.0);
+  std::vector<double> group_free(k, 0.0);
+  std::vector<double> busy(k, 0.0);
+  double makespan = 0;
+  for (int t : graph.topological_order()) {
+    double ready = 0;
+    for (const workload::Edge& e : graph.edges) {
+      if (e.to != t || e.previous_iteration) continue;
+      double arrive = finish[e.from];
+      const int gu = host_[e.from] >= 0 ? group_of[host_[e.from]] : -1;
+      const int gt = host_[t] >= 0 ? group_of[host_[t]] : -1;
+      if (t != sync_ && gu >= 0 && gt >= 0 && gu != gt) {
+        const int z = z_of(gu, gt);
+        if (z < 0) return {};
+        values[z] = 1;
+        arrive += transfer(e.bytes, allocation[gu], allocation[gt]);
+      }
+      ready = std::max(ready, arrive);
+    }
+    const int g = group_of[t];
+    const double begin = g >= 0 ? std::max(ready, group_free[g]) : ready;
+    values[start_[t]] = begin;
+    finish[t] = begin + duration[t];
+    if (g >= 0) {
+      group_free[g] = finish[t];
+      busy[g] += duration[t];
+    }
+    makespan = std::max(makespan, finish[t]);
+  }
+  double iteration = makespan;
+  if (w.mode == workload::Mode::kAsync) {
+    if (sync_ >= 0) busy[group_of[sync_generate_]] += duration[sync_];
+    iteration = std::max(makespan / (w.max_staleness + 1), *std::max_element(busy.begin(), busy.end()));
+    values[makespan_] = makespan;
+  }
+  values[t_] = iteration;
+  return values;
+}
+
 bool Builder::decode(const std::vector<double>& values, plan::Plan& out) {
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
     if (values[y_[p]] < 0.5) continue;
@@ -423,7 +563,6 @@ bool Builder::decode(const std::vector<double>& values, plan::Plan& out) {
 
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm) {
-  (void)warm;
   const auto start = std::chrono::steady_clock::now();
   Builder builder(model, models, params);
   const ilp::Model m = builder.build();
@@ -434,7 +573,15 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   outcome.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!params.export_lp.empty()) ilp::write_lp(m, params.export_lp);
   if (!params.export_mps.empty()) ilp::write_mps(m, params.export_mps);
-  outcome.solve = ilp::solve(m, params.solve);
+  ilp::SolveParams solve = params.solve;
+  if (warm) {
+    std::vector<double> values = builder.warm_start(m, *warm);
+    if (!values.empty() && m.satisfied_by(values, 1e-6)) {
+      solve.warm_start = std::move(values);
+      outcome.warm_started = true;
+    }
+  }
+  outcome.solve = ilp::solve(m, solve);
   PlannerResult& result = outcome.result;
   result.plan.planner.name = "ilp";
   const bool solved = outcome.solve.status == ilp::Status::kOptimal || outcome.solve.status == ilp::Status::kFeasible;
@@ -467,6 +614,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
                                {"columns", static_cast<double>(outcome.columns)},
                                {"rows", static_cast<double>(outcome.rows)},
                                {"build_seconds", outcome.build_seconds},
+                               {"warm_started", outcome.warm_started ? 1.0 : 0.0},
                                {"solve_seconds", outcome.solve.seconds}};
   return outcome;
 }

@@ -54,6 +54,7 @@ struct IlpOutcome {
   long long configs = 0;
   int columns = 0;
   int rows = 0;
+  bool warm_started = false;  // the warm start was a feasible solution of the model
 };
 
 // `warm` (a plan of the same space, e.g. hybrid's) starts the search when given. Throws

@@ -184,6 +184,15 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
           doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
     // The ILP's objective is exact: its iteration time is the evaluator's.
     CHECK(ilp.ilp_iteration_seconds == doctest::Approx(ilp.result.prediction.iteration_seconds).epsilon(1e-6));
+    if (compared % 5 == 0) {
+      // Warm-started from hybrid's plan: the start is accepted and the optimum is the same.
+      const core::FakeClock clock;
+      const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, {}, clock);
+      const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, {}, &hybrid.plan);
+      CHECK(warm.warm_started);
+      CHECK(warm.result.prediction.samples_per_second ==
+            doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+    }
   }
   CHECK(compared == 50);
 }
