@@ -20,6 +20,7 @@
 #include "planner/baselines.h"
 #include "planner/exhaustive.h"
 #include "planner/hybrid.h"
+#include "planner/ilp_planner.h"
 
 namespace {
 
@@ -27,6 +28,8 @@ using namespace hetrl;
 
 constexpr const char* kExamples = R"(Planners:
   hybrid       multi-level search with successive halving (the default)
+  ilp          the same space as an integer linear program solved by CBC (provably best),
+               warm-started from hybrid's plan
   auto         the best plan of hybrid and the baselines
   verl         every task colocated on all GPUs, one strategy, even batch split
   streamrl     generation and training on disjoint pools, batch split by speed
@@ -41,6 +44,7 @@ Examples:
 struct Options {
   std::string planner = "hybrid";
   planner::HybridParams hybrid;
+  planner::IlpParams ilp;
   bool show_progress = false;
 };
 
@@ -51,6 +55,24 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
   if (name == "streamrl") return planner::plan_streamrl(model, models, nodes);
   if (name == "homogeneous") return planner::plan_homogeneous(model, models);
   if (name == "exhaustive") return planner::plan_exhaustive(model, models);
+  if (name == "ilp") {
+    planner::HybridParams quick = options.hybrid;
+    const core::SteadyClock clock;
+    const planner::PlannerResult start = planner::plan_hybrid(model, models, quick, clock);
+    const planner::IlpOutcome outcome =
+        planner::plan_ilp(model, models, options.ilp, start.found ? &start.plan : nullptr);
+    const ilp::SolveResult& s = outcome.solve;
+    if (!outcome.result.found) return outcome.result;  // the error says why, in one line
+    std::fprintf(stderr,
+                 "ilp: %s; objective %.6f s per iteration (the plan evaluates to %.6f s); bound %.6f; "
+                 "gap %.2g; %lld nodes; %lld configurations, %d columns, %d rows; build %.2f s, "
+                 "solve %.2f s%s\n",
+                 ilp::status_name(s.status), outcome.ilp_iteration_seconds,
+                 outcome.result.prediction.iteration_seconds, s.bound, s.gap, s.nodes,
+                 outcome.configs, outcome.columns, outcome.rows, outcome.build_seconds, s.seconds,
+                 outcome.warm_started ? "; warm-started from hybrid" : "");
+    return outcome.result;
+  }
   if (name == "hybrid") {
     const core::SteadyClock clock;
     bool shown = false;
@@ -92,13 +114,24 @@ int main(int argc, char** argv) {
   app.add_option("--workload", workload_path, "Workload file (hetrl.workload/v1); default: the embedded one");
   CLI::Option* planner_option =
       app.add_option("--planner", options.planner,
-                     "Planner: hybrid, auto, verl, streamrl, homogeneous, exhaustive")
-          ->check(CLI::IsMember({"hybrid", "auto", "verl", "streamrl", "homogeneous", "exhaustive"}))
+                     "Planner: hybrid, ilp, auto, verl, streamrl, homogeneous, exhaustive")
+          ->check(CLI::IsMember({"hybrid", "ilp", "auto", "verl", "streamrl", "homogeneous", "exhaustive"}))
           ->capture_default_str();
+  double time_limit = 60;
+  CLI::Option* time_limit_option =
+      app.add_option("--time-limit", time_limit, "Hybrid and ILP: seconds the search may take")
+          ->check(CLI::PositiveNumber)->capture_default_str();
+  const std::vector<CLI::Option*> ilp_options = {
+      app.add_option("--gap", options.ilp.solve.relative_gap, "ILP: relative optimality gap to stop at")
+          ->check(CLI::Range(0.0, 1.0))->capture_default_str(),
+      app.add_option("--threads", options.ilp.solve.threads, "ILP: solver threads")
+          ->check(CLI::Range(1, 256))->capture_default_str(),
+      app.add_option("--export-lp", options.ilp.export_lp, "ILP: write the model as an LP file"),
+      app.add_option("--export-mps", options.ilp.export_mps, "ILP: write the model as an MPS file"),
+      app.add_flag("--solver-log", options.ilp.solve.log, "ILP: show CBC's own output"),
+  };
   const std::vector<CLI::Option*> hybrid_options = {
       app.add_option("--seed", options.hybrid.seed, "Hybrid: the search's seed")->capture_default_str(),
-      app.add_option("--time-limit", options.hybrid.time_limit, "Hybrid: seconds the search may take")
-          ->check(CLI::PositiveNumber)->capture_default_str(),
       app.add_option("--objective", objective, "Hybrid: throughput, or cost (per sample)")
           ->check(CLI::IsMember({"throughput", "cost"}))->capture_default_str(),
       app.add_option("--budget-per-hour", budget, "Hybrid: the most the plan's GPUs may cost, USD per hour")
@@ -119,15 +152,29 @@ int main(int argc, char** argv) {
     if (evaluate->parsed() && planner_option->count() > 0) {
       apps::usage_error("--planner does not apply to 'evaluate'");
     }
+    const bool searching = options.planner == "hybrid" || options.planner == "auto" || options.planner == "ilp";
     for (const CLI::Option* o : hybrid_options) {
-      if (o->count() > 0 && (evaluate->parsed() || (options.planner != "hybrid" && options.planner != "auto"))) {
-        apps::usage_error(fmt::format("{} applies to the hybrid planner only", o->get_name()));
+      if (o->count() > 0 && (evaluate->parsed() || !searching)) {
+        apps::usage_error(fmt::format("{} applies to the hybrid and ILP planners only", o->get_name()));
       }
     }
+    if (time_limit_option->count() > 0 && (evaluate->parsed() || !searching)) {
+      apps::usage_error("--time-limit applies to the hybrid and ILP planners only");
+    }
+    for (const CLI::Option* o : ilp_options) {
+      if (o->count() > 0 && (evaluate->parsed() || options.planner != "ilp")) {
+        apps::usage_error(fmt::format("{} applies to the ILP planner only", o->get_name()));
+      }
+    }
+    options.hybrid.time_limit = time_limit;
+    options.ilp.solve.time_limit = time_limit;
     options.hybrid.objective =
         objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
-    if (budget > 0) options.hybrid.budget_per_hour = budget;
-    if (min_throughput > 0) options.hybrid.min_throughput = min_throughput;
+    if (budget > 0) options.hybrid.budget_per_hour = options.ilp.budget_per_hour = budget;
+    if (min_throughput > 0) options.hybrid.min_throughput = options.ilp.min_throughput = min_throughput;
+    if (options.planner == "ilp" && objective == "cost") {
+      apps::usage_error("the ILP planner optimises throughput; use --budget-per-hour for cost, or the hybrid planner's --objective cost");
+    }
     options.show_progress = ::isatty(STDERR_FILENO) != 0;
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
