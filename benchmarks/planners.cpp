@@ -1,7 +1,9 @@
 // Runs every planner on every scenario given and prints CSV rows:
-//   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations
+//   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,ilp_gap,
+//   ilp_build_seconds,ilp_solve_seconds
 // A scenario is a folder with cluster.json and workload.json. A planner that finds no plan
-// prints 0 samples/s. Usage: planners SCENARIO_DIR...
+// prints 0 samples/s; the ILP columns are filled on the ILP's row only ("refused" when the
+// instance is too large for its formulation). Usage: planners SCENARIO_DIR...
 
 #include <fmt/format.h>
 
@@ -13,6 +15,8 @@
 #include "io/inputs.h"
 #include "planner/baselines.h"
 #include "planner/hybrid.h"
+#include "planner/ilp_planner.h"
+#include "core/error.h"
 
 using namespace hetrl;
 
@@ -22,7 +26,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const io::Catalogs& catalogs = io::builtin_catalogs();
-  fmt::print("scenario,gpus,planner,samples_per_second,planning_seconds,evaluations\n");
+  fmt::print("scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,"
+             "ilp_gap,ilp_build_seconds,ilp_solve_seconds\n");
   for (int a = 1; a < argc; ++a) {
     std::filesystem::path dir = std::filesystem::path(argv[a]).lexically_normal();
     if (dir.filename().empty()) dir = dir.parent_path();  // "scenario/" names the folder too
@@ -36,14 +41,33 @@ int main(int argc, char** argv) {
         const double start = clock.seconds();
         const planner::PlannerResult r = plan();
         const double seconds = clock.seconds() - start;
-        fmt::print("{},{},{},{:.4f},{:.3f},{}\n", dir.filename().string(), in.cluster.total_gpus(), name,
+        fmt::print("{},{},{},{:.4f},{:.3f},{},,,,\n", dir.filename().string(), in.cluster.total_gpus(), name,
                    r.found ? r.prediction.samples_per_second : 0.0, seconds, r.evaluations);
         std::fflush(stdout);
       };
       run("verl", [&] { return planner::plan_verl(model, catalogs.models, nodes); });
       run("streamrl", [&] { return planner::plan_streamrl(model, catalogs.models, nodes); });
       run("homogeneous", [&] { return planner::plan_homogeneous(model, catalogs.models); });
-      run("hybrid", [&] { return planner::plan_hybrid(model, catalogs.models, {}, clock); });
+      planner::PlannerResult hybrid;
+      run("hybrid", [&] {
+        hybrid = planner::plan_hybrid(model, catalogs.models, {}, clock);
+        return hybrid;
+      });
+      // The ILP, warm-started from hybrid's plan, with a 60 s limit.
+      planner::IlpParams ilp;
+      ilp.solve.time_limit = 60;
+      const double start = clock.seconds();
+      try {
+        const planner::IlpOutcome o = planner::plan_ilp(model, catalogs.models, ilp, hybrid.found ? &hybrid.plan : nullptr);
+        fmt::print("{},{},ilp,{:.4f},{:.3f},{},{},{:.3g},{:.3f},{:.3f}\n", dir.filename().string(),
+                   in.cluster.total_gpus(), o.result.found ? o.result.prediction.samples_per_second : 0.0,
+                   clock.seconds() - start, o.configs, ilp::status_name(o.solve.status), o.solve.gap,
+                   o.build_seconds, o.solve.seconds);
+      } catch (const core::JobError&) {
+        fmt::print("{},{},ilp,0,{:.3f},0,refused,,,\n", dir.filename().string(), in.cluster.total_gpus(),
+                   clock.seconds() - start);
+      }
+      std::fflush(stdout);
     } catch (const std::exception& e) {
       fmt::print(stderr, "planners: {}: {}\n", dir.string(), e.what());
       return 1;
