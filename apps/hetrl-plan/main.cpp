@@ -56,9 +56,9 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
   if (name == "homogeneous") return planner::plan_homogeneous(model, models);
   if (name == "exhaustive") return planner::plan_exhaustive(model, models);
   if (name == "ilp") {
-    planner::HybridParams quick = options.hybrid;
+    // Hybrid's plan, with the same constraints, warm-starts the solver.
     const core::SteadyClock clock;
-    const planner::PlannerResult start = planner::plan_hybrid(model, models, quick, clock);
+    const planner::PlannerResult start = planner::plan_hybrid(model, models, options.hybrid, clock);
     const planner::IlpOutcome outcome =
         planner::plan_ilp(model, models, options.ilp, start.found ? &start.plan : nullptr);
     const ilp::SolveResult& s = outcome.solve;

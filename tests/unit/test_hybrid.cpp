@@ -67,6 +67,26 @@ RandomInstance random_instance(std::mt19937& rng) {
   return x;
 }
 
+hw::Cluster cluster_of(const std::vector<const char*>& specs) {
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  for (const char* spec : specs) params.node_groups.push_back(hw::parse_node_spec(spec, catalogs().hardware));
+  return hw::build_cluster(params, catalogs().hardware);
+}
+
+// GRPO with a rule reward and no reference, fixed lengths.
+workload::Workload grpo(const std::string& model, int prompts, int samples, int prompt, int response) {
+  workload::Workload w;
+  w.algorithm = "grpo";
+  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, model};
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = prompts;
+  w.samples_per_prompt = samples;
+  w.prompt_length_tokens = prompt;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = response;
+  return w;
+}
+
 }  // namespace
 
 TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
@@ -92,20 +112,8 @@ TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
 
 TEST_CASE("hybrid: the same seed gives the same plan; constraints and objectives hold") {
   const io::Catalogs& c = catalogs();
-  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
-  for (const char* spec : {"us-east-1a:2x4xA100-SXM-80G", "us-east-1b:2x4xL4", "us-west-2a:1x4xH100-SXM"}) {
-    params.node_groups.push_back(hw::parse_node_spec(spec, c.hardware));
-  }
-  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
-  workload::Workload w;
-  w.algorithm = "grpo";
-  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-1.5B"};
-  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
-  w.prompts_per_iteration = 64;
-  w.samples_per_prompt = 8;
-  w.prompt_length_tokens = 512;
-  w.response.kind = workload::LengthKind::kFixed;
-  w.response.fixed_tokens = 1024;
+  const hw::Cluster cluster = cluster_of({"us-east-1a:2x4xA100-SXM-80G", "us-east-1b:2x4xL4", "us-west-2a:1x4xH100-SXM"});
+  const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
   const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
   const cost::CostModel model(cluster, w, graph, c.models);
   const core::FakeClock clock;
@@ -139,20 +147,8 @@ TEST_CASE("hybrid: the same seed gives the same plan; constraints and objectives
 
 TEST_CASE("hybrid stops at the time limit with the best plan so far") {
   const io::Catalogs& c = catalogs();
-  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
-  for (const char* spec : {"a:2x8xA100-SXM-80G", "b:2x8xL40S"}) {
-    params.node_groups.push_back(hw::parse_node_spec(spec, c.hardware));
-  }
-  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
-  workload::Workload w;
-  w.algorithm = "grpo";
-  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-7B"};
-  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
-  w.prompts_per_iteration = 64;
-  w.samples_per_prompt = 8;
-  w.prompt_length_tokens = 512;
-  w.response.kind = workload::LengthKind::kFixed;
-  w.response.fixed_tokens = 1024;
+  const hw::Cluster cluster = cluster_of({"a:2x8xA100-SXM-80G", "b:2x8xL40S"});
+  const workload::Workload w = grpo("Qwen2.5-7B", 64, 8, 512, 1024);
   const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
   const cost::CostModel model(cluster, w, graph, c.models);
   planner::HybridParams hp;
@@ -199,18 +195,8 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
 
 TEST_CASE("the ILP: infeasible instances and constraints") {
   const io::Catalogs& c = catalogs();
-  hw::ClusterBuildParams params = hw::default_build_params(c.hardware);
-  params.node_groups.push_back(hw::parse_node_spec("a:2xT4", c.hardware));
-  const hw::Cluster cluster = hw::build_cluster(params, c.hardware);
-  workload::Workload w;
-  w.algorithm = "grpo";
-  w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-72B"};
-  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
-  w.prompts_per_iteration = 8;
-  w.samples_per_prompt = 4;
-  w.prompt_length_tokens = 256;
-  w.response.kind = workload::LengthKind::kFixed;
-  w.response.fixed_tokens = 256;
+  const hw::Cluster cluster = cluster_of({"a:2xT4"});
+  const workload::Workload w = grpo("Qwen2.5-72B", 8, 4, 256, 256);
   const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
   const cost::CostModel model(cluster, w, graph, c.models);
   const planner::IlpOutcome none = planner::plan_ilp(model, c.models, {});
