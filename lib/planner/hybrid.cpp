@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <random>
-#include <tuple>
 
 #include "core/error.h"
 #include "planner/layout.h"

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <cmath>
 #include <map>
 #include <tuple>
 
