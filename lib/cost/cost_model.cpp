@@ -159,7 +159,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
 }
 
 CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double batch,
-                                           double context) const {
+                                           double total_context) const {
   StepCost cost;
   for (const DecodeStage& d : stages) {
     const double efficiency =
@@ -167,8 +167,8 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
         : batch >= 2048 ? d.gemm_large
                         : d.gemm_small + (d.gemm_large - d.gemm_small) * (std::log2(batch) - 8.0) / 3.0;
     const double compute =
-        batch * (d.flops_fixed + d.flops_per_context * context) / (d.rate * efficiency);
-    const double memory = d.weight_seconds + batch * context * d.kv_seconds_per_token;
+        (batch * d.flops_fixed + d.flops_per_context * total_context) / (d.rate * efficiency);
+    const double memory = d.weight_seconds + total_context * d.kv_seconds_per_token;
     (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
     cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
@@ -176,17 +176,14 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
   return cost;
 }
 
-double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
-                                     std::span<const double> kv_budget, Breakdown& out) const {
+std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const Stage> stages,
+                                                    double samples) const {
   const ModelShape& shape = shapes_[task];
-  if (samples <= 0) return 0;
   const int pp = static_cast<int>(stages.size());
-
-  // Prefill: the prompts, compute-bound, in chunks through the pipeline.
   const double tokens = samples * prompt_;
-  const double chunks = std::ceil(tokens / params_.prefill_chunk_tokens);
-  double prefill_compute = 0;
-  double prefill_tp = 0;
+  const double chunks = std::max(1.0, std::ceil(tokens / params_.prefill_chunk_tokens));
+  double compute_max = 0;
+  double tp_max = 0;
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
@@ -201,20 +198,37 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                                  (chunks - 1) * params_.collective_latency)
                           : 0.0;
     // Chunks flow through the stages; the slowest stage sets the pace.
-    prefill_compute = std::max(prefill_compute, compute);
-    prefill_tp = std::max(prefill_tp, tp);
+    compute_max = std::max(compute_max, compute);
+    tp_max = std::max(tp_max, tp);
   }
   const double fill = (chunks + pp - 1) / chunks;
-  out.add("prefill compute", prefill_compute * fill);
-  if (prefill_tp > 0) out.add("prefill TP all-reduce", prefill_tp * fill);
+  return {compute_max * fill, tp_max * fill};
+}
 
-  // How many sequences the KV cache holds at once, at the mean context.
-  double capacity_tokens = std::numeric_limits<double>::infinity();
-  for (int s = 0; s < pp; ++s) {
+double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
+                                     std::span<const double> kv_budget) const {
+  const ModelShape& shape = shapes_[task];
+  double capacity = std::numeric_limits<double>::infinity();
+  for (std::size_t s = 0; s < stages.size(); ++s) {
     const double per_token = stages[s].layers * shape.kv_bytes_per_token_layer(stages[s].tp);
-    capacity_tokens = std::min(capacity_tokens, kv_budget[s] / per_token);
+    capacity = std::min(capacity, kv_budget[s] / per_token);
   }
-  const double concurrent = std::max(1.0, capacity_tokens / (prompt_ + mean_response_));
+  return capacity;
+}
+
+double CostModel::concurrent_sequences(int task, std::span<const Stage> stages,
+                                       std::span<const double> kv_budget) const {
+  return std::max(1.0, kv_capacity_tokens(task, stages, kv_budget) / (prompt_ + mean_response_));
+}
+
+double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
+                                     std::span<const double> kv_budget, Breakdown& out) const {
+  if (samples <= 0) return 0;
+  const auto [prefill_compute, prefill_tp] = prefill_seconds(task, stages, samples);
+  out.add("prefill compute", prefill_compute);
+  if (prefill_tp > 0) out.add("prefill TP all-reduce", prefill_tp);
+
+  const double concurrent = concurrent_sequences(task, stages, kv_budget);
   const double live = std::min(samples, concurrent);
 
   // Drain: `live` sequences start together and leave as they finish; the last one sets the
@@ -227,12 +241,12 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   for (int j = 0; j < points; ++j) {
     const double step = (j + 0.5) / points * longest;
     const double batch = std::max(1.0, live * survival(step));
-    decode.add(decode_step(per_stage, batch, prompt_ + step), longest / points);
+    decode.add(decode_step(per_stage, batch, batch * (prompt_ + step)), longest / points);
   }
   // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
   if (samples > concurrent) {
     const double steps = (samples - concurrent) * mean_response_ / concurrent;
-    decode.add(decode_step(per_stage, concurrent, prompt_ + mean_response_), steps);
+    decode.add(decode_step(per_stage, concurrent, concurrent * (prompt_ + mean_response_)), steps);
   }
   if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
   if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);

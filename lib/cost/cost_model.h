@@ -158,13 +158,7 @@ class CostModel {
   double expected_max_length(double n) const;
   double survival(double step) const;
 
- private:
-  double generation_seconds(int task, std::span<const Stage> stages, double samples,
-                            std::span<const double> kv_budget, Breakdown& out) const;
-  double pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
-                      const TrainOptions& train, bool training, Breakdown& out) const;
-  double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
-  double gemm_efficiency(const hw::GpuSpec& gpu, double tokens) const;
+  // The pieces of generation_seconds, for the simulator to step through one decode at a time.
   struct StepCost {
     double compute = 0;  // steps bound by compute
     double memory = 0;   // steps bound by reading weights and KV cache
@@ -191,7 +185,27 @@ class CostModel {
   using DecodeStages = std::vector<DecodeStage>;
   // Fills `out` (reused between calls to spare allocations).
   void decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const;
-  StepCost decode_step(const DecodeStages& stages, double batch, double context) const;
+  // One decode step of `batch` sequences whose contexts add up to `total_context` tokens.
+  StepCost decode_step(const DecodeStages& stages, double batch, double total_context) const;
+
+  // Prefill of `samples` prompts (compute-bound, chunked, through the pipeline): compute and
+  // TP all-reduce seconds.
+  std::pair<double, double> prefill_seconds(int task, std::span<const Stage> stages,
+                                            double samples) const;
+  // Tokens of KV cache a replica holds, given the memory per GPU of each stage left for it, and
+  // how many sequences run at once at the mean context (at least one).
+  double kv_capacity_tokens(int task, std::span<const Stage> stages,
+                            std::span<const double> kv_budget) const;
+  double concurrent_sequences(int task, std::span<const Stage> stages,
+                              std::span<const double> kv_budget) const;
+
+ private:
+  double generation_seconds(int task, std::span<const Stage> stages, double samples,
+                            std::span<const double> kv_budget, Breakdown& out) const;
+  double pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+                      const TrainOptions& train, bool training, Breakdown& out) const;
+  double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
+  double gemm_efficiency(const hw::GpuSpec& gpu, double tokens) const;
   const hw::GpuSpec& gpu(int node) const;
   double activation_bytes_per_token_layer(int task, int tp, bool recompute) const;
 
