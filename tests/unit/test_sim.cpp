@@ -1,0 +1,111 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/units.h"
+#include "hw/cluster_builder.h"
+#include "io/catalog_io.h"
+#include "sim/event_queue.h"
+#include "sim/generation.h"
+#include "workload/rl_graph.h"
+
+using namespace hetrl;
+
+TEST_CASE("events run in time order, ties in the order they were scheduled") {
+  sim::EventQueue queue;
+  std::string order;
+  queue.at(2, [&] { order += "a"; });
+  queue.at(1, [&] { order += "b"; });
+  queue.at(1, [&] {
+    order += "c";
+    queue.after(0.5, [&] { order += "e"; });  // at 1.5, before "a"
+  });
+  queue.at(3, [&] { order += "d"; });
+  CHECK(queue.run() == 5);
+  CHECK(order == "bcead");
+  CHECK(queue.now() == 3);
+  CHECK(queue.empty());
+}
+
+namespace {
+
+const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+
+struct Generation {
+  hw::Cluster cluster;
+  workload::Workload workload;
+  workload::TaskGraph graph;
+  cost::CostModel model;
+  int task;
+  explicit Generation(int prompts)
+      : cluster([] {
+          hw::ClusterBuildParams p = hw::default_build_params(catalogs().hardware);
+          p.node_groups.push_back(hw::parse_node_spec("a:8xA100-SXM-80G", catalogs().hardware));
+          return hw::build_cluster(p, catalogs().hardware);
+        }()),
+        workload([&] {
+          workload::Workload w;
+          w.algorithm = "grpo";
+          w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, "Qwen2.5-7B"};
+          w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+          w.prompts_per_iteration = prompts;
+          w.samples_per_prompt = 2;
+          w.prompt_length_tokens = 512;
+          w.response.kind = workload::LengthKind::kFixed;
+          w.response.fixed_tokens = 512;
+          return w;
+        }()),
+        graph(workload::build_task_graph(workload, catalogs().algorithms, catalogs().models)),
+        model(cluster, workload, graph, catalogs().models),
+        task(graph.find("generate")) {}
+};
+
+}  // namespace
+
+TEST_CASE("generation with fixed lengths and room for every sequence matches the closed form") {
+  const Generation g(4);  // 8 sequences of 512 + 512 tokens
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  const std::vector<double> budget{50 * core::kGiB};
+  sim::EventQueue queue;
+  sim::ReplicaGeneration replica(g.model, g.task, one, budget, std::vector<int>(8, 512));
+  bool done = false;
+  replica.start(queue, [&] { done = true; });
+  queue.run();
+  REQUIRE(done);
+  CHECK(replica.steps() == 512);
+  cost::Breakdown closed;
+  g.model.replica_seconds(g.task, one, 8, 1, {}, budget, closed);
+  CHECK(replica.finished_at() / closed.total() == doctest::Approx(1.0).epsilon(0.02));
+  CHECK(replica.tail_seconds() == 0);  // every sequence runs to the end together
+}
+
+TEST_CASE("the KV cache caps the batch: sequences wait and run in waves") {
+  const Generation g(4);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  // Room for two sequences of 512 + 512 tokens: 28 layers x 2 x 4 KV heads x 128 x 2 bytes.
+  const double per_token = 28 * 2 * 4 * 128 * 2.0;
+  const std::vector<double> small{2.5 * 1024 * per_token};
+  sim::EventQueue queue;
+  sim::ReplicaGeneration replica(g.model, g.task, one, small, std::vector<int>(8, 512));
+  replica.start(queue, [] {});
+  queue.run();
+  CHECK(replica.concurrency() == 2);
+  CHECK(replica.steps() == 4 * 512);
+  sim::EventQueue roomy_queue;
+  sim::ReplicaGeneration roomy(g.model, g.task, one, {50 * core::kGiB}, std::vector<int>(8, 512));
+  roomy.start(roomy_queue, [] {});
+  roomy_queue.run();
+  CHECK(replica.finished_at() > 2 * roomy.finished_at());
+}
+
+TEST_CASE("one long response holds the replica: the drain is the long tail") {
+  const Generation g(2);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  sim::EventQueue queue;
+  sim::ReplicaGeneration replica(g.model, g.task, one, {50 * core::kGiB}, {2000, 10, 10, 10});
+  replica.start(queue, [] {});
+  queue.run();
+  CHECK(replica.steps() == 2000);
+  // After step 10 only the long sequence runs: 1990 of 2000 steps are tail.
+  CHECK(replica.tail_seconds() > 0.99 * (replica.finished_at() - replica.prefill_seconds()) * 1990 / 2000);
+}
