@@ -249,6 +249,9 @@ double Evaluator::task_seconds(int group, const TaskPlacement& placement,
       signature_seconds_.push_back(seconds);
     }
     tp.replica_seconds[r] = seconds;
+    if (explain && generate) {
+      tp.kv_budget.emplace_back(all_budgets_.begin() + stage_offsets_[r], all_budgets_.end());
+    }
     if (seconds > slowest) {
       slowest = seconds;
       slowest_replica = static_cast<int>(r);
@@ -349,6 +352,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     t.start = t.seconds = 0;
     t.terms.clear();
     t.replica_seconds.clear();
+    t.kv_budget.clear();
   }
   prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
   group_gpus_per_node_.resize(plan.groups.size());

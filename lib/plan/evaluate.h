@@ -36,6 +36,9 @@ struct TaskPrediction {
   double seconds = 0;
   std::vector<double> replica_seconds;
   std::vector<cost::Breakdown::Term> terms;  // with explain: the slowest replica's, and more
+  // With explain, for generation: the memory per GPU left for the KV cache, per replica and
+  // stage (what the simulator runs each replica with).
+  std::vector<std::vector<double>> kv_budget;
 };
 
 struct GroupPrediction {

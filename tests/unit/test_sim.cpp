@@ -109,3 +109,53 @@ TEST_CASE("one long response holds the replica: the drain is the long tail") {
   // After step 10 only the long sequence runs: 1990 of 2000 steps are tail.
   CHECK(replica.tail_seconds() > 0.99 * (replica.finished_at() - replica.prefill_seconds()) * 1990 / 2000);
 }
+
+#include "core/clock.h"
+#include "io/inputs.h"
+#include "planner/hybrid.h"
+#include "sim/simulator.h"
+
+namespace {
+
+struct Counter final : sim::Listener {
+  int tasks = 0;
+  int replicas = 0;
+  void task_done(const sim::TaskRun&) override { ++tasks; }
+  void replica_done(const sim::ReplicaRun&) override { ++replicas; }
+};
+
+}  // namespace
+
+TEST_CASE("with fixed lengths the simulated iteration matches the cost model within 2% (sync)") {
+  // Async: the cost model's period (the busiest group, or the chain over k + 1 iterations) is a
+  // lower bound that the simulated pipeline may not reach.
+  for (const std::string mode : {"sync", "async"}) {
+    CAPTURE(mode);
+    io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/valid.json",
+                                    std::string(HETRL_TEST_DATA) + "/grpo_small.json", catalogs());
+    workload::Workload& w = in.workload.workload;
+    w.response.kind = workload::LengthKind::kFixed;
+    w.response.fixed_tokens = 700;
+    if (mode == "async") {
+      w.mode = workload::Mode::kAsync;
+      w.max_staleness = 1;
+    }
+    in.graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+    const cost::CostModel model(in.cluster, w, in.graph, catalogs().models);
+    const core::FakeClock clock;
+    const planner::PlannerResult r = planner::plan_hybrid(model, catalogs().models, {}, clock);
+    REQUIRE(r.found);
+    Counter counter;
+    std::vector<sim::Listener*> listeners{&counter};
+    const sim::SimSummary s = sim::simulate(model, r.plan, {4, 1}, listeners);
+    REQUIRE(s.iteration_end.size() == 4);
+    if (mode == "sync") {
+      CHECK(s.iteration_seconds / r.prediction.iteration_seconds == doctest::Approx(1.0).epsilon(0.02));
+    } else {
+      CHECK(s.iteration_seconds >= 0.98 * r.prediction.iteration_seconds);
+    }
+    CHECK(counter.tasks == 4 * static_cast<int>(in.graph.tasks.size()));
+    CHECK(counter.replicas > 0);
+    CHECK(s.events > 1000);
+  }
+}

@@ -1,0 +1,253 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <memory>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "plan/evaluate.h"
+#include "sim/event_queue.h"
+#include "sim/generation.h"
+
+namespace hetrl::sim {
+namespace {
+
+using workload::TaskKind;
+
+class Run {
+ public:
+  Run(const cost::CostModel& model, const plan::Plan& plan, const SimParams& params,
+      std::span<Listener* const> listeners)
+      : model_(model), plan_(plan), params_(params), listeners_(listeners), evaluator_(model),
+        graph_(model.graph()), n_(static_cast<int>(graph_.tasks.size())) {
+    prediction_ = evaluator_.evaluate(plan, true);
+    assert(prediction_.feasible);
+    order_ = graph_.topological_order();
+    host_ = plan::host_tasks(graph_);
+    group_of_.assign(n_, -1);
+    for (int t = 0; t < n_; ++t) {
+      if (host_[t] >= 0) group_of_[t] = plan.group_of(host_[t]);
+    }
+    sets_.resize(plan.groups.size());
+    for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+      std::vector<int> per_node(model.cluster().nodes.size(), 0);
+      for (const plan::Gpu& gpu : plan.groups[g].gpus) ++per_node[gpu.node];
+      model.describe_gpu_set(per_node, sets_[g]);
+    }
+    // A group's order: iteration by iteration, tasks in topological order.
+    for (int t : order_) {
+      const int g = graph_.tasks[t].kind == TaskKind::kCpu || graph_.tasks[t].kind == TaskKind::kWeightSync
+                        ? -1
+                        : plan.group_of(t);
+      if (g >= 0) group_tasks_[g].push_back(t);
+    }
+    const int total = params.iterations * n_;
+    pending_.assign(total, 0);
+    ready_at_.assign(total, 0.0);
+    done_.assign(total, false);
+    next_in_group_.assign(plan.groups.size(), 0);
+    group_free_.assign(plan.groups.size(), 0.0);
+    summary_.group_busy.assign(plan.groups.size(), 0.0);
+    for (int i = 0; i < params.iterations; ++i) {
+      for (const workload::Edge& e : graph_.edges) {
+        if (!e.previous_iteration) {
+          ++pending_[i * n_ + e.to];
+        } else if (i - 1 - staleness() >= 0) {
+          ++pending_[i * n_ + e.to];
+        }
+      }
+    }
+  }
+
+  SimSummary run() {
+    for (int i = 0; i < params_.iterations; ++i) {
+      for (int t = 0; t < n_; ++t) try_start(i, t);
+    }
+    summary_.events = queue_.run();
+    finish_summary();
+    return summary_;
+  }
+
+ private:
+  int staleness() const {
+    return model_.workload().mode == workload::Mode::kAsync ? model_.workload().max_staleness : 0;
+  }
+  int key(int iteration, int task) const { return iteration * n_ + task; }
+  bool on_gpu(int task) const {
+    const TaskKind kind = graph_.tasks[task].kind;
+    return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync;
+  }
+
+  // Starts (iteration, task) if its inputs are in and, for a GPU task, it is its group's turn.
+  void try_start(int iteration, int task) {
+    const int k = key(iteration, task);
+    if (pending_[k] != 0 || started_.count(k)) return;
+    const double ready = std::max(ready_at_[k], queue_.now());
+    if (on_gpu(task)) {
+      const int g = plan_.group_of(task);
+      const auto& tasks = group_tasks_[g];
+      const std::size_t position = next_in_group_[g];
+      if (position / tasks.size() != static_cast<std::size_t>(iteration) ||
+          tasks[position % tasks.size()] != task || busy_[g]) {
+        return;
+      }
+      busy_[g] = true;
+      started_.insert(k);
+      const double begin = std::max(ready, group_free_[g]);
+      queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
+    } else {
+      started_.insert(k);
+      queue_.at(ready, [this, iteration, task, ready] {
+        finish(iteration, task, ready, ready + scaled_seconds(iteration, task));
+      });
+    }
+  }
+
+  // The cost model's time for a task, scaled by the tokens this iteration produced.
+  double scaled_seconds(int iteration, int task) {
+    const double expected = model_.workload().samples_per_iteration() *
+                            (model_.workload().prompt_length_tokens + model_.workload().response.mean());
+    const double actual = tokens_[iteration] > 0 ? tokens_[iteration] : expected;
+    const TaskKind kind = graph_.tasks[task].kind;
+    const double scale = kind == TaskKind::kWeightSync ? 1.0 : actual / expected;
+    return prediction_.tasks[task].seconds * scale;
+  }
+
+  void run_gpu_task(int iteration, int task, double begin) {
+    if (graph_.tasks[task].kind != TaskKind::kGenerate) {
+      finish(iteration, task, begin, begin + scaled_seconds(iteration, task));
+      return;
+    }
+    // Draw the iteration's lengths and split them by the replicas' shares.
+    const workload::Workload& w = model_.workload();
+    const int samples = w.samples_per_iteration();
+    const std::vector<int> lengths = w.response.sample(samples, params_.seed * 7919 + static_cast<std::uint64_t>(iteration));
+    tokens_[iteration] = static_cast<double>(samples) * w.prompt_length_tokens +
+                         std::accumulate(lengths.begin(), lengths.end(), 0.0);
+    const plan::TaskPlacement* placement = nullptr;
+    const int g = plan_.group_of(task);
+    for (const plan::TaskPlacement& p : plan_.groups[g].tasks) {
+      if (p.task == task) placement = &p;
+    }
+    const auto& replicas = placement->replicas;
+    auto pending = std::make_shared<int>(static_cast<int>(replicas.size()));
+    std::size_t next = 0;
+    double share_sum = 0;
+    for (std::size_t r = 0; r < replicas.size(); ++r) {
+      share_sum += replicas[r].share;
+      const std::size_t until = r + 1 == replicas.size() ? lengths.size()
+                                                        : static_cast<std::size_t>(std::llround(share_sum * samples));
+      std::vector<int> mine(lengths.begin() + static_cast<long>(next), lengths.begin() + static_cast<long>(std::max(next, until)));
+      next = std::max(next, until);
+      std::vector<cost::Stage> stages;
+      for (const plan::Stage& s : replicas[r].stages) {
+        stages.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+      }
+      const int sequences = static_cast<int>(mine.size());
+      auto replica = std::make_shared<ReplicaGeneration>(model_, task, stages,
+                                                         prediction_.tasks[task].kv_budget[r], std::move(mine));
+      generations_.push_back(replica);
+      ReplicaGeneration* raw = replica.get();
+      const int replica_index = static_cast<int>(r);
+      raw->start(queue_, [this, raw, pending, iteration, task, g, replica_index, begin, sequences] {
+        ReplicaRun run{iteration, task, g, replica_index, raw->started_at(), raw->finished_at(),
+                       raw->tail_seconds(), raw->steps(), sequences};
+        summary_.tail_seconds += raw->tail_seconds();
+        for (Listener* l : listeners_) l->replica_done(run);
+        if (--*pending == 0) finish(iteration, task, begin, queue_.now());
+      });
+    }
+  }
+
+  void finish(int iteration, int task, double begin, double end) {
+    if (end > queue_.now()) {
+      queue_.at(end, [this, iteration, task, begin, end] { finish(iteration, task, begin, end); });
+      return;
+    }
+    const int k = key(iteration, task);
+    done_[k] = true;
+    TaskRun run{iteration, task, on_gpu(task) ? plan_.group_of(task) : -1, begin, end};
+    for (Listener* l : listeners_) l->task_done(run);
+    if (on_gpu(task)) {
+      const int g = plan_.group_of(task);
+      summary_.group_busy[g] += end - begin;
+      group_free_[g] = end;
+      busy_[g] = false;
+      ++next_in_group_[g];
+    }
+    if (graph_.tasks[task].kind == TaskKind::kWeightSync) summary_.iteration_end.push_back(end);
+    // Release the task's consumers.
+    for (const workload::Edge& e : graph_.edges) {
+      if (e.from != task) continue;
+      const int consumer_iteration = e.previous_iteration ? iteration + 1 + staleness() : iteration;
+      if (consumer_iteration >= params_.iterations) continue;
+      const int ck = key(consumer_iteration, e.to);
+      double arrive = end;
+      const int gu = group_of_[task], gt = group_of_[e.to];
+      if (!e.previous_iteration && graph_.tasks[e.to].kind != TaskKind::kWeightSync && gu >= 0 &&
+          gt >= 0 && gu != gt) {
+        arrive += model_.transfer_seconds(e.bytes, sets_[gu], sets_[gt]);
+      }
+      ready_at_[ck] = std::max(ready_at_[ck], arrive);
+      --pending_[ck];
+    }
+    // Anything may now be startable: the consumers, and the group's next task.
+    for (int i = 0; i < params_.iterations; ++i) {
+      for (int t : order_) try_start(i, t);
+    }
+  }
+
+  void finish_summary() {
+    const workload::Workload& w = model_.workload();
+    summary_.end = summary_.iteration_end.empty() ? queue_.now() : summary_.iteration_end.back();
+    const auto& ends = summary_.iteration_end;
+    const double tokens_per_sample = w.prompt_length_tokens + w.response.mean();
+    if (ends.size() >= 2) {
+      summary_.iteration_seconds = (ends.back() - ends.front()) / static_cast<double>(ends.size() - 1);
+    } else if (!ends.empty()) {
+      summary_.iteration_seconds = ends.front();
+    }
+    if (summary_.iteration_seconds > 0) {
+      summary_.samples_per_second = w.samples_per_iteration() / summary_.iteration_seconds;
+      summary_.tokens_per_second = summary_.samples_per_second * tokens_per_sample;
+    }
+  }
+
+  const cost::CostModel& model_;
+  const plan::Plan& plan_;
+  const SimParams& params_;
+  std::span<Listener* const> listeners_;
+  plan::Evaluator evaluator_;
+  plan::Prediction prediction_;
+  const workload::TaskGraph& graph_;
+  int n_;
+  std::vector<int> order_;
+  std::vector<int> host_;
+  std::vector<int> group_of_;
+  std::vector<cost::CostModel::GpuSet> sets_;
+  std::map<int, std::vector<int>> group_tasks_;
+  std::vector<int> pending_;
+  std::vector<double> ready_at_;
+  std::vector<bool> done_;
+  std::set<int> started_;
+  std::vector<std::size_t> next_in_group_;
+  std::vector<double> group_free_;
+  std::map<int, bool> busy_;
+  std::map<int, double> tokens_;
+  std::vector<std::shared_ptr<ReplicaGeneration>> generations_;
+  EventQueue queue_;
+  SimSummary summary_;
+};
+
+}  // namespace
+
+SimSummary simulate(const cost::CostModel& model, const plan::Plan& plan, const SimParams& params,
+                    std::span<Listener* const> listeners) {
+  Run run(model, plan, params, listeners);
+  return run.run();
+}
+
+}  // namespace hetrl::sim

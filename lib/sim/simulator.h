@@ -1,0 +1,73 @@
+#pragma once
+// Simulating RL iterations of a plan, event by event (reading map):
+//   - Each iteration draws the response lengths of its samples (seeded) and splits them over the
+//     generation replicas by their batch shares; each replica generates with continuous
+//     batching (sim/generation.h), one event per decode step.
+//   - Every other task takes the time the cost model gives it, scaled by the tokens the
+//     iteration actually produced over the tokens the cost model assumed.
+//   - A task instance (task, iteration) starts when its inputs have arrived (transfers between
+//     groups take the cost model's transfer time) and its group has run the instances before it
+//     (a group runs its tasks in iteration order, then topological order); CPU tasks and the
+//     weight sync need no group.
+//   - The next iteration's generation waits for the weights of iteration i - 1 - k (k = the
+//     staleness bound of an async workload, 0 for sync).
+//   Listeners see every task instance and every replica's generation; the event loop knows
+//   nothing about reports or traces.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "plan/plan.h"
+
+namespace hetrl::sim {
+
+struct SimParams {
+  int iterations = 3;
+  std::uint64_t seed = 1;
+};
+
+struct TaskRun {
+  int iteration = 0;
+  int task = 0;
+  int group = -1;  // -1: CPU task or weight sync
+  double start = 0;
+  double end = 0;
+};
+
+struct ReplicaRun {
+  int iteration = 0;
+  int task = 0;
+  int group = 0;
+  int replica = 0;
+  double start = 0;
+  double end = 0;
+  double tail_seconds = 0;
+  std::uint64_t steps = 0;
+  int sequences = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  virtual void task_done(const TaskRun& run) = 0;
+  virtual void replica_done(const ReplicaRun& run) = 0;
+};
+
+struct SimSummary {
+  std::uint64_t events = 0;
+  double end = 0;                  // when the last iteration's weights reached generation
+  std::vector<double> iteration_end;
+  double iteration_seconds = 0;    // steady: between the first and the last iteration's end
+  double samples_per_second = 0;
+  double tokens_per_second = 0;
+  std::vector<double> group_busy;  // seconds each group ran tasks
+  double tail_seconds = 0;         // generation drain, summed over replicas and iterations
+};
+
+// Requires a plan that passed Plan::validate and fits (the evaluator finds it feasible).
+SimSummary simulate(const cost::CostModel& model, const plan::Plan& plan, const SimParams& params,
+                    std::span<Listener* const> listeners = {});
+
+}  // namespace hetrl::sim
