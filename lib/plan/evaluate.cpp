@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/units.h"
+#include "plan/periodic.h"
 
 namespace hetrl::plan {
 namespace {
@@ -405,20 +406,24 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   // The schedule of one iteration.
   finish_.assign(n, 0.0);
   group_free_.assign(plan.groups.size(), 0.0);
+  edge_transfer_.assign(graph.edges.size(), 0.0);
   double makespan = 0;
   for (int t : order_) {
     TaskPrediction& tp = prediction_.tasks[t];
     const TaskKind kind = graph.tasks[t].kind;
     double ready = 0;
     double waited = 0;
-    for (const workload::Edge& e : graph.edges) {
+    for (std::size_t i = 0; i < graph.edges.size(); ++i) {
+      const workload::Edge& e = graph.edges[i];
       if (e.to != t || e.previous_iteration) continue;
       double arrive = finish_[e.from];
       const int from_group = task_group_[e.from];
+      edge_transfer_[i] = 0;
       if (kind != TaskKind::kWeightSync && from_group >= 0 && task_group_[t] >= 0 &&
           from_group != task_group_[t]) {
         const double transfer =
             model_.transfer_seconds(e.bytes, group_sets_[from_group], group_sets_[task_group_[t]]);
+        edge_transfer_[i] = transfer;
         arrive += transfer;
         waited = std::max(waited, transfer);
       }
@@ -443,12 +448,37 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       }
     }
   }
-  double iteration = makespan;
-  if (workload.mode == workload::Mode::kAsync) {
-    double busiest = 0;
-    for (const GroupPrediction& g : prediction_.groups) busiest = std::max(busiest, g.busy_seconds);
-    iteration = std::max(busiest, makespan / (workload.max_staleness + 1));
+  // Steady state: iterations overlap as far as the dependencies allow (the next generation
+  // waits only for the new weights, up to the staleness bound; a group runs its tasks in turn,
+  // iteration after iteration). An iteration takes the period of that repeating schedule.
+  const int staleness = workload.mode == workload::Mode::kAsync ? workload.max_staleness : 0;
+  cycle_edges_.clear();
+  for (std::size_t i = 0; i < graph.edges.size(); ++i) {
+    const workload::Edge& e = graph.edges[i];
+    const double from_seconds = prediction_.tasks[e.from].seconds;
+    cycle_edges_.push_back({e.from, e.to, from_seconds + (e.previous_iteration ? 0.0 : edge_transfer_[i]),
+                            e.previous_iteration ? 1 + staleness : 0});
   }
+  first_in_group_.assign(plan.groups.size(), -1);
+  last_in_group_.assign(plan.groups.size(), -1);
+  for (int t : order_) {
+    const int g = prediction_.tasks[t].group;
+    if (!on_gpu(graph.tasks[t].kind) || g < 0) continue;
+    if (last_in_group_[g] >= 0) {
+      cycle_edges_.push_back({last_in_group_[g], t, prediction_.tasks[last_in_group_[g]].seconds, 0});
+    } else {
+      first_in_group_[g] = t;
+    }
+    last_in_group_[g] = t;
+  }
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    if (last_in_group_[g] < 0) continue;
+    cycle_edges_.push_back({last_in_group_[g], first_in_group_[g],
+                            prediction_.tasks[last_in_group_[g]].seconds, 1});
+  }
+  const double period = period_solver_.period(n, cycle_edges_, order_);
+  const double iteration = period > 0 ? period : makespan;
+  prediction_.makespan_seconds = makespan;
   prediction_.feasible = true;
   prediction_.iteration_seconds = iteration;
   const double samples = workload.samples_per_iteration();

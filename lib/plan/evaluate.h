@@ -6,15 +6,17 @@
 // (transfers between groups over the bottleneck path) and its group is free (colocated tasks
 // take turns); a CPU task runs on the host of the group that consumes its output; the weight
 // sync moves the trained actor to the generation group (a reshard when they are the same
-// group). Sync mode: the iteration takes the whole schedule. Async with staleness k: the
-// next iterations' generation overlaps training, so an iteration takes the busiest group's
-// time, or the schedule spread over k + 1 iterations, whichever is longer.
+// group). Iterations repeat: the next generation waits only for the new weights (of the
+// previous iteration, or k + 1 iterations back with an async staleness bound k), and a group
+// runs its tasks in turn iteration after iteration; an iteration takes the period of that
+// steady-state schedule (plan/periodic.h), what a long simulated run converges to.
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cost/cost_model.h"
+#include "plan/periodic.h"
 #include "plan/plan.h"
 
 namespace hetrl::plan {
@@ -49,7 +51,8 @@ struct GroupPrediction {
 struct Prediction {
   bool feasible = false;
   std::string infeasible;  // why not, when not
-  double iteration_seconds = 0;
+  double iteration_seconds = 0;   // the period of the steady-state schedule
+  double makespan_seconds = 0;    // one iteration alone, from generation to the new weights
   double samples_per_second = 0;
   double tokens_per_second = 0;
   std::optional<double> price_per_hour;  // of the GPUs the plan uses
@@ -109,6 +112,11 @@ class Evaluator {
   std::vector<int> task_group_;
   std::vector<double> finish_;
   std::vector<double> group_free_;
+  std::vector<double> edge_transfer_;
+  std::vector<CycleEdge> cycle_edges_;
+  std::vector<int> first_in_group_;
+  std::vector<int> last_in_group_;
+  PeriodSolver period_solver_;
 };
 
 }  // namespace hetrl::plan

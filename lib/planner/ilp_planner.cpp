@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "plan/periodic.h"
 #include "planner/layout.h"
 
 namespace hetrl::planner {
@@ -97,7 +98,6 @@ class Builder {
   std::map<std::tuple<std::size_t, int, int, int, int>, int> z_;  // (p, g, h, a, b) -> column
   std::vector<int> start_;
   int t_ = -1;
-  int makespan_ = -1;
 };
 
 void Builder::enumerate_allocations() {
@@ -330,19 +330,26 @@ ilp::Model Builder::build() {
     for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, sign * seconds);
     return terms;
   };
+  t_ = m.add_continuous("T", 0, big_m, 1.0);
+  const bool async = w.mode == workload::Mode::kAsync;
+  const double staleness = async ? w.max_staleness : 0;
   for (std::size_t e = 0; e < graph.edges.size(); ++e) {
     const workload::Edge& edge = graph.edges[e];
-    if (edge.previous_iteration) continue;
-    // S_to - S_from - D_from - transfer >= const(D_from)
+    // S_to + shift T - S_from - D_from - transfer >= const(D_from): the periodic schedule.
     Terms terms = finish_terms(edge.from, -1.0);
     terms.emplace_back(start[edge.to], 1.0);
-    for (const auto& [z, seconds] : edge_transfer[e]) terms.emplace_back(z, -seconds);
+    if (edge.previous_iteration) {
+      terms.emplace_back(t_, 1.0 + staleness);
+    } else {
+      for (const auto& [z, seconds] : edge_transfer[e]) terms.emplace_back(z, -seconds);
+    }
     m.add_greater_equal(fmt::format("after_{}_{}", graph.tasks[edge.from].name, graph.tasks[edge.to].name),
                         terms, duration_constant[edge.from]);
   }
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
     for (std::size_t g = 0; g < partitions_[p].size(); ++g) {
       int previous = -1;
+      int first = -1;
       for (int t : order) {
         if (std::find(partitions_[p][g].begin(), partitions_[p][g].end(), t) == partitions_[p][g].end()) continue;
         if (previous >= 0) {
@@ -350,34 +357,17 @@ ilp::Model Builder::build() {
           terms.emplace_back(start[t], 1.0);
           terms.emplace_back(y_[p], -big_m);
           m.add_greater_equal(fmt::format("turn_p{}_g{}_{}", p, g, graph.tasks[t].name), terms, -big_m);
+        } else {
+          first = t;
         }
         previous = t;
       }
-    }
-  }
-  t_ = m.add_continuous("T", 0, big_m, 1.0);
-  const bool async = w.mode == workload::Mode::kAsync;
-  const int makespan = async ? m.add_continuous("makespan", 0, big_m) : t_;
-  makespan_ = makespan;
-  for (int t = 0; t < n; ++t) {
-    Terms terms = finish_terms(t, -1.0);
-    terms.emplace_back(makespan, 1.0);
-    m.add_greater_equal(fmt::format("end_{}", graph.tasks[t].name), terms, duration_constant[t]);
-  }
-  if (async) {
-    m.add_greater_equal("staleness", {{t_, w.max_staleness + 1.0}, {makespan, -1.0}}, 0);
-    for (std::size_t p = 0; p < partitions_.size(); ++p) {
-      for (std::size_t g = 0; g < partitions_[p].size(); ++g) {
-        Terms terms{{t_, 1.0}, {y_[p], -big_m}};
-        for (int t : partitions_[p][g]) {
-          for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, -seconds);
-        }
-        if (sync_ >= 0 && std::find(partitions_[p][g].begin(), partitions_[p][g].end(), sync_generate_) !=
-                              partitions_[p][g].end()) {
-          for (const auto& [column, seconds] : duration[sync_]) terms.emplace_back(column, -seconds);
-        }
-        m.add_greater_equal(fmt::format("busy_p{}_g{}", p, g), terms, -big_m);
-      }
+      // The group's first task of the next iteration waits for its last task of this one.
+      Terms terms = finish_terms(previous, -1.0);
+      terms.emplace_back(start[first], 1.0);
+      terms.emplace_back(t_, 1.0);
+      terms.emplace_back(y_[p], -big_m);
+      m.add_greater_equal(fmt::format("loop_p{}_g{}", p, g), terms, -big_m);
     }
   }
   if (params_.min_throughput) {
@@ -490,41 +480,41 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
       values[z] = 1;
     }
   }
-  std::vector<double> finish(n, 0.0);
-  std::vector<double> group_free(k, 0.0);
-  std::vector<double> busy(k, 0.0);
-  double makespan = 0;
-  for (int t : graph.topological_order()) {
-    double ready = 0;
-    for (const workload::Edge& e : graph.edges) {
-      if (e.to != t || e.previous_iteration) continue;
-      double arrive = finish[e.from];
-      const int gu = host_[e.from] >= 0 ? group_of[host_[e.from]] : -1;
-      const int gt = host_[t] >= 0 ? group_of[host_[t]] : -1;
-      if (t != sync_ && gu >= 0 && gt >= 0 && gu != gt) {
-        const int z = z_of(gu, gt);
-        if (z < 0) return {};
-        values[z] = 1;
-        arrive += transfer(e.bytes, allocation[gu], allocation[gt]);
-      }
-      ready = std::max(ready, arrive);
+  // The periodic schedule of these durations, as the evaluator builds it.
+  std::vector<plan::CycleEdge> cycle;
+  const int staleness = w.mode == workload::Mode::kAsync ? w.max_staleness : 0;
+  for (const workload::Edge& e : graph.edges) {
+    double weight = duration[e.from];
+    const int gu = host_[e.from] >= 0 ? group_of[host_[e.from]] : -1;
+    const int gt = host_[e.to] >= 0 ? group_of[host_[e.to]] : -1;
+    if (!e.previous_iteration && e.to != sync_ && gu >= 0 && gt >= 0 && gu != gt) {
+      const int z = z_of(gu, gt);
+      if (z < 0) return {};
+      values[z] = 1;
+      weight += transfer(e.bytes, allocation[gu], allocation[gt]);
     }
+    cycle.push_back({e.from, e.to, weight, e.previous_iteration ? 1 + staleness : 0});
+  }
+  const std::vector<int> order = graph.topological_order();
+  std::vector<int> first(k, -1), last(k, -1);
+  for (int t : order) {
     const int g = group_of[t];
-    const double begin = g >= 0 ? std::max(ready, group_free[g]) : ready;
-    values[start_[t]] = begin;
-    finish[t] = begin + duration[t];
-    if (g >= 0) {
-      group_free[g] = finish[t];
-      busy[g] += duration[t];
+    if (g < 0 || host_[t] != t) continue;
+    if (last[g] >= 0) {
+      cycle.push_back({last[g], t, duration[last[g]], 0});
+    } else {
+      first[g] = t;
     }
-    makespan = std::max(makespan, finish[t]);
+    last[g] = t;
   }
-  double iteration = makespan;
-  if (w.mode == workload::Mode::kAsync) {
-    if (sync_ >= 0) busy[group_of[sync_generate_]] += duration[sync_];
-    iteration = std::max(makespan / (w.max_staleness + 1), *std::max_element(busy.begin(), busy.end()));
-    values[makespan_] = makespan;
+  for (std::size_t g = 0; g < k; ++g) {
+    if (last[g] >= 0) cycle.push_back({last[g], first[g], duration[last[g]], 1});
   }
+  plan::PeriodSolver solver;
+  const double iteration = solver.period(n, cycle, order);
+  const std::vector<double> starts = plan::periodic_starts(n, cycle, iteration);
+  const double lowest = *std::min_element(starts.begin(), starts.end());
+  for (int t = 0; t < n; ++t) values[start_[t]] = starts[t] - lowest;
   values[t_] = iteration;
   return values;
 }

@@ -16,14 +16,18 @@
 //            pairs that exchange data), S_t >= 0 (start of task t), T (iteration time).
 //   Constraints  sum_p y_p = 1; sum_a a_{p,g,a} = y_p; sum_k x_{p,g,a,k} = a_{p,g,a};
 //            for each node class c: sum a_{p,g,a} * a_c <= nodes of c (GPU capacity per node
-//            class, and so per zone and type); precedence S_t >= S_u + D_u + transfer_{u,t}
-//            - M (1 - y_p) for each edge u -> t of the RL graph; colocated tasks take turns in
-//            topological order, S_next >= S_prev + D_prev - M (1 - y_p); T >= S_t + D_t (sync),
-//            or T >= busiest group and T >= makespan / (k + 1) (async with staleness k);
-//            optional budget sum price(a) * a_{p,g,a} <= B and T <= samples / min_throughput.
-//   Objective  minimise T (samples/s = samples / T). The durations D are sums of x and z
-//            times their priced values, so for the space's plans T equals the evaluator's
-//            iteration time: the objective is exact.
+//            class, and so per zone and type); the periodic schedule of the repeating
+//            iterations: S_t + shift T >= S_u + D_u + transfer_{u,t} for each edge u -> t of the
+//            RL graph (shift 0 inside an iteration; 1 + k for the weights reaching the next
+//            generation, k the async staleness bound, 0 for sync); colocated tasks take turns in
+//            topological order, S_next >= S_prev + D_prev - M (1 - y_p), and a group's first
+//            task waits for its last of the previous iteration, S_first + T >= S_last + D_last
+//            - M (1 - y_p); optional budget sum price(a) * a_{p,g,a} <= B and
+//            T <= samples / min_throughput.
+//   Objective  minimise T, the period (samples/s = samples / T). The durations D are sums of
+//            x and z times their priced values and the evaluator takes the same periodic
+//            schedule, so for the space's plans T equals the evaluator's iteration time: the
+//            objective is exact.
 //
 // Instances whose enumeration exceeds max_configs are refused with the count.
 

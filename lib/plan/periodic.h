@@ -1,0 +1,44 @@
+#pragma once
+// The steady state of a task graph that repeats every iteration. Each edge says a task cannot
+// start before another has started plus `weight` seconds, `shift` iterations earlier (0: the same
+// iteration; 1: the previous one, as a group's first task waits for its last task of the previous
+// iteration; k + 1: the weights that generation may lag behind by). The earliest periodic
+// schedule repeats every T seconds, T the largest ratio weight / shift over the cycles of the
+// graph (a max-plus linear system: what a long run of the simulator converges to).
+//
+// Edges of shift 0 must form a DAG that `order` lists topologically.
+
+#include <span>
+#include <vector>
+
+namespace hetrl::plan {
+
+struct CycleEdge {
+  int from = 0;
+  int to = 0;
+  double weight = 0;  // seconds, from the start of `from` to the earliest start of `to`
+  int shift = 0;      // iterations
+};
+
+// Reuses its buffers: the evaluator calls it once per plan.
+class PeriodSolver {
+ public:
+  // The period; 0 when the graph has no cycle.
+  double period(int nodes, std::span<const CycleEdge> edges, std::span<const int> order);
+
+ private:
+  void walk(std::span<const CycleEdge> edges, std::size_t start, std::size_t at, double weight,
+            int shift);
+
+  double best_ = 0;
+  std::vector<int> shifted_;
+  std::vector<double> reduced_;  // shifted x shifted: weight of the path from one shifted edge to the next
+  std::vector<double> distance_;
+  std::vector<bool> on_stack_;
+};
+
+// Start times within an iteration of a periodic schedule with the given period (which must be
+// at least the graph's period): longest paths with weights weight - shift x period.
+std::vector<double> periodic_starts(int nodes, std::span<const CycleEdge> edges, double period);
+
+}  // namespace hetrl::plan
