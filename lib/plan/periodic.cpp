@@ -21,14 +21,26 @@ double PeriodSolver::period(int nodes, std::span<const CycleEdge> edges, std::sp
   // every other: the reduced graph over the shifted edges.
   reduced_.assign(m * m, kNone);
   distance_.resize(nodes);
+  // The shift-0 edges leaving each node, in compressed rows.
+  first_out_.assign(nodes + 1, 0);
+  for (const CycleEdge& e : edges) {
+    if (e.shift == 0) ++first_out_[e.from + 1];
+  }
+  for (int v = 0; v < nodes; ++v) first_out_[v + 1] += first_out_[v];
+  out_.resize(first_out_[nodes]);
+  fill_.assign(first_out_.begin(), first_out_.end() - 1);
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    if (edges[e].shift == 0) out_[fill_[edges[e].from]++] = static_cast<int>(e);
+  }
   for (std::size_t i = 0; i < m; ++i) {
     const CycleEdge& from = edges[shifted_[i]];
     std::fill(distance_.begin(), distance_.end(), kNone);
     distance_[from.to] = 0;
     for (int u : order) {
       if (distance_[u] == kNone) continue;
-      for (const CycleEdge& e : edges) {
-        if (e.shift == 0 && e.from == u) distance_[e.to] = std::max(distance_[e.to], distance_[u] + e.weight);
+      for (int k = first_out_[u]; k < first_out_[u + 1]; ++k) {
+        const CycleEdge& e = edges[out_[k]];
+        distance_[e.to] = std::max(distance_[e.to], distance_[u] + e.weight);
       }
     }
     for (std::size_t j = 0; j < m; ++j) {

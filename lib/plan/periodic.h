@@ -34,6 +34,9 @@ class PeriodSolver {
   std::vector<int> shifted_;
   std::vector<double> reduced_;  // shifted x shifted: weight of the path from one shifted edge to the next
   std::vector<double> distance_;
+  std::vector<int> first_out_;  // shift-0 edges leaving each node: out_[first_out_[v] ..]
+  std::vector<int> out_;
+  std::vector<int> fill_;
   std::vector<bool> on_stack_;
 };
 
