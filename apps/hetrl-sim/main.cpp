@@ -33,8 +33,8 @@ struct Outcome {
   plan::Prediction predicted;
 };
 
-Outcome run_plan(const io::Inputs& in, const cost::CostModel& model, const plan::Plan& p,
-                 const sim::SimParams& params, const std::string& name) {
+Outcome run_plan(const cost::CostModel& model, const plan::Plan& p, const sim::SimParams& params,
+                 const std::string& name) {
   Outcome o;
   plan::Evaluator evaluator(model);
   o.predicted = evaluator.evaluate(p);
@@ -43,7 +43,6 @@ Outcome run_plan(const io::Inputs& in, const cost::CostModel& model, const plan:
   }
   std::vector<sim::Listener*> listeners{&o.recorder};
   o.summary = sim::simulate(model, p, params, listeners);
-  (void)in;
   return o;
 }
 
@@ -110,7 +109,7 @@ int main(int argc, char** argv) {
       std::vector<std::pair<std::string, Outcome>> outcomes;
       for (const std::string& file : compare) {
         const plan::Plan p = io::read_plan(file, in.cluster, in.graph, catalogs.models);
-        outcomes.emplace_back(file, run_plan(in, model, p, params, file));
+        outcomes.emplace_back(file, run_plan(model, p, params, file));
       }
       fmt::print("{} iterations of {} on {}, seed {}: the same sampled lengths for every plan\n\n",
                  params.iterations, in.workload.name, in.cluster.name, params.seed);
@@ -125,7 +124,7 @@ int main(int argc, char** argv) {
       return apps::kExitOk;
     }
     const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, catalogs.models);
-    const Outcome o = run_plan(in, model, p, params, plan_path);
+    const Outcome o = run_plan(model, p, params, plan_path);
     if (!report_path.empty()) {
       io::write_file_atomic(report_path,
                             io::sim_report_json({plan_path, in.cluster_hash, in.workload_hash, params},
