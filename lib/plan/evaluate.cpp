@@ -452,30 +452,15 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   // waits only for the new weights, up to the staleness bound; a group runs its tasks in turn,
   // iteration after iteration). An iteration takes the period of that repeating schedule.
   const int staleness = workload.mode == workload::Mode::kAsync ? workload.max_staleness : 0;
-  cycle_edges_.clear();
-  for (std::size_t i = 0; i < graph.edges.size(); ++i) {
-    const workload::Edge& e = graph.edges[i];
-    const double from_seconds = prediction_.tasks[e.from].seconds;
-    cycle_edges_.push_back({e.from, e.to, from_seconds + (e.previous_iteration ? 0.0 : edge_transfer_[i]),
-                            e.previous_iteration ? 1 + staleness : 0});
+  task_seconds_.resize(n);
+  gpu_group_.resize(n);
+  for (int t = 0; t < n; ++t) {
+    task_seconds_[t] = prediction_.tasks[t].seconds;
+    gpu_group_[t] = on_gpu(graph.tasks[t].kind) ? prediction_.tasks[t].group : -1;
   }
-  first_in_group_.assign(plan.groups.size(), -1);
-  last_in_group_.assign(plan.groups.size(), -1);
-  for (int t : order_) {
-    const int g = prediction_.tasks[t].group;
-    if (!on_gpu(graph.tasks[t].kind) || g < 0) continue;
-    if (last_in_group_[g] >= 0) {
-      cycle_edges_.push_back({last_in_group_[g], t, prediction_.tasks[last_in_group_[g]].seconds, 0});
-    } else {
-      first_in_group_[g] = t;
-    }
-    last_in_group_[g] = t;
-  }
-  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-    if (last_in_group_[g] < 0) continue;
-    cycle_edges_.push_back({last_in_group_[g], first_in_group_[g],
-                            prediction_.tasks[last_in_group_[g]].seconds, 1});
-  }
+  schedule_edges(graph, order_, task_seconds_, edge_transfer_, gpu_group_,
+                 static_cast<int>(plan.groups.size()), staleness, cycle_edges_, first_in_group_,
+                 last_in_group_);
   const double period = period_solver_.period(n, cycle_edges_, order_);
   const double iteration = period > 0 ? period : makespan;
   prediction_.makespan_seconds = makespan;

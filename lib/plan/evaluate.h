@@ -114,6 +114,8 @@ class Evaluator {
   std::vector<double> group_free_;
   std::vector<double> edge_transfer_;
   std::vector<CycleEdge> cycle_edges_;
+  std::vector<double> task_seconds_;
+  std::vector<int> gpu_group_;
   std::vector<int> first_in_group_;
   std::vector<int> last_in_group_;
   PeriodSolver period_solver_;

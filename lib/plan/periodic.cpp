@@ -78,6 +78,33 @@ void PeriodSolver::walk(std::span<const CycleEdge> edges, std::size_t start, std
   }
 }
 
+void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order,
+                    std::span<const double> seconds, std::span<const double> edge_transfer,
+                    std::span<const int> group, int groups, int staleness,
+                    std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last) {
+  out.clear();
+  for (std::size_t i = 0; i < graph.edges.size(); ++i) {
+    const workload::Edge& e = graph.edges[i];
+    out.push_back({e.from, e.to, seconds[e.from] + (e.previous_iteration ? 0.0 : edge_transfer[i]),
+                   e.previous_iteration ? 1 + staleness : 0});
+  }
+  first.assign(groups, -1);
+  last.assign(groups, -1);
+  for (int t : order) {
+    const int g = group[t];
+    if (g < 0) continue;
+    if (last[g] >= 0) {
+      out.push_back({last[g], t, seconds[last[g]], 0});
+    } else {
+      first[g] = t;
+    }
+    last[g] = t;
+  }
+  for (int g = 0; g < groups; ++g) {
+    if (last[g] >= 0) out.push_back({last[g], first[g], seconds[last[g]], 1});
+  }
+}
+
 std::vector<double> periodic_starts(int nodes, std::span<const CycleEdge> edges, double period) {
   // Bellman-Ford for longest paths from a virtual source joined to every node with weight 0.
   std::vector<double> start(nodes, 0.0);

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "workload/rl_graph.h"
+
 namespace hetrl::plan {
 
 struct CycleEdge {
@@ -39,6 +41,16 @@ class PeriodSolver {
   std::vector<int> fill_;
   std::vector<bool> on_stack_;
 };
+
+// The edges of an RL task graph's repeating schedule, into `out`: each data edge (weight: the
+// source's seconds plus `edge_transfer` of that edge), the new weights back to generation
+// (shift 1 + staleness), and each group's turns: its GPU tasks one after the other in `order`,
+// and its last task back to its first (shift 1). `group[t]`: the group of GPU task t, or -1
+// for CPU tasks, the weight sync and unplaced tasks. `first` and `last` are scratch.
+void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order,
+                    std::span<const double> seconds, std::span<const double> edge_transfer,
+                    std::span<const int> group, int groups, int staleness,
+                    std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last);
 
 // Start times within an iteration of a periodic schedule with the given period (which must be
 // at least the graph's period): longest paths with weights weight - shift x period.

@@ -345,14 +345,15 @@ void Search::search(Candidate& c, long long budget) {
       // Converged: perturb (a random strategy for every task, a few random node moves) and
       // search again from there.
       ++c.restarts;
-      const Candidate saved = c;
+      const std::vector<std::vector<int>> saved_counts = c.counts;
+      const std::vector<TaskChoice> saved_choices = c.choices;
       for (int step = 0; step < 3 && !c.moves.empty(); ++step) {
         const Move& m = c.moves[c.rng() % c.moves.size()];
         if (!m.strategy) move_node(c, m);
       }
       if (!repair(c)) {
-        c.counts = saved.counts;
-        c.choices = saved.choices;
+        c.counts = saved_counts;
+        c.choices = saved_choices;
         repair(c);
       }
       const int k = static_cast<int>(c.partition.size());

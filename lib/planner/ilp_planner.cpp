@@ -481,35 +481,27 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
     }
   }
   // The periodic schedule of these durations, as the evaluator builds it.
-  std::vector<plan::CycleEdge> cycle;
-  const int staleness = w.mode == workload::Mode::kAsync ? w.max_staleness : 0;
-  for (const workload::Edge& e : graph.edges) {
-    double weight = duration[e.from];
+  std::vector<double> edge_transfer(graph.edges.size(), 0.0);
+  for (std::size_t i = 0; i < graph.edges.size(); ++i) {
+    const workload::Edge& e = graph.edges[i];
     const int gu = host_[e.from] >= 0 ? group_of[host_[e.from]] : -1;
     const int gt = host_[e.to] >= 0 ? group_of[host_[e.to]] : -1;
     if (!e.previous_iteration && e.to != sync_ && gu >= 0 && gt >= 0 && gu != gt) {
       const int z = z_of(gu, gt);
       if (z < 0) return {};
       values[z] = 1;
-      weight += transfer(e.bytes, allocation[gu], allocation[gt]);
+      edge_transfer[i] = transfer(e.bytes, allocation[gu], allocation[gt]);
     }
-    cycle.push_back({e.from, e.to, weight, e.previous_iteration ? 1 + staleness : 0});
+  }
+  std::vector<int> gpu_group(n, -1);
+  for (int t = 0; t < n; ++t) {
+    if (host_[t] == t) gpu_group[t] = group_of[t];
   }
   const std::vector<int> order = graph.topological_order();
-  std::vector<int> first(k, -1), last(k, -1);
-  for (int t : order) {
-    const int g = group_of[t];
-    if (g < 0 || host_[t] != t) continue;
-    if (last[g] >= 0) {
-      cycle.push_back({last[g], t, duration[last[g]], 0});
-    } else {
-      first[g] = t;
-    }
-    last[g] = t;
-  }
-  for (std::size_t g = 0; g < k; ++g) {
-    if (last[g] >= 0) cycle.push_back({last[g], first[g], duration[last[g]], 1});
-  }
+  std::vector<plan::CycleEdge> cycle;
+  std::vector<int> first, last;
+  plan::schedule_edges(graph, order, duration, edge_transfer, gpu_group, static_cast<int>(k),
+                       w.mode == workload::Mode::kAsync ? w.max_staleness : 0, cycle, first, last);
   plan::PeriodSolver solver;
   const double iteration = solver.period(n, cycle, order);
   const std::vector<double> starts = plan::periodic_starts(n, cycle, iteration);

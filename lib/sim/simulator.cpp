@@ -47,7 +47,6 @@ class Run {
     const int total = params.iterations * n_;
     pending_.assign(total, 0);
     ready_at_.assign(total, 0.0);
-    done_.assign(total, false);
     next_in_group_.assign(plan.groups.size(), 0);
     group_free_.assign(plan.groups.size(), 0.0);
     summary_.group_busy.assign(plan.groups.size(), 0.0);
@@ -167,8 +166,6 @@ class Run {
       queue_.at(end, [this, iteration, task, begin, end] { finish(iteration, task, begin, end); });
       return;
     }
-    const int k = key(iteration, task);
-    done_[k] = true;
     TaskRun run{iteration, task, on_gpu(task) ? plan_.group_of(task) : -1, begin, end};
     for (Listener* l : listeners_) l->task_done(run);
     if (on_gpu(task)) {
@@ -231,7 +228,6 @@ class Run {
   std::map<int, std::vector<int>> group_tasks_;
   std::vector<int> pending_;
   std::vector<double> ready_at_;
-  std::vector<bool> done_;
   std::set<int> started_;
   std::vector<std::size_t> next_in_group_;
   std::vector<double> group_free_;
