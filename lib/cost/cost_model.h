@@ -117,6 +117,8 @@ class CostModel {
   // The shape of a task's model (GPU tasks only).
   const ModelShape& shape(int task) const { return shapes_[task]; }
   double usable_memory(int node) const;
+  // The mean response length of the workload's distribution, in tokens.
+  double mean_response() const { return mean_response_; }
 
   // Seconds a replica takes for `samples` samples of a GPU task. For generation,
   // `kv_budget` is the memory per GPU of each stage left for the KV cache.

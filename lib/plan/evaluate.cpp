@@ -82,11 +82,53 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   }
 }
 
+void Evaluator::add_stage_memory(TaskKind kind, int model, const cost::StageMemory& mem,
+                                 std::span<const int> slots) {
+  ModelMemory* cells = cells_.data() + model;
+  switch (kind) {
+    case TaskKind::kTrain: {
+      const double resident = mem.resident();
+      for (int slot : slots) {
+        ModelMemory& cell = cells[static_cast<std::size_t>(slot) * model_count_];
+        if (resident > cell.train_resident()) {
+          cell.train_weights = mem.weights;
+          cell.gradients = mem.gradients;
+          cell.optimizer = mem.optimizer;
+        }
+      }
+      break;
+    }
+    case TaskKind::kForward:
+      for (int slot : slots) {
+        double& w = cells[static_cast<std::size_t>(slot) * model_count_].infer_weights;
+        w = std::max(w, mem.weights);
+      }
+      break;
+    default:
+      for (int slot : slots) {
+        double& w = cells[static_cast<std::size_t>(slot) * model_count_].generate_weights;
+        w = std::max(w, mem.weights);
+      }
+      break;
+  }
+  for (int slot : slots) {
+    Transient& t = transient_[slot];
+    t.activations = std::max(t.activations, mem.activations);
+    t.kv_cache = std::max(t.kv_cache, mem.kv_cache_min);
+  }
+}
+
 bool Evaluator::check_memory(const Plan& plan) {
   const hw::Cluster& cluster = model_.cluster();
   const workload::TaskGraph& graph = model_.graph();
   budget_offset_.clear();
   budgets_all_.clear();
+  placement_slots_.clear();
+  // A task uses each GPU of its group at most once.
+  std::size_t bound = 0;
+  for (const Group& group : plan.groups) bound += group.gpus.size() * group.tasks.size();
+  if (device_slots_.size() < bound) device_slots_.resize(bound);
+  int next_slot = 0;
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     const Group& group = plan.groups[g];
     const int slots = static_cast<int>(group.gpus.size());
@@ -95,47 +137,47 @@ bool Evaluator::check_memory(const Plan& plan) {
     }
     // Per GPU and model: training state, inference weights and generation weights; per GPU:
     // the largest transient need.
-    const std::size_t cells = static_cast<std::size_t>(slots) * model_count_;
-    train_.assign(cells, cost::StageMemory{});
-    infer_weights_.assign(cells, 0.0);
-    gen_weights_.assign(cells, 0.0);
-    activations_.assign(slots, 0.0);
-    kv_min_.assign(slots, 0.0);
+    cells_.assign(static_cast<std::size_t>(slots) * model_count_, ModelMemory{});
+    transient_.assign(slots, Transient{});
     for (const TaskPlacement& placement : group.tasks) {
+      placement_slots_.push_back(next_slot);
       const int m = model_of_task_[placement.task];
       const TaskKind kind = graph.tasks[placement.task].kind;
       const int dp = static_cast<int>(placement.replicas.size());
-      std::array<int, 4> last_shape{-1, -1, -1, -1};
+      int* slot_out = device_slots_.data() + placement_slots_.back();
+      int last_tp = -1, last_layers = -1, last_index = -1, last_pp = -1;
       cost::StageMemory mem;
       for (const Replica& replica : placement.replicas) {
-        stages_.clear();
-        for (const Stage& s : replica.stages) {
-          stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
-        }
-        for (std::size_t s = 0; s < replica.stages.size(); ++s) {
+        const int pp = static_cast<int>(replica.stages.size());
+        bool described = false;
+        for (int s = 0; s < pp; ++s) {
+          const Stage& stage = replica.stages[s];
+          const int tp = static_cast<int>(stage.devices.size());
           // Stages alike in shape need the same memory: price each shape once.
-          const std::array<int, 4> shape{stages_[s].tp, stages_[s].layers, static_cast<int>(s),
-                                         static_cast<int>(stages_.size())};
-          if (shape != last_shape) {
-            last_shape = shape;
-            mem = model_.stage_memory(placement.task, stages_, static_cast<int>(s), dp, placement.train);
-          }
-          for (int device : replica.stages[s].devices) {
-            const int slot = slot_of_gpu_[replica.stages[s].node * max_gpus_per_node_ + device];
-            const std::size_t cell = static_cast<std::size_t>(slot) * model_count_ + m;
-            if (kind == TaskKind::kTrain) {
-              if (mem.resident() > train_[cell].resident()) train_[cell] = mem;
-            } else if (kind == TaskKind::kForward) {
-              infer_weights_[cell] = std::max(infer_weights_[cell], mem.weights);
-            } else {
-              gen_weights_[cell] = std::max(gen_weights_[cell], mem.weights);
+          if (tp != last_tp || stage.layers != last_layers || s != last_index || pp != last_pp) {
+            last_tp = tp;
+            last_layers = stage.layers;
+            last_index = s;
+            last_pp = pp;
+            if (!described) {
+              described = true;
+              stages_.clear();
+              for (const Stage& x : replica.stages) {
+                stages_.push_back({x.node, static_cast<int>(x.devices.size()), x.layers});
+              }
             }
-            activations_[slot] = std::max(activations_[slot], mem.activations);
-            kv_min_[slot] = std::max(kv_min_[slot], mem.kv_cache_min);
+            mem = model_.stage_memory(placement.task, stages_, s, dp, placement.train);
           }
+          assert(next_slot + tp <= static_cast<int>(device_slots_.size()));
+          const int* slot_row = slot_of_gpu_.data() + stage.node * max_gpus_per_node_;
+          for (int d = 0; d < tp; ++d) slot_out[d] = slot_row[stage.devices[d]];
+          add_stage_memory(kind, m, mem, std::span<const int>(slot_out, tp));
+          slot_out += tp;
+          next_slot += tp;
         }
       }
     }
+    for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
     budget_offset_.push_back(static_cast<int>(budgets_all_.size()));
     GroupPrediction& gp = prediction_.groups[g];
     double tightest = std::numeric_limits<double>::infinity();
@@ -143,24 +185,24 @@ bool Evaluator::check_memory(const Plan& plan) {
       MemoryUse use;
       use.gpu = group.gpus[i];
       use.capacity = usable_[use.gpu.node];
+      const ModelMemory* cells = cells_.data() + static_cast<std::size_t>(i) * model_count_;
       for (int m = 0; m < model_count_; ++m) {
-        const std::size_t cell = static_cast<std::size_t>(i) * model_count_ + m;
-        const cost::StageMemory& t = train_[cell];
-        if (t.resident() > 0) {
+        const ModelMemory& c = cells[m];
+        if (c.train_resident() > 0) {
           // Forward passes reuse the trained weights; generation holds its own layout.
-          use.weights += t.weights + gen_weights_[cell];
-          use.gradients += t.gradients;
-          use.optimizer += t.optimizer;
+          use.weights += c.train_weights + c.generate_weights;
+          use.gradients += c.gradients;
+          use.optimizer += c.optimizer;
         } else {
-          use.weights += std::max(infer_weights_[cell], gen_weights_[cell]);
+          use.weights += std::max(c.infer_weights, c.generate_weights);
         }
       }
       const double resident = use.weights + use.gradients + use.optimizer;
       // Tasks take turns: the transient need is the largest one, a cache or activations.
-      if (kv_min_[i] >= activations_[i]) {
-        use.kv_cache = kv_min_[i];
+      if (transient_[i].kv_cache >= transient_[i].activations) {
+        use.kv_cache = transient_[i].kv_cache;
       } else {
-        use.activations = activations_[i];
+        use.activations = transient_[i].activations;
       }
       budgets_all_.push_back(use.capacity - resident);
       const double headroom = use.capacity - use.used();
@@ -179,79 +221,77 @@ bool Evaluator::check_memory(const Plan& plan) {
             use.used() / kGiB, use.capacity / kGiB, -headroom / kGiB, use.weights / kGiB,
             use.gradients / kGiB, use.optimizer / kGiB, use.activations / kGiB,
             use.kv_cache / kGiB);
-        for (const Gpu& gpu : group.gpus) {
-          slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
-        }
         return false;
       }
     }
-    for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
   }
   return true;
 }
 
-double Evaluator::task_seconds(int group, const TaskPlacement& placement,
+bool Evaluator::same_replica(const Replica& a, int a_first, const Replica& b, int b_first) const {
+  if (a.share != b.share || a.stages.size() != b.stages.size()) return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    const cost::Stage& x = all_stages_[a_first + s];
+    const cost::Stage& y = all_stages_[b_first + s];
+    if (node_class_[x.node] != node_class_[y.node] || x.tp != y.tp || x.layers != y.layers ||
+        all_budgets_[a_first + s] != all_budgets_[b_first + s]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+double Evaluator::task_seconds(int group, int placement_index, const TaskPlacement& placement,
                                bool explain) {
   const workload::TaskGraph& graph = model_.graph();
   const bool generate = graph.tasks[placement.task].kind == TaskKind::kGenerate;
   const int dp = static_cast<int>(placement.replicas.size());
   const double samples = model_.workload().samples_per_iteration();
+  const double* budgets_of_slot = budgets_all_.data() + budget_offset_[group];
+  const int* slot = device_slots_.data() + placement_slots_[placement_index];
   TaskPrediction& tp = prediction_.tasks[placement.task];
-  tp.replica_seconds.assign(placement.replicas.size(), 0.0);
+  tp.replica_seconds.resize(placement.replicas.size());
   all_stages_.clear();
   all_budgets_.clear();
   stage_offsets_.clear();
-  signatures_.clear();
-  signature_start_.assign(1, 0);
-  signature_seconds_.clear();
+  priced_.clear();
   double slowest = 0;
   int slowest_replica = 0;
   for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
     const Replica& replica = placement.replicas[r];
-    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
-    signature_.clear();
-    signature_.push_back(replica.share);
+    const int first = static_cast<int>(all_stages_.size());
+    stage_offsets_.push_back(first);
     for (const Stage& s : replica.stages) {
-      all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
-      double budget = std::numeric_limits<double>::infinity();
+      const int tp_size = static_cast<int>(s.devices.size());
+      all_stages_.push_back({s.node, tp_size, s.layers});
+      double budget = 0;
       if (generate) {
-        for (int device : s.devices) {
-          const int slot = slot_of_gpu_[s.node * max_gpus_per_node_ + device];
-          budget = std::min(budget, budgets_all_[budget_offset_[group] + slot]);
-        }
+        budget = std::numeric_limits<double>::infinity();
+        for (int d = 0; d < tp_size; ++d) budget = std::min(budget, budgets_of_slot[slot[d]]);
       }
+      slot += tp_size;
       all_budgets_.push_back(budget);
-      signature_.insert(signature_.end(), {static_cast<double>(node_class_[s.node]),
-                                           static_cast<double>(s.devices.size()),
-                                           static_cast<double>(s.layers), generate ? budget : 0.0});
     }
-    // Replicas alike for the cost model are priced once (most often, the previous one).
+    // Replicas alike for the cost model are priced once (most often, like the last one priced).
     double seconds = -1;
-    for (std::size_t j = signature_seconds_.size(); j-- > 0;) {
-      const std::size_t k = j;
-      const std::size_t begin = signature_start_[k];
-      const std::size_t length = signature_start_[k + 1] - begin;
-      if (length == signature_.size() &&
-          std::equal(signature_.begin(), signature_.end(), signatures_.begin() + begin)) {
-        seconds = signature_seconds_[k];
+    for (std::size_t j = priced_.size(); j-- > 0;) {
+      const int k = priced_[j];
+      if (same_replica(replica, first, placement.replicas[k], stage_offsets_[k])) {
+        seconds = tp.replica_seconds[k];
         break;
       }
     }
     if (seconds < 0) {
       cost::Breakdown breakdown;
-      const std::span<const cost::Stage> stages(all_stages_.data() + stage_offsets_.back(),
-                                                replica.stages.size());
-      const std::span<const double> budgets(all_budgets_.data() + stage_offsets_.back(),
-                                            replica.stages.size());
+      const std::span<const cost::Stage> stages(all_stages_.data() + first, replica.stages.size());
+      const std::span<const double> budgets(all_budgets_.data() + first, replica.stages.size());
       seconds = model_.replica_seconds(placement.task, stages, replica.share * samples, dp,
                                        placement.train, budgets, breakdown);
-      signatures_.insert(signatures_.end(), signature_.begin(), signature_.end());
-      signature_start_.push_back(signatures_.size());
-      signature_seconds_.push_back(seconds);
+      priced_.push_back(static_cast<int>(r));
     }
     tp.replica_seconds[r] = seconds;
     if (explain && generate) {
-      tp.kv_budget.emplace_back(all_budgets_.begin() + stage_offsets_[r], all_budgets_.end());
+      tp.kv_budget.emplace_back(all_budgets_.begin() + first, all_budgets_.end());
     }
     if (seconds > slowest) {
       slowest = seconds;
@@ -378,19 +418,14 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   if (!check_memory(plan)) return prediction_;
 
   task_group_.assign(n, -1);
+  int placement_index = 0;  // placements in check_memory's order, which kept their GPUs' slots
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
-    const Group& group = plan.groups[g];
-    // task_seconds finds each GPU's slot in the group through slot_of_gpu_.
-    for (int i = 0; i < static_cast<int>(group.gpus.size()); ++i) {
-      slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
-    }
-    for (const TaskPlacement& placement : group.tasks) {
+    for (const TaskPlacement& placement : plan.groups[g].tasks) {
       TaskPrediction& tp = prediction_.tasks[placement.task];
       tp.group = static_cast<int>(g);
-      tp.seconds = task_seconds(static_cast<int>(g), placement, explain);
+      tp.seconds = task_seconds(static_cast<int>(g), placement_index++, placement, explain);
       task_group_[placement.task] = static_cast<int>(g);
     }
-    for (const Gpu& gpu : group.gpus) slot_of_gpu_[gpu.node * max_gpus_per_node_ + gpu.device] = -1;
   }
   for (int t = 0; t < n; ++t) {
     const TaskKind kind = graph.tasks[t].kind;
@@ -469,7 +504,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   const double samples = workload.samples_per_iteration();
   prediction_.samples_per_second = samples / iteration;
   prediction_.tokens_per_second =
-      samples * (workload.prompt_length_tokens + workload.response.mean()) / iteration;
+      samples * (workload.prompt_length_tokens + model_.mean_response()) / iteration;
   return prediction_;
 }
 

@@ -75,8 +75,31 @@ class Evaluator {
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
  private:
+  // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
+  // order of its replicas, stages and devices (what task_seconds reads).
   bool check_memory(const Plan& plan);
-  double task_seconds(int group, const TaskPlacement& placement, bool explain);
+  // Adds what one stage of a task needs on each of its GPUs (slots of the group).
+  void add_stage_memory(workload::TaskKind kind, int model, const cost::StageMemory& mem,
+                        std::span<const int> slots);
+  // `placement_index` counts the placements of the plan in order, over all groups.
+  double task_seconds(int group, int placement_index, const TaskPlacement& placement,
+                      bool explain);
+  // Whether two replicas of the task being priced (first stages at these offsets in
+  // all_stages_) cost the same.
+  bool same_replica(const Replica& a, int a_first, const Replica& b, int b_first) const;
+
+  struct ModelMemory {  // one model on one GPU
+    double train_weights = 0;
+    double gradients = 0;
+    double optimizer = 0;
+    double infer_weights = 0;
+    double generate_weights = 0;
+    double train_resident() const { return train_weights + gradients + optimizer; }
+  };
+  struct Transient {  // one GPU: the largest need of the tasks that take turns on it
+    double activations = 0;
+    double kv_cache = 0;
+  };
   double weight_sync_seconds(const Plan& plan, int sync_task, bool explain);
 
   const cost::CostModel& model_;
@@ -100,15 +123,11 @@ class Evaluator {
   std::vector<double> all_budgets_;  // per stage in all_stages_: memory left for a KV cache
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
-  std::vector<cost::StageMemory> train_;
-  std::vector<double> infer_weights_;
-  std::vector<double> gen_weights_;
-  std::vector<double> activations_;
-  std::vector<double> kv_min_;
-  std::vector<double> signature_;
-  std::vector<double> signatures_;          // the distinct signatures, back to back
-  std::vector<std::size_t> signature_start_;  // where each begins, and one past the last
-  std::vector<double> signature_seconds_;
+  std::vector<ModelMemory> cells_;   // per GPU slot and model
+  std::vector<Transient> transient_;  // per GPU slot
+  std::vector<int> device_slots_;     // every placement's GPUs as slots of their group
+  std::vector<int> placement_slots_;  // per placement: its first entry in device_slots_
+  std::vector<int> priced_;           // replicas of the task being priced that were priced
   std::vector<int> task_group_;
   std::vector<double> finish_;
   std::vector<double> group_free_;
