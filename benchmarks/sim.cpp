@@ -1,7 +1,9 @@
 // The simulator against the cost model, and its speed, on every scenario given: plans each
-// scenario with hybrid, then simulates 10 iterations twice, with fixed response lengths (the
-// workload's mean) and with the workload's own distribution. Prints CSV rows:
-//   scenario,gpus,lengths,simulated_s,predicted_s,diff_percent,events,wall_seconds,events_per_second
+// scenario with hybrid, then simulates 10 iterations three times: with fixed response lengths
+// (the workload's mean) and every transfer moving as if alone (the cost model's assumption),
+// the same with transfers sharing links, and with the workload's own distribution and shared
+// links. Prints CSV rows:
+//   scenario,gpus,lengths,links,simulated_s,predicted_s,diff_percent,events,wall_seconds,events_per_second
 // Usage: sim SCENARIO_DIR...
 
 #include <fmt/format.h>
@@ -25,12 +27,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const io::Catalogs& catalogs = io::builtin_catalogs();
-  fmt::print("scenario,gpus,lengths,simulated_s,predicted_s,diff_percent,events,wall_seconds,events_per_second\n");
+  fmt::print("scenario,gpus,lengths,links,simulated_s,predicted_s,diff_percent,events,wall_seconds,events_per_second\n");
   for (int a = 1; a < argc; ++a) {
     std::filesystem::path dir = std::filesystem::path(argv[a]).lexically_normal();
     if (dir.filename().empty()) dir = dir.parent_path();
     io::Inputs in = io::load_inputs((dir / "cluster.json").string(), (dir / "workload.json").string(), catalogs);
-    for (const char* lengths : {"fixed", "distribution"}) {
+    const std::pair<const char*, bool> runs[] = {{"fixed", false}, {"fixed", true}, {"distribution", true}};
+    for (const auto& [lengths, contention] : runs) {
       workload::Workload w = in.workload.workload;
       if (std::string(lengths) == "fixed") {
         const int mean = static_cast<int>(std::lround(w.response.mean()));
@@ -44,10 +47,13 @@ int main(int argc, char** argv) {
       const planner::PlannerResult r = planner::plan_hybrid(model, catalogs.models, {}, clock);
       if (!r.found) continue;
       const auto start = std::chrono::steady_clock::now();
-      const sim::SimSummary s = sim::simulate(model, r.plan, {10, 1});
+      sim::SimParams params;
+      params.iterations = 10;
+      params.link_contention = contention;
+      const sim::SimSummary s = sim::simulate(model, r.plan, params);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print("{},{},{},{:.4f},{:.4f},{:.2f},{},{:.3f},{:.0f}\n", dir.filename().string(),
-                 in.cluster.total_gpus(), lengths, s.iteration_seconds, r.prediction.iteration_seconds,
+      fmt::print("{},{},{},{},{:.4f},{:.4f},{:.2f},{},{:.3f},{:.0f}\n", dir.filename().string(),
+                 in.cluster.total_gpus(), lengths, contention ? "shared" : "alone", s.iteration_seconds, r.prediction.iteration_seconds,
                  100 * (s.iteration_seconds / r.prediction.iteration_seconds - 1), s.events, wall,
                  static_cast<double>(s.events) / wall);
       std::fflush(stdout);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "common/tool.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -46,6 +48,31 @@ Outcome run_plan(const cost::CostModel& model, const plan::Plan& p, const sim::S
   return o;
 }
 
+// The busiest links, by utilisation over the run.
+void print_links(const sim::SimSummary& s, const sim::SimParams& params) {
+  std::vector<std::size_t> used;
+  for (std::size_t l = 0; l < s.links.size(); ++l) {
+    if (s.link_use[l].bytes > 0) used.push_back(l);
+  }
+  if (used.empty() || s.end <= 0) {
+    fmt::print("  links: no transfers between groups\n");
+    return;
+  }
+  auto utilisation = [&](std::size_t l) { return s.link_use[l].bytes / (s.links[l].capacity * s.end); };
+  std::stable_sort(used.begin(), used.end(),
+                   [&](std::size_t a, std::size_t b) { return utilisation(a) > utilisation(b); });
+  constexpr std::size_t kShown = 4;
+  fmt::print("  links ({}), busiest first:\n",
+             params.link_contention ? "transfers share them fairly" : "each transfer as if alone");
+  for (std::size_t i = 0; i < std::min(kShown, used.size()); ++i) {
+    const std::size_t l = used[i];
+    fmt::print("    {:<32} {:8.2f} GB per iteration, busy {:.2f} s, {:.1f}% utilised\n",
+               s.links[l].name, s.link_use[l].bytes / params.iterations / 1e9,
+               s.link_use[l].busy_seconds / params.iterations, 100 * utilisation(l));
+  }
+  if (used.size() > kShown) fmt::print("    ... {} more in the report\n", used.size() - kShown);
+}
+
 std::string percent(double simulated, double predicted) {
   return predicted > 0 ? fmt::format("{:+.1f}%", 100.0 * (simulated / predicted - 1)) : "n/a";
 }
@@ -69,6 +96,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", params.seed, "Seed of the sampled response lengths")->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here");
   app.add_option("--trace", trace_path, "Write a Chrome trace-event file here (opens in Perfetto)");
+  bool no_contention = false;
+  app.add_flag("--no-contention", no_contention,
+               "Move every transfer as if it were alone on its links (the cost model's assumption)");
   plan_option->excludes(compare_option);
 
   CLI::App* lengths = app.add_subcommand("lengths", "Sample response lengths into a trace file (CSV)");
@@ -99,6 +129,7 @@ int main(int argc, char** argv) {
       return apps::kExitOk;
     }
     if (plan_path.empty() && compare.empty()) apps::usage_error("give --plan FILE or --compare FILE...");
+    params.link_contention = !no_contention;
     if (!compare.empty() && (!report_path.empty() || !trace_path.empty())) {
       apps::usage_error("--report and --trace take one plan: use --plan");
     }
@@ -131,7 +162,7 @@ int main(int argc, char** argv) {
                                                 o.summary, o.recorder, o.predicted, in.graph));
     }
     if (!trace_path.empty()) {
-      io::write_file_atomic(trace_path, io::chrome_trace_json(o.recorder, in.graph,
+      io::write_file_atomic(trace_path, io::chrome_trace_json(o.recorder, o.summary, in.graph,
                                                               static_cast<int>(p.groups.size())));
     }
     fmt::print("simulated {} iterations of {} ({}) on {}, seed {}: {} events\n", params.iterations,
@@ -147,6 +178,7 @@ int main(int argc, char** argv) {
       fmt::print("  group {}: busy {:.2f} s per iteration, idle {:.2f} s\n", g, busy,
                  std::max(0.0, o.summary.end / params.iterations - busy));
     }
+    print_links(o.summary, params);
     if (!report_path.empty()) fmt::print("wrote {}\n", report_path);
     if (!trace_path.empty()) fmt::print("wrote {}\n", trace_path);
     return apps::kExitOk;

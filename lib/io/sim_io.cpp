@@ -53,11 +53,39 @@ std::string sim_report_json(const SimReportInputs& inputs, const sim::SimSummary
   }
   out["groups"] = std::move(groups);
   out["generation_tail_seconds_per_iteration"] = detail::file_units(summary.tail_seconds / iterations);
+  out["link_contention"] = inputs.params.link_contention;
+  // The links that carried traffic: utilisation is the bytes carried over what the link could
+  // have carried during the whole run.
+  OrderedJson links = OrderedJson::array();
+  for (std::size_t l = 0; l < summary.links.size(); ++l) {
+    const sim::LinkUse& use = summary.link_use[l];
+    if (use.bytes <= 0) continue;
+    const sim::Link& link = summary.links[l];
+    links.push_back(
+        {{"name", link.name},
+         {"capacity_bytes_per_second", detail::file_units(link.capacity)},
+         {"bytes_per_iteration", detail::file_units(use.bytes / iterations)},
+         {"busy_seconds_per_iteration", detail::file_units(use.busy_seconds / iterations)},
+         {"utilisation", detail::file_units(summary.end > 0 ? use.bytes / (link.capacity * summary.end) : 0.0)}});
+  }
+  out["links"] = std::move(links);
+  OrderedJson transfers = OrderedJson::array();
+  for (const sim::TransferRun& t : recorder.transfers) {
+    transfers.push_back({{"iteration", t.iteration},
+                         {"from", graph.tasks[t.from_task].name},
+                         {"to", graph.tasks[t.to_task].name},
+                         {"from_group", t.from_group},
+                         {"to_group", t.to_group},
+                         {"bytes", detail::file_units(t.bytes)},
+                         {"start_seconds", detail::file_units(t.start)},
+                         {"end_seconds", detail::file_units(t.end)}});
+  }
+  out["transfers"] = std::move(transfers);
   return detail::dump(out);
 }
 
-std::string chrome_trace_json(const sim::Recorder& recorder, const workload::TaskGraph& graph,
-                              int groups) {
+std::string chrome_trace_json(const sim::Recorder& recorder, const sim::SimSummary& summary,
+                              const workload::TaskGraph& graph, int groups) {
   OrderedJson events = OrderedJson::array();
   // Process names: one per group, and one for the CPU and the weight sync.
   for (int g = 0; g < groups; ++g) {
@@ -80,6 +108,26 @@ std::string chrome_trace_json(const sim::Recorder& recorder, const workload::Tas
                       {"args", {{"iteration", r.iteration}, {"sequences", r.sequences},
                                 {"decode_steps", r.steps},
                                 {"tail_seconds", detail::file_units(r.tail_seconds)}}}});
+  }
+  // Links: a counter track each with its traffic, and the transfers as slices that may overlap.
+  const int links = groups + 1;
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", links},
+                    {"args", {{"name", "links"}}}});
+  for (const sim::Recorder::LinkRate& r : recorder.link_rates) {
+    events.push_back({{"name", summary.links[r.link].name}, {"ph", "C"}, {"ts", micros(r.time)},
+                      {"pid", links},
+                      {"args", {{"GB/s", detail::file_units(r.bytes_per_second / 1e9)}}}});
+  }
+  for (std::size_t i = 0; i < recorder.transfers.size(); ++i) {
+    const sim::TransferRun& t = recorder.transfers[i];
+    const std::string name = fmt::format("{} -> {}", graph.tasks[t.from_task].name,
+                                         graph.tasks[t.to_task].name);
+    const OrderedJson args = {{"iteration", t.iteration}, {"bytes", detail::file_units(t.bytes)},
+                              {"from_group", t.from_group}, {"to_group", t.to_group}};
+    events.push_back({{"name", name}, {"cat", "transfer"}, {"ph", "b"}, {"id", i},
+                      {"ts", micros(t.start)}, {"pid", links}, {"tid", 0}, {"args", args}});
+    events.push_back({{"name", name}, {"cat", "transfer"}, {"ph", "e"}, {"id", i},
+                      {"ts", micros(t.end)}, {"pid", links}, {"tid", 0}});
   }
   OrderedJson out;
   out["traceEvents"] = std::move(events);

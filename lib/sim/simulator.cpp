@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <map>
 #include <numeric>
@@ -44,6 +45,11 @@ class Run {
                         : plan.group_of(t);
       if (g >= 0) group_tasks_[g].push_back(t);
     }
+    network_ = std::make_unique<Network>(queue_, model, sets_, params.link_contention);
+    network_->on_rate([this](int link, double time, double rate) {
+      for (Listener* l : listeners_) l->link_rate(link, time, rate);
+    });
+    find_weight_sync();
     const int total = params.iterations * n_;
     pending_.assign(total, 0);
     ready_at_.assign(total, 0.0);
@@ -66,6 +72,8 @@ class Run {
       for (int t = 0; t < n_; ++t) try_start(i, t);
     }
     summary_.events = queue_.run();
+    summary_.links = network_->links();
+    summary_.link_use = network_->use();
     finish_summary();
     return summary_;
   }
@@ -97,11 +105,64 @@ class Run {
       started_.insert(k);
       const double begin = std::max(ready, group_free_[g]);
       queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
+    } else if (task == sync_task_ && sync_from_ != sync_to_) {
+      // The new weights cross to the generation group over the network, then reach every node
+      // of it by a pipelined broadcast no faster than its slowest NIC.
+      started_.insert(k);
+      queue_.at(ready, [this, iteration, task, ready] {
+        network_->start(sync_bytes_, sync_from_, sync_to_, sync_broadcast_rate_,
+                        [this, iteration, task, ready] {
+                          transfer_done(iteration, sync_train_, task, sync_from_, sync_to_,
+                                        sync_bytes_, ready);
+                          finish(iteration, task, ready, queue_.now());
+                        });
+      });
     } else {
       started_.insert(k);
       queue_.at(ready, [this, iteration, task, ready] {
         finish(iteration, task, ready, ready + scaled_seconds(iteration, task));
       });
+    }
+  }
+
+  // The weight sync: from which training group to which generation group, how many bytes,
+  // and the broadcast's pace inside the generation group.
+  void find_weight_sync() {
+    for (int t = 0; t < n_; ++t) {
+      if (graph_.tasks[t].kind == TaskKind::kWeightSync) sync_task_ = t;
+    }
+    if (sync_task_ < 0) return;
+    int generate = -1;
+    for (const workload::Edge& e : graph_.edges) {
+      if (e.to == sync_task_ && !e.previous_iteration) {
+        sync_train_ = e.from;
+        sync_bytes_ = e.bytes;
+      }
+      if (e.from == sync_task_ && e.previous_iteration) generate = e.to;
+    }
+    if (sync_train_ < 0 || generate < 0) return;
+    sync_from_ = plan_.group_of(sync_train_);
+    sync_to_ = plan_.group_of(generate);
+    const hw::Cluster& cluster = model_.cluster();
+    std::set<int> nodes;
+    double slowest = std::numeric_limits<double>::infinity();
+    for (const plan::Gpu& gpu : plan_.groups[sync_to_].gpus) {
+      nodes.insert(gpu.node);
+      slowest = std::min(slowest, cluster.nodes[gpu.node].nic_bandwidth);
+    }
+    if (nodes.size() > 1) sync_broadcast_rate_ = slowest;
+  }
+
+  void transfer_done(int iteration, int from_task, int to_task, int from_group, int to_group,
+                     double bytes, double start) {
+    const TransferRun run{iteration, from_task, to_task, from_group, to_group,
+                          bytes,     start,     queue_.now()};
+    for (Listener* l : listeners_) l->transfer_done(run);
+  }
+
+  void start_all() {
+    for (int i = 0; i < params_.iterations; ++i) {
+      for (int t : order_) try_start(i, t);
     }
   }
 
@@ -182,19 +243,25 @@ class Run {
       const int consumer_iteration = e.previous_iteration ? iteration + 1 + staleness() : iteration;
       if (consumer_iteration >= params_.iterations) continue;
       const int ck = key(consumer_iteration, e.to);
-      double arrive = end;
       const int gu = group_of_[task], gt = group_of_[e.to];
       if (!e.previous_iteration && graph_.tasks[e.to].kind != TaskKind::kWeightSync && gu >= 0 &&
-          gt >= 0 && gu != gt) {
-        arrive += model_.transfer_seconds(e.bytes, sets_[gu], sets_[gt]);
+          gt >= 0 && gu != gt && e.bytes > 0) {
+        const int to = e.to;
+        const double bytes = e.bytes;
+        network_->start(bytes, gu, gt, std::numeric_limits<double>::infinity(),
+                        [this, ck, iteration, task, to, gu, gt, bytes, end] {
+                          transfer_done(iteration, task, to, gu, gt, bytes, end);
+                          ready_at_[ck] = std::max(ready_at_[ck], queue_.now());
+                          --pending_[ck];
+                          start_all();
+                        });
+        continue;
       }
-      ready_at_[ck] = std::max(ready_at_[ck], arrive);
+      ready_at_[ck] = std::max(ready_at_[ck], end);
       --pending_[ck];
     }
     // Anything may now be startable: the consumers, and the group's next task.
-    for (int i = 0; i < params_.iterations; ++i) {
-      for (int t : order_) try_start(i, t);
-    }
+    start_all();
   }
 
   void finish_summary() {
@@ -235,6 +302,13 @@ class Run {
   std::map<int, double> tokens_;
   std::vector<std::shared_ptr<ReplicaGeneration>> generations_;
   EventQueue queue_;
+  std::unique_ptr<Network> network_;
+  int sync_task_ = -1;
+  int sync_train_ = -1;
+  int sync_from_ = -1;  // the training group
+  int sync_to_ = -1;    // the generation group
+  double sync_bytes_ = 0;
+  double sync_broadcast_rate_ = std::numeric_limits<double>::infinity();
   SimSummary summary_;
 };
 

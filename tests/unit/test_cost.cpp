@@ -1,6 +1,5 @@
-// The cost model against hand calculations written here, the published kernel measurements
-// (tests/../shared calibration tables, copied below with their source) and published memory
-// figures.
+// The cost model against hand calculations written here, published kernel measurements
+// (copied below with their source) and published memory figures.
 
 #include <doctest/doctest.h>
 
@@ -8,53 +7,12 @@
 
 #include "core/units.h"
 #include "cost/cost_model.h"
-#include "hw/cluster_builder.h"
-#include "io/catalog_io.h"
-#include "workload/rl_graph.h"
+#include "fixtures.h"
 
 using namespace hetrl;
+using namespace hetrl::testing;
 
 namespace {
-
-const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
-
-hw::Cluster make_cluster(const std::vector<std::string>& nodes) {
-  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
-  for (const std::string& spec : nodes) {
-    params.node_groups.push_back(hw::parse_node_spec(spec, catalogs().hardware));
-  }
-  return hw::build_cluster(params, catalogs().hardware);
-}
-
-workload::Workload ppo(const std::string& model, int prompts, int prompt, int response,
-                       int mini_batches) {
-  workload::Workload w;
-  w.algorithm = "ppo";
-  for (workload::Role r : {workload::Role::kActor, workload::Role::kCritic, workload::Role::kReference}) {
-    w.role(r) = {workload::RoleModel::Kind::kModel, model};
-  }
-  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
-  w.prompts_per_iteration = prompts;
-  w.prompt_length_tokens = prompt;
-  w.response.kind = workload::LengthKind::kFixed;
-  w.response.fixed_tokens = response;
-  w.mini_batches = mini_batches;
-  w.validate(catalogs().algorithms, catalogs().models);
-  return w;
-}
-
-struct Fixture {
-  hw::Cluster cluster;
-  workload::Workload workload;
-  workload::TaskGraph graph;
-  cost::CostModel model;
-  Fixture(hw::Cluster c, workload::Workload w)
-      : cluster(std::move(c)),
-        workload(std::move(w)),
-        graph(workload::build_task_graph(workload, catalogs().algorithms, catalogs().models)),
-        model(cluster, workload, graph, catalogs().models) {}
-  int task(const char* name) const { return graph.find(name); }
-};
 
 double term(const cost::Breakdown& b, const std::string& name) {
   for (const auto& t : b.terms()) {

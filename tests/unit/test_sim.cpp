@@ -126,7 +126,7 @@ struct Counter final : sim::Listener {
 
 }  // namespace
 
-TEST_CASE("with fixed lengths the simulated iteration matches the cost model within 2% (sync)") {
+TEST_CASE("with fixed lengths and no contention the simulated iteration matches the cost model within 2% (sync)") {
   // Async: the cost model's period (the busiest group, or the chain over k + 1 iterations) is a
   // lower bound that the simulated pipeline may not reach.
   for (const std::string mode : {"sync", "async"}) {
@@ -147,8 +147,12 @@ TEST_CASE("with fixed lengths the simulated iteration matches the cost model wit
     REQUIRE(r.found);
     Counter counter;
     std::vector<sim::Listener*> listeners{&counter};
-    const sim::SimSummary s = sim::simulate(model, r.plan, {4, 1}, listeners);
+    // No link contention: every transfer moves as if alone, as the cost model assumes.
+    const sim::SimSummary s = sim::simulate(model, r.plan, {4, 1, false}, listeners);
     REQUIRE(s.iteration_end.size() == 4);
+    // Transfers that share links can only take longer.
+    const sim::SimSummary shared = sim::simulate(model, r.plan, {4, 1, true});
+    CHECK(shared.iteration_seconds >= s.iteration_seconds * (1 - 1e-9));
     if (mode == "sync") {
       CHECK(s.iteration_seconds / r.prediction.iteration_seconds == doctest::Approx(1.0).epsilon(0.02));
     } else {
@@ -157,5 +161,57 @@ TEST_CASE("with fixed lengths the simulated iteration matches the cost model wit
     CHECK(counter.tasks == 4 * static_cast<int>(in.graph.tasks.size()));
     CHECK(counter.replicas > 0);
     CHECK(s.events > 1000);
+  }
+}
+
+#include <fmt/format.h>
+
+#include "io/plan_io.h"
+#include "sim/recorder.h"
+
+TEST_CASE("transfers that leave together share the links; the links carry every byte") {
+  const io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/valid.json",
+                                        std::string(HETRL_TEST_DATA) + "/grpo_small.json", catalogs());
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs().models);
+  // Generation on a100-0 (us-east); scoring and training on a100-1 (us-east) and h100-0
+  // (us-west): generation's four outputs cross to group 1 at once, half of each over the
+  // cross-region link, and the weights come back.
+  const plan::Plan p = io::read_plan(std::string(HETRL_TEST_DATA) + "/plan_hand.json", in.cluster,
+                                     in.graph, catalogs().models);
+  std::vector<cost::CostModel::GpuSet> sets(2);
+  for (int g = 0; g < 2; ++g) {
+    std::vector<int> per_node(in.cluster.nodes.size(), 0);
+    for (const plan::Gpu& gpu : p.groups[g].gpus) ++per_node[gpu.node];
+    model.describe_gpu_set(per_node, sets[g]);
+  }
+  for (const bool contention : {false, true}) {
+    CAPTURE(contention);
+    sim::Recorder recorder;
+    std::vector<sim::Listener*> listeners{&recorder};
+    const sim::SimSummary s = sim::simulate(model, p, {2, 1, contention}, listeners);
+    int from_generation = 0;
+    double out_of[2] = {0, 0};
+    for (const sim::TransferRun& t : recorder.transfers) {
+      out_of[t.from_group] += t.bytes;
+      if (in.graph.tasks[t.from_task].kind != workload::TaskKind::kGenerate) continue;
+      ++from_generation;
+      const double alone = model.transfer_seconds(t.bytes, sets[0], sets[1]);
+      // Alone a transfer takes the cost model's time; four at once on the cross-region link
+      // (which binds: half of the bytes cross it) each get a quarter of it.
+      const hw::LinkSpec across = in.cluster.zone_path(in.cluster.nodes[p.groups[0].gpus[0].node].zone,
+                                                       in.cluster.nodes[p.groups[1].gpus.back().node].zone)
+                                      .link;
+      const double moving = t.bytes / 2 / across.bandwidth;
+      CHECK(alone == doctest::Approx(moving + across.latency).epsilon(1e-9));
+      const double expected = contention ? across.latency + 4 * moving : alone;
+      CHECK(t.end - t.start == doctest::Approx(expected).epsilon(1e-9));
+    }
+    CHECK(from_generation == 2 * 4);
+    // Every byte sent out of a group went through its NICs.
+    for (int g = 0; g < 2; ++g) {
+      CHECK(out_of[g] > 0);
+      CHECK(s.links[2 * g].name == fmt::format("group {} NICs out", g));
+      CHECK(s.link_use[2 * g].bytes == doctest::Approx(out_of[g]).epsilon(1e-9));
+    }
   }
 }
