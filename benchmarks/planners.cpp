@@ -1,9 +1,10 @@
 // Runs every planner on every scenario given and prints CSV rows:
 //   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,ilp_gap,
-//   ilp_build_seconds,ilp_solve_seconds
+//   ilp_build_seconds,ilp_solve_seconds,ilp_kept
 // A scenario is a folder with cluster.json and workload.json. A planner that finds no plan
 // prints 0 samples/s; the ILP columns are filled on the ILP's row only ("refused" when the
-// instance is too large for its formulation). Usage: planners SCENARIO_DIR...
+// instance is too large for its formulation; evaluations are then the configurations it would
+// have priced). Usage: planners SCENARIO_DIR...
 
 #include <fmt/format.h>
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   }
   const io::Catalogs& catalogs = io::builtin_catalogs();
   fmt::print("scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,"
-             "ilp_gap,ilp_build_seconds,ilp_solve_seconds\n");
+             "ilp_gap,ilp_build_seconds,ilp_solve_seconds,ilp_kept\n");
   for (int a = 1; a < argc; ++a) {
     std::filesystem::path dir = std::filesystem::path(argv[a]).lexically_normal();
     if (dir.filename().empty()) dir = dir.parent_path();  // "scenario/" names the folder too
@@ -59,13 +60,13 @@ int main(int argc, char** argv) {
       const double start = clock.seconds();
       try {
         const planner::IlpOutcome o = planner::plan_ilp(model, catalogs.models, ilp, hybrid.found ? &hybrid.plan : nullptr);
-        fmt::print("{},{},ilp,{:.4f},{:.3f},{},{},{:.3g},{:.3f},{:.3f}\n", dir.filename().string(),
+        fmt::print("{},{},ilp,{:.4f},{:.3f},{},{},{:.3g},{:.3f},{:.3f},{}\n", dir.filename().string(),
                    in.cluster.total_gpus(), o.result.found ? o.result.prediction.samples_per_second : 0.0,
                    clock.seconds() - start, o.configs, ilp::status_name(o.solve.status), o.solve.gap,
-                   o.build_seconds, o.solve.seconds);
+                   o.build_seconds, o.solve.seconds, o.kept_configs);
       } catch (const core::JobError&) {
-        fmt::print("{},{},ilp,0,{:.3f},0,refused,,,\n", dir.filename().string(), in.cluster.total_gpus(),
-                   clock.seconds() - start);
+        fmt::print("{},{},ilp,0,{:.3f},{},refused,,,,\n", dir.filename().string(), in.cluster.total_gpus(),
+                   clock.seconds() - start, planner::ilp_configuration_count(model, catalogs.models, ilp));
       }
       std::fflush(stdout);
     } catch (const std::exception& e) {

@@ -11,7 +11,7 @@ csv="$root/benchmarks/out/planners.csv"
 "$root/build/release/benchmarks/planners" "$root"/benchmarks/scenarios/*/ > "$csv"
 awk -F, 'NR > 1 {
   key = $1; gpus[key] = $2; sps[key, $3] = $4; secs[key, $3] = $5
-  if ($3 == "ilp") { status[key] = $7; gap[key] = $8; build[key] = $9; solve[key] = $10 }
+  if ($3 == "ilp") { status[key] = $7; gap[key] = $8; build[key] = $9; solve[key] = $10; configs[key] = $6; kept[key] = $11 }
   if (!(key in seen)) { seen[key] = 1; order[++n] = key }
 } END {
   print "| scenario | GPUs | verl | streamrl | homogeneous | hybrid | hybrid / best baseline | hybrid s |"
@@ -27,13 +27,13 @@ awk -F, 'NR > 1 {
   }
   printf "\ngeometric mean of hybrid / best baseline: %.3fx over %d heterogeneous scenarios, %.3fx over %d homogeneous\n",
          exp(lx / nx), nx, exp(lh / nh), nh
-  print "\n| scenario | ILP status | gap | build s | solve s | ILP samples/s | hybrid below the ILP |"
-  print "|---|---|---|---|---|---|---|"
+  print "\n| scenario | GPUs | ILP status | configurations (kept) | gap | build s | solve s | ILP samples/s | hybrid below the ILP |"
+  print "|---|---|---|---|---|---|---|---|---|"
   for (i = 1; i <= n; ++i) {
     k = order[i]
-    if (status[k] == "refused") { printf "| %s | refused (too large) | | | | | |\n", k; continue }
+    if (status[k] == "refused") { printf "| %s | %d | refused | %s | | | | | |\n", k, gpus[k], configs[k]; continue }
     d = sps[k, "ilp"] > 0 ? 1 - sps[k, "hybrid"] / sps[k, "ilp"] : 0
-    printf "| %s | %s | %s | %.2f | %.2f | %.2f | %.2f%% |\n", k, status[k], gap[k], build[k], solve[k], sps[k, "ilp"], 100 * d
+    printf "| %s | %d | %s | %s (%s) | %s | %.2f | %.2f | %.2f | %.2f%% |\n", k, gpus[k], status[k], configs[k], kept[k], gap[k], build[k], solve[k], sps[k, "ilp"], 100 * d
   }
 }' "$csv"
 echo "rows: $csv"

@@ -65,11 +65,12 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
     if (!outcome.result.found) return outcome.result;  // the error says why, in one line
     std::fprintf(stderr,
                  "ilp: %s; objective %.6f s per iteration (the plan evaluates to %.6f s); bound %.6f; "
-                 "gap %.2g; %lld nodes; %lld configurations, %d columns, %d rows; build %.2f s, "
+                 "gap %.2g; %lld nodes; %lld configurations priced, %lld kept; %d columns, %d rows; build %.2f s, "
                  "solve %.2f s%s\n",
                  ilp::status_name(s.status), outcome.ilp_iteration_seconds,
                  outcome.result.prediction.iteration_seconds, s.bound, s.gap, s.nodes,
-                 outcome.configs, outcome.columns, outcome.rows, outcome.build_seconds, s.seconds,
+                 outcome.configs, outcome.kept_configs, outcome.columns, outcome.rows,
+                 outcome.build_seconds, s.seconds,
                  outcome.warm_started ? "; warm-started from hybrid" : "");
     return outcome.result;
   }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/error.h"
@@ -50,6 +51,7 @@ class Builder {
         classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())) {
     enumerate_allocations();
     const workload::TaskGraph& graph = model.graph();
+    partitions_ = partitions(gpu_task_list(graph));
     for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
       if (graph.tasks[t].kind == TaskKind::kWeightSync) sync_ = static_cast<int>(t);
     }
@@ -67,6 +69,11 @@ class Builder {
   bool decode(const std::vector<double>& values, plan::Plan& out);
 
   long long configs() const { return priced_configs_; }
+  long long kept_configs() const {
+    long long kept = 0;
+    for (const auto& [key, configs] : cache_) kept += static_cast<long long>(configs.size());
+    return kept;
+  }
   int t_column() const { return t_; }
   // The values of every column for `plan` (a plan of the same space, e.g. hybrid's), or empty
   // when the plan is not one of the model's.
@@ -74,7 +81,19 @@ class Builder {
 
  private:
   void enumerate_allocations();
+  // The configurations of a group's tasks on an allocation that fit, but only those that no
+  // other is at least as fast as in every task (and the reshard).
   const std::vector<Config>& configs_for(const std::vector<int>& tasks, int allocation);
+  const std::vector<TaskChoice>& choices_for(int task, int allocation);
+  // Configurations the enumeration would price: for every distinct group of the partitions and
+  // every allocation, the product of its tasks' strategy counts.
+
+ public:
+  long long count_configs();
+
+ private:
+  static bool dominates(const Config& a, const Config& b);
+  static void keep_if_not_dominated(std::vector<Config>& front, Config c);
   double transfer(double bytes, int a, int b) const {
     return model_.transfer_seconds(bytes, allocations_[a].set, allocations_[b].set);
   }
@@ -88,6 +107,7 @@ class Builder {
   std::vector<int> host_;
   std::vector<Allocation> allocations_;
   std::map<std::pair<std::vector<int>, int>, std::vector<Config>> cache_;
+  std::map<std::pair<int, int>, std::vector<TaskChoice>> choices_;  // (task, allocation)
   long long priced_configs_ = 0;
   int sync_ = -1, sync_train_ = -1, sync_generate_ = -1;
   double sync_bytes_ = 0;
@@ -142,10 +162,10 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   if (found != cache_.end()) return found->second;
   std::vector<Config>& out = cache_[key];
   const Allocation& a = allocations_[allocation];
-  std::vector<std::vector<TaskChoice>> choices;
+  std::vector<const std::vector<TaskChoice>*> choices;
   for (int t : tasks) {
-    choices.push_back(task_choices(model_, models_, params_.space, t, a.nodes));
-    if (choices.back().empty()) return out;
+    choices.push_back(&choices_for(t, allocation));
+    if (choices.back()->empty()) return out;
   }
   std::vector<std::size_t> pick(tasks.size(), 0);
   std::vector<GroupChoice> group(1);
@@ -153,29 +173,72 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   group[0].nodes = a.nodes;
   plan::Plan p;
   while (true) {
-    if (++priced_configs_ > params_.max_configs) {
-      throw core::JobError(fmt::format(
-          "the ILP would price more than {} group configurations; use it on fewer nodes or tasks, "
-          "or the hybrid planner", params_.max_configs));
-    }
+    ++priced_configs_;
     group[0].choices.clear();
-    for (std::size_t i = 0; i < tasks.size(); ++i) group[0].choices.push_back(choices[i][pick[i]]);
+    for (std::size_t i = 0; i < tasks.size(); ++i) group[0].choices.push_back((*choices[i])[pick[i]]);
     if (realize(model_, models_, group, p) && balance_shares(evaluator_, p, 1) > 0) {
       const plan::Prediction& prediction = evaluator_.evaluate(p);
       Config c;
       c.choices = group[0].choices;
       for (int t : tasks) c.seconds.push_back(prediction.tasks[t].seconds);
       if (sync_ >= 0) c.reshard = prediction.tasks[sync_].seconds;
-      out.push_back(std::move(c));
+      keep_if_not_dominated(out, std::move(c));
     }
     std::size_t i = 0;
     for (; i < pick.size(); ++i) {
-      if (++pick[i] < choices[i].size()) break;
+      if (++pick[i] < choices[i]->size()) break;
       pick[i] = 0;
     }
     if (i == pick.size()) break;
   }
   return out;
+}
+
+const std::vector<TaskChoice>& Builder::choices_for(int task, int allocation) {
+  const auto key = std::make_pair(task, allocation);
+  auto found = choices_.find(key);
+  if (found == choices_.end()) {
+    found = choices_.emplace(key, task_choices(model_, models_, params_.space, task,
+                                               allocations_[allocation].nodes)).first;
+  }
+  return found->second;
+}
+
+long long Builder::count_configs() {
+  constexpr long long kMany = 1LL << 60;  // counts saturate here
+  long long total = 0;
+  std::set<std::vector<int>> groups;  // a group's configurations are priced once for all partitions
+  for (const auto& partition : partitions_) {
+    for (const std::vector<int>& group : partition) {
+      if (!groups.insert(group).second) continue;
+      for (std::size_t a = 0; a < allocations_.size(); ++a) {
+        long long product = 1;
+        for (int t : group) {
+          const long long n = static_cast<long long>(choices_for(t, static_cast<int>(a)).size());
+          product = n == 0 ? 0 : (product > kMany / n ? kMany : product * n);
+        }
+        total = std::min(kMany, total + product);
+      }
+    }
+  }
+  return total;
+}
+
+bool Builder::dominates(const Config& a, const Config& b) {
+  for (std::size_t i = 0; i < a.seconds.size(); ++i) {
+    if (a.seconds[i] > b.seconds[i]) return false;
+  }
+  return a.reshard <= b.reshard;
+}
+
+void Builder::keep_if_not_dominated(std::vector<Config>& front, Config c) {
+  // The period only grows with any duration and a group's price depends on its nodes alone, so
+  // a configuration no faster than another in every task is never needed for the optimum.
+  for (const Config& f : front) {
+    if (dominates(f, c)) return;
+  }
+  std::erase_if(front, [&](const Config& f) { return dominates(c, f); });
+  front.push_back(std::move(c));
 }
 
 double Builder::weight_sync(int train_allocation, int generate_allocation) const {
@@ -193,7 +256,13 @@ ilp::Model Builder::build() {
   const int n = static_cast<int>(graph.tasks.size());
   ilp::Model m;
   const std::vector<int> order = graph.topological_order();
-  partitions_ = partitions(gpu_task_list(graph));
+  // Refuse before pricing anything when the enumeration would take too long.
+  const long long to_price = count_configs();
+  if (to_price > params_.max_configs) {
+    throw core::JobError(fmt::format(
+        "the ILP would price {} group configurations, past its limit of {}; use it on fewer "
+        "node types or tasks, or the hybrid planner", to_price, params_.max_configs));
+  }
 
   // Durations as linear expressions (terms + constant), built across all partitions: only the
   // chosen partition's variables are non-zero.
@@ -391,6 +460,9 @@ ilp::Model Builder::build() {
 
 std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& plan) const {
   const workload::TaskGraph& graph = model_.graph();
+  plan::Evaluator evaluator(model_);
+  const plan::Prediction warm = evaluator.evaluate(plan);
+  if (!warm.feasible) return {};
   const workload::Workload& w = model_.workload();
   const int n = static_cast<int>(graph.tasks.size());
   // The partition: the plan's task sets, ordered as partitions() orders them.
@@ -431,8 +503,10 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
         if (std::find(classes_[c].begin(), classes_[c].end(), node) != classes_[c].end()) ++counts[c];
       }
     }
+    int same_nodes = -1;  // the allocation of the plan's nodes
     for (std::size_t i = 0; i < vars.a.size(); ++i) {
       if (allocations_[vars.allocations[i]].counts != counts) continue;
+      same_nodes = static_cast<int>(i);
       const std::vector<Config>& configs = *vars.configs[i];
       for (std::size_t x = 0; x < configs.size(); ++x) {
         bool same = true;
@@ -452,6 +526,25 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
           allocation[g] = vars.allocations[i];
           config[g] = &configs[x];
         }
+      }
+    }
+    if (!config[g] && same_nodes >= 0) {
+      // The plan's configuration was dropped for one at least as fast in every task: start
+      // from that one.
+      const std::size_t i = static_cast<std::size_t>(same_nodes);
+      const std::vector<Config>& configs = *vars.configs[i];
+      const bool reshard = sync_ >= 0 && std::find(vars.tasks.begin(), vars.tasks.end(), sync_train_) != vars.tasks.end() &&
+                           std::find(vars.tasks.begin(), vars.tasks.end(), sync_generate_) != vars.tasks.end();
+      for (std::size_t x = 0; x < configs.size() && !config[g]; ++x) {
+        bool faster = !reshard || configs[x].reshard <= warm.tasks[sync_].seconds * (1 + 1e-9);
+        for (std::size_t j = 0; j < vars.tasks.size() && faster; ++j) {
+          faster = configs[x].seconds[j] <= warm.tasks[vars.tasks[j]].seconds * (1 + 1e-9);
+        }
+        if (!faster) continue;
+        values[vars.a[i]] = 1;
+        values[vars.x[i][x]] = 1;
+        allocation[g] = vars.allocations[i];
+        config[g] = &configs[x];
       }
     }
     if (!config[g]) return {};
@@ -542,6 +635,11 @@ bool Builder::decode(const std::vector<double>& values, plan::Plan& out) {
 
 }  // namespace
 
+long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                  const IlpParams& params) {
+  return Builder(model, models, params).count_configs();
+}
+
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm) {
   const auto start = std::chrono::steady_clock::now();
@@ -549,6 +647,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   const ilp::Model m = builder.build();
   IlpOutcome outcome;
   outcome.configs = builder.configs();
+  outcome.kept_configs = builder.kept_configs();
   outcome.columns = static_cast<int>(m.columns().size());
   outcome.rows = static_cast<int>(m.rows().size());
   outcome.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -592,6 +691,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
                                {"gap", outcome.solve.gap},
                                {"nodes", static_cast<double>(outcome.solve.nodes)},
                                {"configurations", static_cast<double>(outcome.configs)},
+                               {"configurations_kept", static_cast<double>(outcome.kept_configs)},
                                {"columns", static_cast<double>(outcome.columns)},
                                {"rows", static_cast<double>(outcome.rows)},
                                {"build_seconds", outcome.build_seconds},

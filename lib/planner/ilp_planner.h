@@ -29,7 +29,11 @@
 //            schedule, so for the space's plans T equals the evaluator's iteration time: the
 //            objective is exact.
 //
-// Instances whose enumeration exceeds max_configs are refused with the count.
+// Configurations that are no faster than another of the same group and allocation in every
+// task (and the weight reshard) are dropped as they are priced: the period never shrinks when a
+// duration grows, and a group's price depends on its nodes alone, so they cannot be needed for
+// the optimum. A warm start whose configuration was dropped starts from one that dominates it.
+// Instances whose enumeration exceeds max_configs are refused, with the count, before pricing.
 
 #include <optional>
 #include <string>
@@ -45,7 +49,9 @@ struct IlpParams {
   ilp::SolveParams solve;
   std::optional<double> budget_per_hour;
   std::optional<double> min_throughput;
-  long long max_configs = 50000;  // group configurations priced while building
+  // Group configurations the build may price (about 10 us each here); larger instances are
+  // refused before pricing anything.
+  long long max_configs = 2000000;
   std::string export_lp;          // write the model here too, when set
   std::string export_mps;
 };
@@ -55,11 +61,17 @@ struct IlpOutcome {
   ilp::SolveResult solve;
   double ilp_iteration_seconds = 0;  // T of the ILP's solution
   double build_seconds = 0;
-  long long configs = 0;
+  long long configs = 0;       // group configurations priced
+  long long kept_configs = 0;  // of them, those no other beats in every task (columns x)
   int columns = 0;
   int rows = 0;
   bool warm_started = false;  // the warm start was a feasible solution of the model
 };
+
+// The group configurations plan_ilp would price on this instance; past params.max_configs it
+// refuses.
+long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                  const IlpParams& params);
 
 // `warm` (a plan of the same space, e.g. hybrid's) starts the search when given. Throws
 // core::JobError when the instance is too large, core::InputError when a budget needs prices

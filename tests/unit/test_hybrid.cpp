@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <random>
 
 #include "core/clock.h"
@@ -191,6 +193,26 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
     }
   }
   CHECK(compared == 50);
+}
+
+TEST_CASE("the ILP counts its configurations before pricing them and keeps the undominated") {
+  const io::Catalogs& c = catalogs();
+  const hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
+  const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
+  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
+  const cost::CostModel model(cluster, w, graph, c.models);
+  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
+  REQUIRE(all.result.found);
+  CHECK(all.kept_configs > 0);
+  CHECK(all.kept_configs < all.configs);
+  planner::IlpParams limited;
+  limited.max_configs = all.configs;
+  CHECK(planner::plan_ilp(model, c.models, limited).result.found);
+  limited.max_configs = all.configs - 1;
+  const std::string expected = fmt::format(
+      "the ILP would price {} group configurations, past its limit of {}", all.configs, all.configs - 1);
+  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, limited),
+                       doctest::Contains(expected.c_str()), core::JobError);
 }
 
 TEST_CASE("the ILP: infeasible instances and constraints") {
