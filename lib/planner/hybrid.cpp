@@ -63,6 +63,7 @@ class Search {
   std::vector<int> group_nodes(const Candidate& c, int group) const;
   std::vector<Candidate> level_one();
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
+  bool share_classes(Candidate& c) const;
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   bool move_node(Candidate& c, const Move& m) const;
@@ -124,6 +125,35 @@ bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>&
   return total <= capacity;
 }
 
+// Groups given no class take half of the largest class another group owns (keeping it at
+// least one node), so groupings with more groups than classes are searched too: generation on
+// some nodes of a type and training on the others is often the best split. False when some
+// group gets no node.
+bool Search::share_classes(Candidate& c) const {
+  const int k = static_cast<int>(c.partition.size());
+  const int classes = static_cast<int>(classes_.size());
+  std::vector<int> owner(classes, -1);
+  for (int cls = 0; cls < classes; ++cls) {
+    for (int g = 0; g < k; ++g) {
+      if (c.counts[cls][g] > 0) owner[cls] = g;
+    }
+  }
+  for (int g = 0; g < k; ++g) {
+    if (std::find(owner.begin(), owner.end(), g) != owner.end()) continue;
+    int best = -1;
+    for (int cls = 0; cls < classes; ++cls) {
+      if (owner[cls] < 0) continue;
+      const int have = c.counts[cls][owner[cls]];
+      if (have >= 2 && (best < 0 || have > c.counts[best][owner[best]])) best = cls;
+    }
+    if (best < 0) return false;
+    const int moved = c.counts[best][owner[best]] / 2;
+    c.counts[best][owner[best]] -= moved;
+    c.counts[best][g] += moved;
+  }
+  return true;
+}
+
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = gpu_task_list(model_.graph());
   const int classes = static_cast<int>(classes_.size());
@@ -133,17 +163,13 @@ std::vector<Candidate> Search::level_one() {
     if (k > params_.max_groups) continue;
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
     while (true) {
-      std::vector<bool> used(k, false);
-      for (int o : owner) {
-        if (o < k) used[o] = true;
+      Candidate c;
+      c.partition = partition;
+      c.counts.assign(classes, std::vector<int>(k, 0));
+      for (int cls = 0; cls < classes; ++cls) {
+        if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
       }
-      if (std::all_of(used.begin(), used.end(), [](bool u) { return u; })) {
-        Candidate c;
-        c.partition = partition;
-        c.counts.assign(classes, std::vector<int>(k, 0));
-        for (int cls = 0; cls < classes; ++cls) {
-          if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
-        }
+      if (share_classes(c)) {
         bool holds = true;
         for (int g = 0; g < k && holds; ++g) holds = holds_models(partition[g], group_nodes(c, g));
         if (holds) {

@@ -5,9 +5,11 @@
 // Reading map:
 //   Level 1  a candidate is a grouping of the GPU tasks (at most max_groups groups) and, for
 //            each node class (nodes alike for the cost model: GPU type, size, links, zone),
-//            the group that gets it, or none. Candidates whose groups cannot hold their models'
-//            state even spread over all their GPUs are pruned before any evaluation; beyond
-//            max_candidates, a seeded sample is kept (the all-colocated ones always).
+//            the group that gets it, or none; a group left without a class takes half of the
+//            largest class another group has (so generation and training can split one GPU
+//            type). Candidates whose groups cannot hold their models' state even spread over
+//            all their GPUs are pruned before any evaluation; beyond max_candidates, a seeded
+//            sample is kept (the all-colocated ones always).
 //   Level 2  node counts: how many nodes of each class each group takes (moves of one node
 //            between groups or to and from the unused pool).
 //   Level 3  each task's strategy (TP, PP, ZeRO stage, recompute), with layers split by stage
