@@ -453,18 +453,10 @@ double CostModel::transfer_seconds(double bytes, const GpuSet& a, const GpuSet& 
   if (bytes <= 0 || a.gpus == 0 || b.gpus == 0) return 0;
   double seconds = bytes / std::min(a.nic_bandwidth, b.nic_bandwidth);
   double latency = 0;
-  const std::size_t zones = cluster_.zones.size();
-  for (std::size_t za = 0; za < zones; ++za) {
-    if (a.gpus_per_zone[za] == 0) continue;
-    for (std::size_t zb = 0; zb < zones; ++zb) {
-      if (b.gpus_per_zone[zb] == 0) continue;
-      const hw::Path path = cluster_.zone_path(static_cast<int>(za), static_cast<int>(zb));
-      latency = std::max(latency, path.link.latency);
-      if (za == zb) continue;
-      const double share = a.gpus_per_zone[za] / a.gpus * b.gpus_per_zone[zb] / b.gpus;
-      seconds = std::max(seconds, bytes * share / path.link.bandwidth);
-    }
-  }
+  for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
+    latency = std::max(latency, path.link.latency);
+    if (za != zb) seconds = std::max(seconds, bytes * fraction / path.link.bandwidth);
+  });
   return seconds + latency;
 }
 

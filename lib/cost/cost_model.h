@@ -152,6 +152,22 @@ class CostModel {
   // parallel, each zone link crossed carrying its share.
   double transfer_seconds(double bytes, const GpuSet& a, const GpuSet& b) const;
 
+  // How a transfer from A to B spreads over zones: calls f(zone_a, zone_b, fraction, path)
+  // for every pair of zones with GPUs of A in zone_a and of B in zone_b, `fraction` the share
+  // of the bytes that goes from one to the other, `path` the link between them.
+  template <class F>
+  void for_each_zone_pair(const GpuSet& a, const GpuSet& b, F&& f) const {
+    const int zones = static_cast<int>(cluster_.zones.size());
+    for (int za = 0; za < zones; ++za) {
+      if (a.gpus_per_zone[za] == 0) continue;
+      for (int zb = 0; zb < zones; ++zb) {
+        if (b.gpus_per_zone[zb] == 0) continue;
+        f(za, zb, a.gpus_per_zone[za] / a.gpus * b.gpus_per_zone[zb] / b.gpus,
+          cluster_.zone_path(za, zb));
+      }
+    }
+  }
+
   // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.
   double node_allreduce_seconds(int node, int ranks, double bytes) const;
 

@@ -46,7 +46,6 @@ int Network::active() const {
 }
 
 void Network::start(double bytes, int from, int to, double max_rate, std::function<void()> done) {
-  const hw::Cluster& cluster = model_.cluster();
   const cost::CostModel::GpuSet& a = sets_[from];
   const cost::CostModel::GpuSet& b = sets_[to];
   if (bytes <= 0 || a.gpus == 0 || b.gpus == 0) {
@@ -63,18 +62,10 @@ void Network::start(double bytes, int from, int to, double max_rate, std::functi
   f.loads.clear();
   f.loads.push_back({out_link(from), 1.0});
   f.loads.push_back({in_link(to), 1.0});
-  const std::size_t zones = cluster.zones.size();
-  for (std::size_t za = 0; za < zones; ++za) {
-    if (a.gpus_per_zone[za] == 0) continue;
-    for (std::size_t zb = 0; zb < zones; ++zb) {
-      if (b.gpus_per_zone[zb] == 0) continue;
-      const hw::Path path = cluster.zone_path(static_cast<int>(za), static_cast<int>(zb));
-      f.latency = std::max(f.latency, path.link.latency);
-      if (za == zb) continue;
-      f.loads.push_back({zone_link(static_cast<int>(za), static_cast<int>(zb)),
-                         a.gpus_per_zone[za] / a.gpus * b.gpus_per_zone[zb] / b.gpus});
-    }
-  }
+  model_.for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
+    f.latency = std::max(f.latency, path.link.latency);
+    if (za != zb) f.loads.push_back({zone_link(za, zb), fraction});
+  });
   f.alone_rate = max_rate;
   for (const Load& load : f.loads) {
     f.alone_rate = std::min(f.alone_rate, links_[load.link].capacity / load.fraction);
