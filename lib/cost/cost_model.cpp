@@ -232,8 +232,10 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   const double live = std::min(samples, concurrent);
 
   // Drain: `live` sequences start together and leave as they finish; the last one sets the
-  // end, at the expected longest of all the replica's responses.
-  const double longest = expected_max_length(samples);
+  // end. Generation ends with its slowest replica, the one that draws the longest response of
+  // the whole iteration, so every replica is priced as if it held that one: the expected
+  // longest of all the iteration's responses, not of this replica's share.
+  const double longest = expected_max_length(samples_);
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
   StepCost decode;

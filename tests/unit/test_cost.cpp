@@ -125,6 +125,29 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
   CHECK(term(b, "prefill compute") == doctest::Approx(flops / (312e12 * efficiency)).epsilon(1e-9));
 }
 
+TEST_CASE("each generation replica drains to the iteration's expected longest response") {
+  // 64 prompts with long-tailed responses; a replica with one of them still runs until the
+  // longest of all 64 is expected to end, as the slowest replica does.
+  workload::Workload w = ppo("Qwen2.5-7B", 64, 512, 512, 1);
+  w.response.kind = workload::LengthKind::kLognormal;
+  w.response.mean_tokens = 1000;
+  w.response.max_tokens = 8192;
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  const std::vector<double> budget{60 * core::kGiB};
+  cost::Breakdown b(true);
+  f.model.replica_seconds(f.task("generate"), one, 1.0, 64, {}, budget, b);
+  // One sequence: every step is batch 1 and memory-bound; over the drain's L steps the context
+  // averages 512 + L / 2.
+  const double longest = f.model.expected_max_length(64);
+  CHECK(longest > 1.5 * f.model.expected_max_length(1));
+  const double weights = 2.0 * 7615616512.0;
+  const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
+  const double bandwidth = 2039e9 * 0.75;
+  CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
+        doctest::Approx(longest * (weights + (512 + longest / 2) * kv_per_token) / bandwidth).epsilon(1e-9));
+}
+
 TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by hand") {
   // Qwen2.5-0.5B, 64 samples of 512 + 512 tokens, 2 mini-batches, on one A100 (TP 1, PP 1).
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
