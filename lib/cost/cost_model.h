@@ -8,8 +8,9 @@
 //   - generation_seconds: prefill (compute-bound) + decode. A decode step costs, per stage,
 //     the larger of the compute time and the memory time (stage weights plus the live KV
 //     cache), plus TP all-reduces. The batch drains as sequences finish: the step count is the
-//     expected longest response of the replica's batch, and the live batch follows the
-//     survival curve of the response-length distribution. The KV cache caps how many
+//     expected longest response of the whole iteration (generation ends with the replica that
+//     holds it), and the live batch follows the survival curve of the response-length
+//     distribution. The KV cache caps how many
 //     sequences run at once; beyond that, sequences queue (a steady phase at full batch).
 //   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, a
 //     bubble of (PP - 1) micro-batch times per flush, TP all-reduces per layer, pipeline
