@@ -46,9 +46,11 @@ struct GroupVars {
 
 class Builder {
  public:
-  Builder(const cost::CostModel& model, const workload::ModelCatalog& models, const IlpParams& params)
+  Builder(const cost::CostModel& model, const workload::ModelCatalog& models, const IlpParams& params,
+          std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max())
       : model_(model), models_(models), params_(params), evaluator_(model),
-        classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())) {
+        classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())),
+        deadline_(deadline) {
     enumerate_allocations();
     const workload::TaskGraph& graph = model.graph();
     partitions_ = partitions(gpu_task_list(graph));
@@ -109,6 +111,9 @@ class Builder {
   std::map<std::pair<std::vector<int>, int>, std::vector<Config>> cache_;
   std::map<std::pair<int, int>, std::vector<TaskChoice>> choices_;  // (task, allocation)
   long long priced_configs_ = 0;
+  long long to_price_ = 0;
+  // The build stops here: the time limit covers building and solving.
+  std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   int sync_ = -1, sync_train_ = -1, sync_generate_ = -1;
   double sync_bytes_ = 0;
   // The model's structure, kept to decode solutions.
@@ -173,7 +178,12 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   group[0].nodes = a.nodes;
   plan::Plan p;
   while (true) {
-    ++priced_configs_;
+    if (++priced_configs_ % 4096 == 0 && std::chrono::steady_clock::now() > deadline_) {
+      throw core::JobError(fmt::format(
+          "the ILP's build passed the time limit of {} s after pricing {} of {} group "
+          "configurations; give it more time, or use the hybrid planner",
+          params_.solve.time_limit, priced_configs_, to_price_));
+    }
     group[0].choices.clear();
     for (std::size_t i = 0; i < tasks.size(); ++i) group[0].choices.push_back((*choices[i])[pick[i]]);
     if (realize(model_, models_, group, p) && balance_shares(evaluator_, p, 1) > 0) {
@@ -257,11 +267,11 @@ ilp::Model Builder::build() {
   ilp::Model m;
   const std::vector<int> order = graph.topological_order();
   // Refuse before pricing anything when the enumeration would take too long.
-  const long long to_price = count_configs();
-  if (to_price > params_.max_configs) {
+  to_price_ = count_configs();
+  if (to_price_ > params_.max_configs) {
     throw core::JobError(fmt::format(
         "the ILP would price {} group configurations, past its limit of {}; use it on fewer "
-        "node types or tasks, or the hybrid planner", to_price, params_.max_configs));
+        "node types or tasks, or the hybrid planner", to_price_, params_.max_configs));
   }
 
   // Durations as linear expressions (terms + constant), built across all partitions: only the
@@ -643,7 +653,9 @@ long long ilp_configuration_count(const cost::CostModel& model, const workload::
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm) {
   const auto start = std::chrono::steady_clock::now();
-  Builder builder(model, models, params);
+  const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::duration<double>(params.solve.time_limit));
+  Builder builder(model, models, params, deadline);
   const ilp::Model m = builder.build();
   IlpOutcome outcome;
   outcome.configs = builder.configs();
@@ -653,7 +665,9 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   outcome.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!params.export_lp.empty()) ilp::write_lp(m, params.export_lp);
   if (!params.export_mps.empty()) ilp::write_mps(m, params.export_mps);
+  // The solver gets what the build left of the time limit.
   ilp::SolveParams solve = params.solve;
+  solve.time_limit = std::max(0.1, params.solve.time_limit - outcome.build_seconds);
   if (warm) {
     std::vector<double> values = builder.warm_start(m, *warm);
     if (!values.empty() && m.satisfied_by(values, 1e-6)) {

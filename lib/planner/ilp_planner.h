@@ -34,6 +34,9 @@
 // duration grows, and a group's price depends on its nodes alone, so they cannot be needed for
 // the optimum. A warm start whose configuration was dropped starts from one that dominates it.
 // Instances whose enumeration exceeds max_configs are refused, with the count, before pricing.
+// The time limit covers building and solving: the build stops with an error when it passes
+// it, and CBC gets what is left (it checks the clock between its steps, so a long root LP may
+// overrun it).
 
 #include <optional>
 #include <string>

@@ -213,6 +213,15 @@ TEST_CASE("the ILP counts its configurations before pricing them and keeps the u
       "the ILP would price {} group configurations, past its limit of {}", all.configs, all.configs - 1);
   CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, limited),
                        doctest::Contains(expected.c_str()), core::JobError);
+  // The time limit covers the build: with none left, it stops at its first look at the clock.
+  REQUIRE(all.configs > 4096);
+  planner::IlpParams no_time;
+  no_time.solve.time_limit = 0;
+  const std::string stopped =
+      fmt::format("the ILP's build passed the time limit of 0 s after pricing 4096 of {} group configurations",
+                  all.configs);
+  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, no_time), doctest::Contains(stopped.c_str()),
+                       core::JobError);
 }
 
 TEST_CASE("the ILP: infeasible instances and constraints") {
