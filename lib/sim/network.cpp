@@ -103,7 +103,7 @@ void Network::share() {
     for (std::size_t i = 0; i < flows_.size(); ++i) {
       if (!flows_[i].active) frozen_[i] = 1;
     }
-    std::vector<char> full(links, 0);
+    full_.assign(links, 0);
     for (;;) {
       unfrozen_fraction_.assign(links, 0.0);
       bool any = false;
@@ -121,7 +121,7 @@ void Network::share() {
         }
       }
       for (std::size_t l = 0; l < links; ++l) {
-        full[l] = unfrozen_fraction_[l] > 0 &&
+        full_[l] = unfrozen_fraction_[l] > 0 &&
                   std::max(0.0, remaining_capacity_[l]) / unfrozen_fraction_[l] <=
                       level * (1 + kTolerance);
       }
@@ -129,7 +129,7 @@ void Network::share() {
         if (frozen_[i]) continue;
         Flow& f = flows_[i];
         bool stops = f.max_rate <= level * (1 + kTolerance);
-        for (const Load& load : f.loads) stops = stops || full[load.link];
+        for (const Load& load : f.loads) stops = stops || full_[load.link];
         if (!stops) continue;
         f.rate = level;
         frozen_[i] = 1;
@@ -138,15 +138,15 @@ void Network::share() {
     }
   }
   // The links' traffic, reported where it changed.
-  std::vector<double> load(links, 0.0);
+  next_load_.assign(links, 0.0);
   for (const Flow& f : flows_) {
     if (!f.active) continue;
-    for (const Load& l : f.loads) load[l.link] += l.fraction * f.rate;
+    for (const Load& l : f.loads) next_load_[l.link] += l.fraction * f.rate;
   }
   for (std::size_t l = 0; l < links; ++l) {
-    if (load[l] != load_[l] && on_rate_) on_rate_(static_cast<int>(l), queue_.now(), load[l]);
+    if (next_load_[l] != load_[l] && on_rate_) on_rate_(static_cast<int>(l), queue_.now(), next_load_[l]);
   }
-  load_ = std::move(load);
+  load_.swap(next_load_);
   // The next transfer to drain.
   double next = std::numeric_limits<double>::infinity();
   for (const Flow& f : flows_) {

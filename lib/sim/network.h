@@ -96,6 +96,8 @@ class Network {
   std::vector<double> remaining_capacity_;
   std::vector<double> unfrozen_fraction_;
   std::vector<char> frozen_;
+  std::vector<char> full_;
+  std::vector<double> next_load_;
 };
 
 }  // namespace hetrl::sim
