@@ -63,15 +63,19 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
         planner::plan_ilp(model, models, options.ilp, start.found ? &start.plan : nullptr);
     const ilp::SolveResult& s = outcome.solve;
     if (!outcome.result.found) return outcome.result;  // the error says why, in one line
-    std::fprintf(stderr,
-                 "ilp: %s; objective %.6f s per iteration (the plan evaluates to %.6f s); bound %.6f; "
-                 "gap %.2g; %lld nodes; %lld configurations priced, %lld kept; %d columns, %d rows; build %.2f s, "
-                 "solve %.2f s%s\n",
-                 ilp::status_name(s.status), outcome.ilp_iteration_seconds,
-                 outcome.result.prediction.iteration_seconds, s.bound, s.gap, s.nodes,
-                 outcome.configs, outcome.kept_configs, outcome.columns, outcome.rows,
-                 outcome.build_seconds, s.seconds,
-                 outcome.warm_started ? "; warm-started from hybrid" : "");
+    const plan::Prediction& p = outcome.result.prediction;
+    const std::string objective =
+        options.ilp.objective == planner::Objective::kCostPerSample
+            ? fmt::format("objective {:.6f} $ per 1k samples (the plan evaluates to {:.6f})", s.objective,
+                          p.price_per_hour.value_or(0) / 3600.0 / p.samples_per_second * 1000.0)
+            : fmt::format("objective {:.6f} s per iteration (the plan evaluates to {:.6f} s)",
+                          outcome.ilp_iteration_seconds, p.iteration_seconds);
+    fmt::print(stderr,
+               "ilp: {}; {}; bound {:.6f}; gap {:.2g}; {} nodes; {} configurations priced, {} kept; "
+               "{} columns, {} rows; build {:.2f} s, solve {:.2f} s{}\n",
+               ilp::status_name(s.status), objective, s.bound, s.gap, s.nodes, outcome.configs,
+               outcome.kept_configs, outcome.columns, outcome.rows, outcome.build_seconds, s.seconds,
+               outcome.warm_started ? "; warm-started from hybrid" : "");
     return outcome.result;
   }
   if (name == "hybrid") {
@@ -133,7 +137,7 @@ int main(int argc, char** argv) {
   };
   const std::vector<CLI::Option*> hybrid_options = {
       app.add_option("--seed", options.hybrid.seed, "Hybrid: the search's seed")->capture_default_str(),
-      app.add_option("--objective", objective, "Hybrid: throughput, or cost (per sample)")
+      app.add_option("--objective", objective, "Hybrid and ILP: throughput, or cost (per sample)")
           ->check(CLI::IsMember({"throughput", "cost"}))->capture_default_str(),
       app.add_option("--budget-per-hour", budget, "Hybrid: the most the plan's GPUs may cost, USD per hour")
           ->check(CLI::PositiveNumber),
@@ -169,13 +173,10 @@ int main(int argc, char** argv) {
     }
     options.hybrid.time_limit = time_limit;
     options.ilp.solve.time_limit = time_limit;
-    options.hybrid.objective =
+    options.hybrid.objective = options.ilp.objective =
         objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
     if (budget > 0) options.hybrid.budget_per_hour = options.ilp.budget_per_hour = budget;
     if (min_throughput > 0) options.hybrid.min_throughput = options.ilp.min_throughput = min_throughput;
-    if (options.planner == "ilp" && objective == "cost") {
-      apps::usage_error("the ILP planner optimises throughput; use --budget-per-hour for cost, or the hybrid planner's --objective cost");
-    }
     options.show_progress = ::isatty(STDERR_FILENO) != 0;
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);

@@ -22,6 +22,9 @@
 
 namespace hetrl::planner {
 
+// What the searching planners optimise: samples per second, or dollars per sample.
+enum class Objective { kThroughput, kCostPerSample };
+
 struct PlannerResult {
   bool found = false;
   plan::Plan plan;

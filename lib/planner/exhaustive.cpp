@@ -69,6 +69,19 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
         "fewer nodes or tasks, or another planner",
         count > params.max_plans * 16 ? "over " : "", count, params.max_plans));
   }
+  const bool cost = params.objective == Objective::kCostPerSample;
+  if (cost) {
+    for (const hw::Node& node : model.cluster().nodes) {
+      if (!model.cluster().node_price_per_hour(node)) {
+        throw core::InputError("the cost objective needs a price for every node");
+      }
+    }
+  }
+  // Whether prediction a beats b (both feasible).
+  auto better = [cost](const plan::Prediction& a, const plan::Prediction& b) {
+    if (!cost) return a.samples_per_second > b.samples_per_second;
+    return *a.price_per_hour / a.samples_per_second < *b.price_per_hour / b.samples_per_second;
+  };
   PlannerResult result;
   plan::Evaluator evaluator(model);
   plan::Plan candidate;
@@ -90,8 +103,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
               balance_shares(evaluator, candidate, 1);
               const plan::Prediction& prediction = evaluator.evaluate(candidate);
               ++result.evaluations;
-              if (prediction.feasible &&
-                  (!result.found || prediction.samples_per_second > result.prediction.samples_per_second)) {
+              if (prediction.feasible && (!result.found || better(prediction, result.prediction))) {
                 result.found = true;
                 result.plan = candidate;
                 result.prediction = prediction;

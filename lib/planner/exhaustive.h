@@ -13,6 +13,7 @@ namespace hetrl::planner {
 
 struct ExhaustiveParams {
   SearchSpace space;
+  Objective objective = Objective::kThroughput;  // cost needs a price for every node
   long long max_plans = 2'000'000;
 };
 

@@ -35,8 +35,6 @@
 
 namespace hetrl::planner {
 
-enum class Objective { kThroughput, kCostPerSample };
-
 struct HybridParams {
   SearchSpace space;
   int max_groups = 3;

@@ -40,6 +40,7 @@ struct GroupVars {
   std::vector<int> tasks;
   std::vector<int> allocations;             // indices into Builder::allocations_
   std::vector<int> a;                       // column per allocation
+  std::vector<int> w;                       // cost objective: T when the allocation is chosen
   std::vector<std::vector<int>> x;          // columns per allocation and configuration
   std::vector<const std::vector<Config>*> configs;  // per allocation
 };
@@ -409,7 +410,32 @@ ilp::Model Builder::build() {
     for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, sign * seconds);
     return terms;
   };
-  t_ = m.add_continuous("T", 0, big_m, 1.0);
+  const bool cost_objective = params_.objective == Objective::kCostPerSample;
+  t_ = m.add_continuous("T", 0, big_m, cost_objective ? 0.0 : 1.0);
+  if (cost_objective) {
+    // Dollars per 1,000 samples = price per hour x T / 3600 / samples x 1000, with the price
+    // the sum over chosen allocations: a product of T and binaries, linearised exactly by
+    // w_{p,g,a} >= T - big_m (1 - a_{p,g,a}), w >= 0 (at the optimum w = T x a).
+    const double per_dollar_second = 1000.0 / 3600.0 / w.samples_per_iteration();
+    for (std::size_t p = 0; p < groups_.size(); ++p) {
+      for (std::size_t g = 0; g < groups_[p].size(); ++g) {
+        GroupVars& vars = groups_[p][g];
+        for (std::size_t i = 0; i < vars.a.size(); ++i) {
+          const Allocation& a = allocations_[vars.allocations[i]];
+          if (!a.priced) {
+            throw core::InputError(
+                "the cost objective needs a price for every node; give prices in the cluster file "
+                "or with hetrl-cluster build --gpu-price");
+          }
+          const int column = m.add_continuous(fmt::format("w_p{}_g{}_a{}", p, g, vars.allocations[i]),
+                                              0, big_m, a.price * per_dollar_second);
+          vars.w.push_back(column);
+          m.add_greater_equal(fmt::format("w_p{}_g{}_a{}_T", p, g, vars.allocations[i]),
+                              {{column, 1.0}, {t_, -1.0}, {vars.a[i], -big_m}}, -big_m);
+        }
+      }
+    }
+  }
   const bool async = w.mode == workload::Mode::kAsync;
   const double staleness = async ? w.max_staleness : 0;
   for (std::size_t e = 0; e < graph.edges.size(); ++e) {
@@ -611,6 +637,12 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
   const double lowest = *std::min_element(starts.begin(), starts.end());
   for (int t = 0; t < n; ++t) values[start_[t]] = starts[t] - lowest;
   values[t_] = iteration;
+  for (std::size_t g = 0; g < k; ++g) {
+    const GroupVars& vars = groups_[p][g];
+    for (std::size_t i = 0; i < vars.w.size(); ++i) {
+      if (vars.allocations[i] == allocation[g]) values[vars.w[i]] = iteration;
+    }
+  }
   return values;
 }
 

@@ -27,7 +27,10 @@
 //   Objective  minimise T, the period (samples/s = samples / T). The durations D are sums of
 //            x and z times their priced values and the evaluator takes the same periodic
 //            schedule, so for the space's plans T equals the evaluator's iteration time: the
-//            objective is exact.
+//            objective is exact. With the cost objective, minimise dollars per 1,000 samples,
+//            sum price(a) w_{p,g,a} 1000 / 3600 / samples, where w_{p,g,a} >= T - M (1 -
+//            a_{p,g,a}), w >= 0 is T when the allocation is chosen and 0 otherwise (exact:
+//            prices are not negative and M bounds T).
 //
 // Configurations that are no faster than another of the same group and allocation in every
 // task (and the weight reshard) are dropped as they are priced: the period never shrinks when a
@@ -49,6 +52,7 @@ namespace hetrl::planner {
 
 struct IlpParams {
   SearchSpace space;
+  Objective objective = Objective::kThroughput;
   ilp::SolveParams solve;
   std::optional<double> budget_per_hour;
   std::optional<double> min_throughput;

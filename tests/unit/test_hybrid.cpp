@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <random>
 
 #include "core/clock.h"
@@ -193,6 +194,36 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
     }
   }
   CHECK(compared == 50);
+}
+
+TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum on 20 priced instances") {
+  std::mt19937 rng(77);
+  int compared = 0;
+  for (int i = 0; compared < 20 && i < 200; ++i) {
+    RandomInstance x = random_instance(rng);
+    // Test prices per GPU-hour, one per type.
+    const std::map<std::string, double> prices{
+        {"A100-SXM-80G", 4.1}, {"H100-SXM", 6.9}, {"L40S", 2.0}, {"L4", 0.8}, {"A10G", 1.0}};
+    for (hw::GpuSpec& g : x.cluster.gpu_types) g.price_per_hour = prices.at(g.name);
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    planner::ExhaustiveParams ep;
+    ep.objective = planner::Objective::kCostPerSample;
+    if (planner::exhaustive_plan_count(model, catalogs().models, ep) > 6000) continue;
+    const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, ep);
+    planner::IlpParams ip;
+    ip.objective = planner::Objective::kCostPerSample;
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip);
+    CAPTURE(x.description);
+    REQUIRE(truth.found == ilp.result.found);
+    if (!truth.found) continue;
+    ++compared;
+    REQUIRE(ilp.solve.status == ilp::Status::kOptimal);
+    auto per_1k = [](const plan::Prediction& p) { return *p.price_per_hour / 3600.0 / p.samples_per_second * 1000.0; };
+    CHECK(per_1k(ilp.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
+    // The objective is exact: dollars per 1,000 samples as the evaluator prices the plan.
+    CHECK(ilp.solve.objective == doctest::Approx(per_1k(ilp.result.prediction)).epsilon(1e-6));
+  }
+  CHECK(compared == 20);
 }
 
 TEST_CASE("the ILP counts its configurations before pricing them and keeps the undominated") {
