@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
       app.add_option("--seed", options.hybrid.seed, "Hybrid: the search's seed")->capture_default_str(),
       app.add_option("--objective", objective, "Hybrid and ILP: throughput, or cost (per sample)")
           ->check(CLI::IsMember({"throughput", "cost"}))->capture_default_str(),
-      app.add_option("--budget-per-hour", budget, "Hybrid: the most the plan's GPUs may cost, USD per hour")
+      app.add_option("--budget-per-hour", budget, "Hybrid and ILP: the most the plan's GPUs may cost, USD per hour")
           ->check(CLI::PositiveNumber),
-      app.add_option("--min-throughput", min_throughput, "Hybrid: the least samples/s a plan must reach")
+      app.add_option("--min-throughput", min_throughput, "Hybrid and ILP: the least samples/s a plan must reach")
           ->check(CLI::PositiveNumber),
       app.add_option("--max-groups", options.hybrid.max_groups, "Hybrid: the most groups a plan may have")
           ->check(CLI::Range(1, 8))->capture_default_str(),
