@@ -420,6 +420,9 @@ ilp::Model Builder::build() {
     for (std::size_t p = 0; p < groups_.size(); ++p) {
       for (std::size_t g = 0; g < groups_[p].size(); ++g) {
         GroupVars& vars = groups_[p][g];
+        // The chosen partition's groups each carry T on one allocation: sum_a w >= T - M (1 -
+        // y_p), and w <= T, w <= M a (valid for w = T a; they tighten the LP bound).
+        Terms carried{{t_, -1.0}, {y_[p], -big_m}};
         for (std::size_t i = 0; i < vars.a.size(); ++i) {
           const Allocation& a = allocations_[vars.allocations[i]];
           if (!a.priced) {
@@ -432,7 +435,13 @@ ilp::Model Builder::build() {
           vars.w.push_back(column);
           m.add_greater_equal(fmt::format("w_p{}_g{}_a{}_T", p, g, vars.allocations[i]),
                               {{column, 1.0}, {t_, -1.0}, {vars.a[i], -big_m}}, -big_m);
+          m.add_less_equal(fmt::format("w_p{}_g{}_a{}_le_T", p, g, vars.allocations[i]),
+                           {{column, 1.0}, {t_, -1.0}}, 0);
+          m.add_less_equal(fmt::format("w_p{}_g{}_a{}_le_a", p, g, vars.allocations[i]),
+                           {{column, 1.0}, {vars.a[i], -big_m}}, 0);
+          carried.emplace_back(column, 1.0);
         }
+        m.add_greater_equal(fmt::format("carries_T_p{}_g{}", p, g), carried, -big_m);
       }
     }
   }
