@@ -30,7 +30,8 @@
 //            objective is exact. With the cost objective, minimise dollars per 1,000 samples,
 //            sum price(a) w_{p,g,a} 1000 / 3600 / samples, where w_{p,g,a} >= T - M (1 -
 //            a_{p,g,a}), w >= 0 is T when the allocation is chosen and 0 otherwise (exact:
-//            prices are not negative and M bounds T).
+//            prices are not negative and M bounds T); w <= T, w <= M a and sum_a w_{p,g,a} >=
+//            T - M (1 - y_p) for each group tighten the relaxation.
 //
 // Configurations that are no faster than another of the same group and allocation in every
 // task (and the weight reshard) are dropped as they are priced: the period never shrinks when a
