@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "core/error.h"
 #include "planner/layout.h"
 
 namespace hetrl::planner {
@@ -93,6 +94,14 @@ std::string strategy_text(const Strategy& s) {
 }
 
 }  // namespace
+
+void require_prices(const hw::Cluster& cluster, Objective objective, bool budget) {
+  if ((objective == Objective::kCostPerSample || budget) && !cluster.price_per_hour()) {
+    throw core::InputError(
+        "the cost objective and --budget-per-hour need a price for every node; give prices in the "
+        "cluster file (gpu_types, price_per_hour_usd) or with hetrl-cluster --gpu-price");
+  }
+}
 
 std::vector<int> all_nodes(const hw::Cluster& cluster) {
   std::vector<int> nodes(cluster.nodes.size());

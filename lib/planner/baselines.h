@@ -44,4 +44,8 @@ PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::Mod
 // All nodes of the cluster.
 std::vector<int> all_nodes(const hw::Cluster& cluster);
 
+// Throws core::InputError when the cost objective or a budget is asked for and some node has
+// no price.
+void require_prices(const hw::Cluster& cluster, Objective objective, bool budget);
+
 }  // namespace hetrl::planner

@@ -69,14 +69,8 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
         "fewer nodes or tasks, or another planner",
         count > params.max_plans * 16 ? "over " : "", count, params.max_plans));
   }
+  require_prices(model.cluster(), params.objective, false);
   const bool cost = params.objective == Objective::kCostPerSample;
-  if (cost) {
-    for (const hw::Node& node : model.cluster().nodes) {
-      if (!model.cluster().node_price_per_hour(node)) {
-        throw core::InputError("the cost objective needs a price for every node");
-      }
-    }
-  }
   // Whether prediction a beats b (both feasible).
   auto better = [cost](const plan::Prediction& a, const plan::Prediction& b) {
     if (!cost) return a.samples_per_second > b.samples_per_second;

@@ -13,7 +13,7 @@ namespace hetrl::planner {
 
 struct ExhaustiveParams {
   SearchSpace space;
-  Objective objective = Objective::kThroughput;  // cost needs a price for every node
+  Objective objective = Objective::kThroughput;  // cost: throws core::InputError unless every node has a price
   long long max_plans = 2'000'000;
 };
 

@@ -490,12 +490,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
 PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
                           const HybridParams& params, const core::Clock& clock,
                           const std::function<void(const SearchProgress&)>& progress) {
-  const bool needs_prices = params.objective == Objective::kCostPerSample || params.budget_per_hour;
-  if (needs_prices && !model.cluster().price_per_hour()) {
-    throw core::InputError(
-        "the cost objective and --budget-per-hour need a price for every node; give prices in the "
-        "cluster file (gpu_types, price_per_hour_usd) or with hetrl-cluster --gpu-price");
-  }
+  require_prices(model.cluster(), params.objective, params.budget_per_hour.has_value());
   Search search(model, models, params, clock);
   return search.run(progress);
 }

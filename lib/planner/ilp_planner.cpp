@@ -30,8 +30,7 @@ struct Allocation {
   std::vector<int> nodes;   // representative nodes, by class then index
   cost::CostModel::GpuSet set;
   std::vector<int> gpus_per_node;
-  double price = 0;
-  bool priced = true;
+  double price = 0;  // USD per hour
   double slowest_nic = 0;
   int node_count = 0;
 };
@@ -146,12 +145,8 @@ void Builder::enumerate_allocations() {
         const int node = classes_[cls][i];
         a.nodes.push_back(node);
         a.gpus_per_node[node] = cluster.nodes[node].gpu_count;
-        const std::optional<double> price = cluster.node_price_per_hour(cluster.nodes[node]);
-        if (price) {
-          a.price += *price;
-        } else {
-          a.priced = false;
-        }
+        // Unpriced nodes count 0: the cost objective and a budget require every price.
+        a.price += cluster.node_price_per_hour(cluster.nodes[node]).value_or(0.0);
         slowest = std::min(slowest, cluster.nodes[node].nic_bandwidth);
       }
     }
@@ -425,11 +420,6 @@ ilp::Model Builder::build() {
         Terms carried{{t_, -1.0}, {y_[p], -big_m}};
         for (std::size_t i = 0; i < vars.a.size(); ++i) {
           const Allocation& a = allocations_[vars.allocations[i]];
-          if (!a.priced) {
-            throw core::InputError(
-                "the cost objective needs a price for every node; give prices in the cluster file "
-                "or with hetrl-cluster build --gpu-price");
-          }
           const int column = m.add_continuous(fmt::format("w_p{}_g{}_a{}", p, g, vars.allocations[i]),
                                               0, big_m, a.price * per_dollar_second);
           vars.w.push_back(column);
@@ -493,7 +483,6 @@ ilp::Model Builder::build() {
       for (const GroupVars& vars : gv) {
         for (std::size_t i = 0; i < vars.a.size(); ++i) {
           const Allocation& a = allocations_[vars.allocations[i]];
-          if (!a.priced) throw core::InputError("--budget-per-hour needs a price for every node");
           cost.emplace_back(vars.a[i], a.price);
         }
       }
@@ -693,6 +682,7 @@ long long ilp_configuration_count(const cost::CostModel& model, const workload::
 
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm) {
+  require_prices(model.cluster(), params.objective, params.budget_per_hour.has_value());
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(params.solve.time_limit));

@@ -82,8 +82,8 @@ long long ilp_configuration_count(const cost::CostModel& model, const workload::
                                   const IlpParams& params);
 
 // `warm` (a plan of the same space, e.g. hybrid's) starts the search when given. Throws
-// core::JobError when the instance is too large, core::InputError when a budget needs prices
-// the cluster lacks.
+// core::JobError when the instance is too large, core::InputError when the cost objective or a
+// budget needs prices the cluster lacks.
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm = nullptr);
 

@@ -40,6 +40,14 @@ inline workload::Workload ppo(const std::string& model, int prompts, int prompt,
   return w;
 }
 
+// The same workload with lognormal response lengths of this mean and maximum.
+inline workload::Workload long_tailed(workload::Workload w, double mean_tokens, int max_tokens) {
+  w.response.kind = workload::LengthKind::kLognormal;
+  w.response.mean_tokens = mean_tokens;
+  w.response.max_tokens = max_tokens;
+  return w;
+}
+
 struct Fixture {
   hw::Cluster cluster;
   workload::Workload workload;

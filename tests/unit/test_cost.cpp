@@ -128,10 +128,7 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
 TEST_CASE("each generation replica drains to the iteration's expected longest response") {
   // 64 prompts with long-tailed responses; a replica with one of them still runs until the
   // longest of all 64 is expected to end, as the slowest replica does.
-  workload::Workload w = ppo("Qwen2.5-7B", 64, 512, 512, 1);
-  w.response.kind = workload::LengthKind::kLognormal;
-  w.response.mean_tokens = 1000;
-  w.response.max_tokens = 8192;
+  const workload::Workload w = long_tailed(ppo("Qwen2.5-7B", 64, 512, 512, 1), 1000, 8192);
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
   const std::vector<cost::Stage> one{{0, 1, 28}};
   const std::vector<double> budget{60 * core::kGiB};
@@ -223,10 +220,7 @@ TEST_CASE("DP gradient sync crosses the slowest link; transfers share zone links
 }
 
 TEST_CASE("response lengths: the expected longest grows with the batch") {
-  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
-  w.response.kind = workload::LengthKind::kLognormal;
-  w.response.mean_tokens = 1000;
-  w.response.max_tokens = 8192;
+  const workload::Workload w = long_tailed(ppo("Qwen2.5-0.5B", 64, 512, 512, 1), 1000, 8192);
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
   const double one = f.model.expected_max_length(1);
   const double many = f.model.expected_max_length(1000);
