@@ -221,6 +221,15 @@ double CostModel::concurrent_sequences(int task, std::span<const Stage> stages,
   return std::max(1.0, kv_capacity_tokens(task, stages, kv_budget) / (prompt_ + mean_response_));
 }
 
+double CostModel::generation_floor(int task, std::span<const Stage> stages) const {
+  thread_local DecodeStages per_stage;
+  decode_stages(task, stages, per_stage);
+  double step = 0;
+  for (const DecodeStage& d : per_stage) step += d.weight_seconds + d.tp_fixed + d.p2p_fixed;
+  // The quadrature adds `points` steps of longest / points each: allow for its rounding.
+  return expected_max_length(samples_) * step * (1 - 1e-12);
+}
+
 double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
                                      std::span<const double> kv_budget, Breakdown& out) const {
   if (samples <= 0) return 0;

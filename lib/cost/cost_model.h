@@ -217,6 +217,10 @@ class CostModel {
                             std::span<const double> kv_budget) const;
   double concurrent_sequences(int task, std::span<const Stage> stages,
                               std::span<const double> kv_budget) const;
+  // A floor under a generation replica's seconds for any positive number of samples and any
+  // KV budget: each of the expected longest response's decode steps streams every stage's
+  // weights and pays its fixed collective and send costs (planners bound with it).
+  double generation_floor(int task, std::span<const Stage> stages) const;
 
  private:
   double generation_seconds(int task, std::span<const Stage> stages, double samples,

@@ -145,6 +145,34 @@ TEST_CASE("each generation replica drains to the iteration's expected longest re
         doctest::Approx(longest * (weights + (512 + longest / 2) * kv_per_token) / bandwidth).epsilon(1e-9));
 }
 
+TEST_CASE("the generation floor is the weights streamed once per step of the longest response") {
+  const workload::Workload w = long_tailed(ppo("Qwen2.5-7B", 256, 512, 1024, 1), 1000, 8192);
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
+  const int generate = f.task("generate");
+  const double weights = 2.0 * 7615616512.0;
+  const double bandwidth = 2039e9 * 0.75;
+  const double longest = f.model.expected_max_length(256);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  CHECK(f.model.generation_floor(generate, one) == doctest::Approx(longest * weights / bandwidth).epsilon(1e-9));
+  // Under every replica's time, whatever its share and cache; TP and PP replicas pay their
+  // collectives' and sends' fixed costs too, and the floor stays under them.
+  const std::vector<std::vector<cost::Stage>> layouts{
+      one, {{0, 2, 28}}, {{0, 4, 28}}, {{0, 1, 14}, {0, 1, 14}}, {{0, 2, 14}, {0, 2, 14}}};
+  for (const auto& stages : layouts) {
+    const double floor = f.model.generation_floor(generate, stages);
+    CHECK(floor > 0);
+    for (double samples : {1.0, 7.0, 64.0, 256.0}) {
+      for (double gib = 0.5; gib <= 70; gib *= 1.7) {
+        const std::vector<double> budget(stages.size(), gib * core::kGiB);
+        cost::Breakdown b;
+        CAPTURE(samples);
+        CAPTURE(gib);
+        CHECK(floor <= f.model.replica_seconds(generate, stages, samples, 1, {}, budget, b));
+      }
+    }
+  }
+}
+
 TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by hand") {
   // Qwen2.5-0.5B, 64 samples of 512 + 512 tokens, 2 mini-batches, on one A100 (TP 1, PP 1).
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
