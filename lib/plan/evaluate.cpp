@@ -123,6 +123,7 @@ bool Evaluator::check_memory(const Plan& plan) {
   const workload::TaskGraph& graph = model_.graph();
   budget_offset_.clear();
   budgets_all_.clear();
+  gpu_memory_.clear();
   placement_slots_.clear();
   // A task uses each GPU of its group at most once.
   std::size_t bound = 0;
@@ -205,6 +206,7 @@ bool Evaluator::check_memory(const Plan& plan) {
         use.activations = transient_[i].activations;
       }
       budgets_all_.push_back(use.capacity - resident);
+      gpu_memory_.push_back(use);
       const double headroom = use.capacity - use.used();
       if (headroom < tightest) {
         tightest = headroom;

@@ -12,6 +12,7 @@
 // steady-state schedule (plan/periodic.h), what a long simulated run converges to.
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,16 @@ class Evaluator {
   // their terms.
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
+  // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation;
+  // complete when that plan fit, up to the first GPU over its capacity otherwise.
+  std::span<const MemoryUse> gpu_memory(int group) const {
+    const std::size_t first = budget_offset_[group];
+    const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())
+                                ? static_cast<std::size_t>(budget_offset_[group + 1])
+                                : gpu_memory_.size();
+    return {gpu_memory_.data() + first, end - first};
+  }
+
  private:
   // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
   // order of its replicas, stages and devices (what task_seconds reads).
@@ -123,6 +134,7 @@ class Evaluator {
   std::vector<double> all_budgets_;  // per stage in all_stages_: memory left for a KV cache
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
+  std::vector<MemoryUse> gpu_memory_;  // per group and GPU, like budgets_all_
   std::vector<ModelMemory> cells_;   // per GPU slot and model
   std::vector<Transient> transient_;  // per GPU slot
   std::vector<int> device_slots_;     // every placement's GPUs as slots of their group
