@@ -124,7 +124,10 @@ const char* status_name(Status status) {
   return "error";
 }
 
-SolveResult solve(const Model& model, const SolveParams& params) {
+namespace {
+
+// One run of CBC's standard solver on `model`, with or without its preprocessing.
+SolveResult run_cbc(const Model& model, const SolveParams& params, double seconds_left, bool preprocess) {
   const auto start = std::chrono::steady_clock::now();
   const double sign = model.sense() == Sense::kMaximize ? -1.0 : 1.0;
   const int n = static_cast<int>(model.columns().size());
@@ -140,7 +143,7 @@ SolveResult solve(const Model& model, const SolveParams& params) {
   }
   CbcMain0(cbc);
   cbc.setLogLevel(params.log ? 1 : 0);
-  const std::string seconds = fmt::format("{}", std::max(0.01, params.time_limit));
+  const std::string seconds = fmt::format("{}", std::max(0.01, seconds_left));
   const std::string gap = fmt::format("{}", std::max(0.0, params.relative_gap));
   const std::string threads = fmt::format("{}", std::max(1, params.threads));
   const std::string log = params.log ? "1" : "0";
@@ -150,6 +153,10 @@ SolveResult solve(const Model& model, const SolveParams& params) {
   if (params.threads > 1) {
     argv.push_back("-threads");
     argv.push_back(threads.c_str());
+  }
+  if (!preprocess) {
+    argv.push_back("-preprocess");
+    argv.push_back("off");
   }
   argv.push_back("-solve");
   argv.push_back("-quit");
@@ -184,6 +191,29 @@ SolveResult solve(const Model& model, const SolveParams& params) {
                                                    : std::abs(result.objective - result.bound) / scale;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace
+
+SolveResult solve(const Model& model, const SolveParams& params) {
+  SolveResult result = run_cbc(model, params, params.time_limit, true);
+  // CBC's preprocessing can fail to map its solution back to the model ("postprocessed model
+  // is infeasible - possible tolerance issue") and then report a worse one than the start it
+  // was given, as optimal. Where that shows, solve again without preprocessing.
+  const bool warm = !params.warm_start.empty() && params.warm_start.size() == model.columns().size() &&
+                    model.satisfied_by(params.warm_start);
+  if (warm) {
+    const double sign = model.sense() == Sense::kMaximize ? -1.0 : 1.0;
+    const double start = model.objective_of(params.warm_start);
+    const bool lost = result.values.empty() ||
+                      sign * (result.objective - start) > 1e-9 * std::max(1.0, std::abs(start));
+    if (lost) {
+      SolveResult again = run_cbc(model, params, params.time_limit - result.seconds, false);
+      again.seconds += result.seconds;
+      result = std::move(again);
+    }
+  }
   return result;
 }
 
