@@ -71,7 +71,7 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
             : fmt::format("objective {:.6f} s per iteration (the plan evaluates to {:.6f} s)",
                           outcome.ilp_iteration_seconds, p.iteration_seconds);
     fmt::print(stderr,
-               "ilp: {}; {}; bound {:.6f}; gap {:.2g}; {} nodes; {} configurations priced, {} kept; "
+               "ilp: {}; {}; bound {:.6f}; gap {:.2g}; {} nodes; {} configurations composed, {} kept; "
                "{} columns, {} rows; build {:.2f} s, solve {:.2f} s{}\n",
                ilp::status_name(s.status), objective, s.bound, s.gap, s.nodes, outcome.configs,
                outcome.kept_configs, outcome.columns, outcome.rows, outcome.build_seconds, s.seconds,

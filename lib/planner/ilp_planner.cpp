@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "plan/periodic.h"
@@ -23,6 +24,51 @@ struct Config {
   std::vector<TaskChoice> choices;  // per task of the group
   std::vector<double> seconds;      // per task of the group
   double reshard = 0;               // the weight sync when it stays inside the group
+};
+
+// One strategy of one task on one allocation, priced with the task alone in the group.
+struct Option {
+  TaskChoice choice;
+  double seconds = 0;  // generation: a floor (its time depends on the memory others leave)
+  int signature = 0;   // the task's options with the same resident memory share one
+  std::vector<double> resident;   // per GPU of the allocation: weights, gradients, optimizer
+  std::vector<double> transient;  // per GPU: activations, or the least KV cache
+};
+
+struct VectorHash {
+  std::size_t operator()(const std::vector<int>& v) const {
+    std::size_t h = 1469598103934665603ULL;
+    for (int x : v) h = (h ^ static_cast<std::size_t>(x)) * 1099511628211ULL;
+    return h;
+  }
+};
+
+struct GenerationPrice {
+  bool fits = false;
+  double seconds = 0;
+  double reshard = 0;
+};
+
+// The state of the enumeration of one group's configurations on one allocation: per depth of
+// the search, the memory so far on every GPU (per model, in total, and the largest transient).
+struct Search {
+  std::vector<int> tasks;
+  int allocation = 0;
+  double cap = 0;   // the group's busy time may not exceed this
+  int generate = -1;  // position of generation in `tasks`, or -1
+  std::vector<int> order;  // the other positions, searched in this order
+  std::vector<const std::vector<Option>*> options;  // per position
+  std::vector<int> model_of;  // per position: the model's index in the group
+  std::vector<bool> additive;  // per position: its model is trained here (memory adds up)
+  std::vector<bool> counted;   // per position: its weights count (not a trained model's pass)
+  int models = 0, slots = 0;
+  std::vector<double> capacity;  // per GPU
+  std::vector<std::vector<double>> acc, total, transient;  // per depth
+  std::vector<double> rest_floor;  // per depth: the least time the tasks from there on take
+  std::vector<int> pick;           // per position: the option chosen
+  std::vector<int> key;
+  std::unordered_map<std::vector<int>, GenerationPrice, VectorHash> generation;
+  std::vector<Config> front;
 };
 
 struct Allocation {
@@ -42,6 +88,8 @@ struct GroupVars {
   std::vector<int> w;                       // cost objective: T when the allocation is chosen
   std::vector<std::vector<int>> x;          // columns per allocation and configuration
   std::vector<const std::vector<Config>*> configs;  // per allocation
+  std::vector<Terms> duration;  // per task of the group: its duration over the group's columns
+  Terms busy;                   // the sum of its tasks' durations
 };
 
 class Builder {
@@ -52,6 +100,7 @@ class Builder {
         classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())),
         deadline_(deadline) {
     enumerate_allocations();
+    busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
     const workload::TaskGraph& graph = model.graph();
     partitions_ = partitions(gpu_task_list(graph));
     for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
@@ -66,11 +115,15 @@ class Builder {
     }
   }
 
+  // Bounds the groups' busy time by the minimum throughput and by `warm`, when it is a whole
+  // plan of the space that meets the constraints: no configuration a better plan could use
+  // is lost. Call before build().
+  void bound_by(const plan::Plan* warm);
   ilp::Model build();
   // The plan of a solution; false when the solution is not a whole plan.
   bool decode(const std::vector<double>& values, plan::Plan& out);
 
-  long long configs() const { return priced_configs_; }
+  long long configs() const { return composed_configs_; }
   long long kept_configs() const {
     long long kept = 0;
     for (const auto& [key, configs] : cache_) kept += static_cast<long long>(configs.size());
@@ -87,8 +140,13 @@ class Builder {
   // other is at least as fast as in every task (and the reshard).
   const std::vector<Config>& configs_for(const std::vector<int>& tasks, int allocation);
   const std::vector<TaskChoice>& choices_for(int task, int allocation);
-  // Configurations the enumeration would price: for every distinct group of the partitions and
-  // every allocation, the product of its tasks' strategy counts.
+  // The task's strategies on an allocation that fit alone, priced alone, fastest first.
+  const std::vector<Option>& options_for(int task, int allocation);
+  bool add_option(Search& s, std::size_t depth, int i, const Option& o);
+  void descend(Search& s, std::size_t depth, double busy);
+  void leaf(Search& s, double busy);
+  // The space's configurations: for every distinct group of the partitions and every
+  // allocation, the product of its tasks' strategy counts.
 
  public:
   long long count_configs();
@@ -110,8 +168,14 @@ class Builder {
   std::vector<Allocation> allocations_;
   std::map<std::pair<std::vector<int>, int>, std::vector<Config>> cache_;
   std::map<std::pair<int, int>, std::vector<TaskChoice>> choices_;  // (task, allocation)
-  long long priced_configs_ = 0;
-  long long to_price_ = 0;
+  std::map<std::pair<int, int>, std::vector<Option>> options_;      // (task, allocation)
+  Search search_;
+  plan::Plan scratch_;
+  // Per allocation: the most a group on it may be busy per iteration and still be part of a
+  // plan better than the incumbent (a group runs its tasks in turn, so the period is at least
+  // their sum); infinite without an incumbent.
+  std::vector<double> busy_cap_;
+  long long composed_configs_ = 0;
   // The build stops here: the time limit covers building and solving.
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
   int sync_ = -1, sync_train_ = -1, sync_generate_ = -1;
@@ -124,6 +188,74 @@ class Builder {
   std::vector<int> start_;
   int t_ = -1;
 };
+
+void Builder::bound_by(const plan::Plan* warm) {
+  const workload::Workload& w = model_.workload();
+  const double slack = 1 + 1e-9;
+  busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
+  if (params_.min_throughput) {
+    std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.min_throughput * slack);
+  }
+  if (!warm) return;
+  // The warm plan as the space lays it out: its groups' tasks and nodes (by class, as the
+  // allocations order them) with its strategies, each of which must be one of the space's.
+  std::vector<int> class_of(model_.cluster().nodes.size(), -1);
+  for (std::size_t c = 0; c < classes_.size(); ++c) {
+    for (int node : classes_[c]) class_of[node] = static_cast<int>(c);
+  }
+  std::vector<GroupChoice> groups;
+  std::vector<int> placed;
+  std::vector<int> gpus_used(model_.cluster().nodes.size(), 0);
+  for (const plan::Group& g : warm->groups) {
+    GroupChoice& choice = groups.emplace_back();
+    for (const plan::Gpu& gpu : g.gpus) {
+      if (gpu.node < 0 || gpu.node >= static_cast<int>(gpus_used.size())) return;
+      ++gpus_used[gpu.node];
+      if (std::find(choice.nodes.begin(), choice.nodes.end(), gpu.node) == choice.nodes.end()) {
+        choice.nodes.push_back(gpu.node);
+      }
+    }
+    // The space gives groups whole nodes.
+    for (int node : choice.nodes) {
+      if (gpus_used[node] != model_.cluster().nodes[node].gpu_count) return;
+    }
+    std::stable_sort(choice.nodes.begin(), choice.nodes.end(),
+                     [&](int a, int b) { return class_of[a] < class_of[b]; });
+    for (const plan::TaskPlacement& t : g.tasks) {
+      if (t.replicas.empty()) return;
+      TaskChoice c{static_cast<int>(t.replicas.front().stages.front().devices.size()),
+                   static_cast<int>(t.replicas.front().stages.size()), t.train};
+      const std::vector<TaskChoice> space = task_choices(model_, models_, params_.space, t.task, choice.nodes);
+      const bool known = std::any_of(space.begin(), space.end(), [&](const TaskChoice& x) {
+        return x.tp == c.tp && x.pp == c.pp && x.train.zero_stage == c.train.zero_stage &&
+               x.train.recompute == c.train.recompute;
+      });
+      if (!known) return;
+      choice.tasks.push_back(t.task);
+      choice.choices.push_back(c);
+      placed.push_back(t.task);
+    }
+  }
+  std::sort(placed.begin(), placed.end());
+  if (placed != gpu_task_list(model_.graph())) return;
+  plan::Plan p;
+  if (!realize(model_, models_, groups, p) || balance_shares(evaluator_, p, 1) <= 0) return;
+  const plan::Prediction& prediction = evaluator_.evaluate(p);
+  const double period = prediction.iteration_seconds;
+  const double price = prediction.price_per_hour.value_or(0.0);
+  if (params_.budget_per_hour && price > *params_.budget_per_hour) return;
+  if (params_.min_throughput && prediction.samples_per_second < *params_.min_throughput) return;
+  for (std::size_t a = 0; a < allocations_.size(); ++a) {
+    double cap = busy_cap_[a];
+    if (params_.objective == Objective::kThroughput) {
+      cap = std::min(cap, period * slack);
+    } else if (allocations_[a].price > 0) {
+      // Dollars per sample grow with the price of every group and with the period.
+      cap = std::min(cap, price * period / allocations_[a].price * slack);
+    }
+    busy_cap_[a] = cap;
+  }
+}
 
 void Builder::enumerate_allocations() {
   const hw::Cluster& cluster = model_.cluster();
@@ -157,47 +289,230 @@ void Builder::enumerate_allocations() {
   }
 }
 
+const std::vector<Option>& Builder::options_for(int task, int allocation) {
+  const auto key = std::make_pair(task, allocation);
+  const auto found = options_.find(key);
+  if (found != options_.end()) return found->second;
+  std::vector<Option>& out = options_[key];
+  const bool generate = model_.graph().tasks[task].kind == TaskKind::kGenerate;
+  std::vector<GroupChoice> group(1);
+  group[0].tasks = {task};
+  group[0].nodes = allocations_[allocation].nodes;
+  plan::Plan p;
+  std::map<std::vector<double>, int> signatures;
+  for (const TaskChoice& choice : choices_for(task, allocation)) {
+    group[0].choices = {choice};
+    if (!realize(model_, models_, group, p) || balance_shares(evaluator_, p, 1) <= 0) continue;
+    Option o;
+    o.choice = choice;
+    if (generate) {
+      // Its time depends on the memory the group's other tasks leave for the KV cache; the
+      // largest share is at least 1 / dp, and no replica is faster than its floor.
+      o.seconds = std::numeric_limits<double>::infinity();
+      std::vector<cost::Stage> stages;
+      for (const plan::Replica& r : p.groups[0].tasks[0].replicas) {
+        stages.clear();
+        for (const plan::Stage& st : r.stages) {
+          stages.push_back({st.node, static_cast<int>(st.devices.size()), st.layers});
+        }
+        o.seconds = std::min(o.seconds, model_.generation_floor(task, stages));
+      }
+    } else {
+      o.seconds = evaluator_.evaluate(p).tasks[task].seconds;
+    }
+    for (const plan::MemoryUse& use : evaluator_.gpu_memory(0)) {
+      o.resident.push_back(use.weights + use.gradients + use.optimizer);
+      o.transient.push_back(use.activations + use.kv_cache);
+    }
+    o.signature = signatures.emplace(o.resident, static_cast<int>(signatures.size())).first->second;
+    out.push_back(std::move(o));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Option& a, const Option& b) { return a.seconds < b.seconds; });
+  return out;
+}
+
 const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, int allocation) {
   const auto key = std::make_pair(tasks, allocation);
   const auto found = cache_.find(key);
   if (found != cache_.end()) return found->second;
   std::vector<Config>& out = cache_[key];
+  const workload::TaskGraph& graph = model_.graph();
   const Allocation& a = allocations_[allocation];
-  std::vector<const std::vector<TaskChoice>*> choices;
-  for (int t : tasks) {
-    choices.push_back(&choices_for(t, allocation));
-    if (choices.back()->empty()) return out;
+  Search& s = search_;
+  s.tasks = tasks;
+  s.allocation = allocation;
+  s.cap = busy_cap_[allocation];
+  s.generate = -1;
+  s.order.clear();
+  s.options.assign(tasks.size(), nullptr);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    s.options[i] = &options_for(tasks[i], allocation);
+    if (s.options[i]->empty()) return out;
+    if (graph.tasks[tasks[i]].kind == TaskKind::kGenerate) {
+      s.generate = static_cast<int>(i);
+    } else {
+      s.order.push_back(static_cast<int>(i));
+    }
   }
-  std::vector<std::size_t> pick(tasks.size(), 0);
+  // Memory per GPU combines per model as the evaluator does: a trained model holds its
+  // training state and its generation weights (forward passes reuse the trained weights);
+  // otherwise the larger of its inference and generation weights.
+  std::vector<std::string> names;
+  s.model_of.assign(tasks.size(), 0);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const std::string& name = graph.tasks[tasks[i]].model;
+    auto it = std::find(names.begin(), names.end(), name);
+    s.model_of[i] = static_cast<int>(it - names.begin());
+    if (it == names.end()) names.push_back(name);
+  }
+  std::vector<bool> trained(names.size(), false);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (graph.tasks[tasks[i]].kind == TaskKind::kTrain) trained[s.model_of[i]] = true;
+  }
+  s.additive.assign(tasks.size(), false);
+  s.counted.assign(tasks.size(), true);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    s.additive[i] = trained[s.model_of[i]];
+    if (s.additive[i] && graph.tasks[tasks[i]].kind != TaskKind::kTrain &&
+        graph.tasks[tasks[i]].kind != TaskKind::kGenerate) {
+      s.counted[i] = false;
+    }
+  }
+  s.models = static_cast<int>(names.size());
+  s.slots = static_cast<int>(s.options[0]->front().resident.size());
+  s.capacity.clear();
+  for (int node : a.nodes) {
+    for (int d = 0; d < model_.cluster().nodes[node].gpu_count; ++d) s.capacity.push_back(model_.usable_memory(node));
+  }
+  const std::size_t depth = s.order.size() + 1;
+  s.acc.assign(depth, std::vector<double>(static_cast<std::size_t>(s.models) * s.slots, 0.0));
+  s.total.assign(depth, std::vector<double>(s.slots, 0.0));
+  s.transient.assign(depth, std::vector<double>(s.slots, 0.0));
+  s.rest_floor.assign(depth, 0.0);
+  for (std::size_t d = s.order.size(); d-- > 0;) {
+    s.rest_floor[d] = s.rest_floor[d + 1] + s.options[s.order[d]]->front().seconds;
+  }
+  s.pick.assign(tasks.size(), 0);
+  s.front.clear();
+  const std::size_t gen_options = s.generate >= 0 ? s.options[s.generate]->size() : 1;
+  for (std::size_t g = 0; g < gen_options; ++g) {
+    double busy = 0;
+    std::fill(s.acc[0].begin(), s.acc[0].end(), 0.0);
+    std::fill(s.total[0].begin(), s.total[0].end(), 0.0);
+    std::fill(s.transient[0].begin(), s.transient[0].end(), 0.0);
+    s.generation.clear();
+    if (s.generate >= 0) {
+      s.pick[s.generate] = static_cast<int>(g);
+      const Option& o = (*s.options[s.generate])[g];
+      if (!add_option(s, 0, s.generate, o)) continue;
+      busy = o.seconds;
+    }
+    descend(s, 0, busy);
+  }
+  // Price what is left as the evaluator prices a whole group (the composed figures agree with
+  // it to rounding), and keep the undominated again.
   std::vector<GroupChoice> group(1);
   group[0].tasks = tasks;
   group[0].nodes = a.nodes;
   plan::Plan p;
-  while (true) {
-    if (++priced_configs_ % 4096 == 0 && std::chrono::steady_clock::now() > deadline_) {
-      throw core::JobError(fmt::format(
-          "the ILP's build passed the time limit of {} s after pricing {} of {} group "
-          "configurations; give it more time, or use the hybrid planner",
-          params_.solve.time_limit, priced_configs_, to_price_));
-    }
-    group[0].choices.clear();
-    for (std::size_t i = 0; i < tasks.size(); ++i) group[0].choices.push_back((*choices[i])[pick[i]]);
-    if (realize(model_, models_, group, p) && balance_shares(evaluator_, p, 1) > 0) {
-      const plan::Prediction& prediction = evaluator_.evaluate(p);
-      Config c;
-      c.choices = group[0].choices;
-      for (int t : tasks) c.seconds.push_back(prediction.tasks[t].seconds);
-      if (sync_ >= 0) c.reshard = prediction.tasks[sync_].seconds;
-      keep_if_not_dominated(out, std::move(c));
-    }
-    std::size_t i = 0;
-    for (; i < pick.size(); ++i) {
-      if (++pick[i] < choices[i]->size()) break;
-      pick[i] = 0;
-    }
-    if (i == pick.size()) break;
+  for (Config& c : s.front) {
+    group[0].choices = c.choices;
+    if (!realize(model_, models_, group, p) || balance_shares(evaluator_, p, 1) <= 0) continue;
+    const plan::Prediction& prediction = evaluator_.evaluate(p);
+    for (std::size_t i = 0; i < tasks.size(); ++i) c.seconds[i] = prediction.tasks[tasks[i]].seconds;
+    c.reshard = sync_ >= 0 ? prediction.tasks[sync_].seconds : 0.0;
+    keep_if_not_dominated(out, std::move(c));
   }
   return out;
+}
+
+bool Builder::add_option(Search& s, std::size_t depth, int i, const Option& o) {
+  // Folds the task's memory into depth + 1 (generation: into depth 0, in place) and checks
+  // every GPU.
+  const std::size_t to = i == s.generate ? depth : depth + 1;
+  std::vector<double>& acc = s.acc[to];
+  std::vector<double>& total = s.total[to];
+  std::vector<double>& transient = s.transient[to];
+  if (to != depth) {
+    acc = s.acc[depth];
+    total = s.total[depth];
+    transient = s.transient[depth];
+  }
+  const std::size_t base = static_cast<std::size_t>(s.model_of[i]) * s.slots;
+  for (int slot = 0; slot < s.slots; ++slot) {
+    double& cell = acc[base + slot];
+    const double before = cell;
+    if (s.counted[i]) cell = s.additive[i] ? cell + o.resident[slot] : std::max(cell, o.resident[slot]);
+    total[slot] += cell - before;
+    transient[slot] = std::max(transient[slot], o.transient[slot]);
+    if (s.capacity[slot] - (total[slot] + transient[slot]) < 0) return false;
+  }
+  return true;
+}
+
+void Builder::descend(Search& s, std::size_t d, double busy) {
+  if (d == s.order.size()) {
+    leaf(s, busy);
+    return;
+  }
+  const int i = s.order[d];
+  const std::vector<Option>& options = *s.options[i];
+  for (std::size_t k = 0; k < options.size(); ++k) {
+    // Options come fastest first: past the cap, so are the rest.
+    if (busy + options[k].seconds + s.rest_floor[d + 1] > s.cap) break;
+    if (!add_option(s, d, i, options[k])) continue;
+    s.pick[i] = static_cast<int>(k);
+    descend(s, d + 1, busy + options[k].seconds);
+  }
+}
+
+void Builder::leaf(Search& s, double busy) {
+  if (++composed_configs_ % 4096 == 0 && std::chrono::steady_clock::now() > deadline_) {
+    throw core::JobError(fmt::format(
+        "the ILP's build passed the time limit of {} s after composing {} group configurations; "
+        "give it more time, or use the hybrid planner",
+        params_.solve.time_limit, composed_configs_));
+  }
+  if (composed_configs_ > params_.max_configs) {
+    throw core::JobError(fmt::format(
+        "the ILP would compose more than {} group configurations; use it on fewer node types or "
+        "tasks, or the hybrid planner", params_.max_configs));
+  }
+  Config c;
+  c.choices.resize(s.tasks.size());
+  c.seconds.resize(s.tasks.size());
+  for (std::size_t i = 0; i < s.tasks.size(); ++i) {
+    const Option& o = (*s.options[i])[s.pick[i]];
+    c.choices[i] = o.choice;
+    c.seconds[i] = o.seconds;
+  }
+  if (s.generate >= 0) {
+    // Generation's time depends only on the resident memory of the others: look it up by
+    // their options' memory signatures, or price the whole group once for them.
+    s.key.clear();
+    for (int i : s.order) s.key.push_back((*s.options[i])[s.pick[i]].signature);
+    auto it = s.generation.find(s.key);
+    if (it == s.generation.end()) {
+      GenerationPrice price;
+      std::vector<GroupChoice> group(1);
+      group[0].tasks = s.tasks;
+      group[0].nodes = allocations_[s.allocation].nodes;
+      group[0].choices = c.choices;
+      if (realize(model_, models_, group, scratch_) && balance_shares(evaluator_, scratch_, 1) > 0) {
+        const plan::Prediction& prediction = evaluator_.evaluate(scratch_);
+        price.fits = true;
+        price.seconds = prediction.tasks[s.tasks[s.generate]].seconds;
+        price.reshard = sync_ >= 0 ? prediction.tasks[sync_].seconds : 0.0;
+      }
+      it = s.generation.emplace(s.key, price).first;
+    }
+    if (!it->second.fits) return;
+    busy += it->second.seconds - c.seconds[s.generate];
+    if (busy > s.cap) return;
+    c.seconds[s.generate] = it->second.seconds;
+    c.reshard = it->second.reshard;
+  }
+  keep_if_not_dominated(s.front, std::move(c));
 }
 
 const std::vector<TaskChoice>& Builder::choices_for(int task, int allocation) {
@@ -262,14 +577,6 @@ ilp::Model Builder::build() {
   const int n = static_cast<int>(graph.tasks.size());
   ilp::Model m;
   const std::vector<int> order = graph.topological_order();
-  // Refuse before pricing anything when the enumeration would take too long.
-  to_price_ = count_configs();
-  if (to_price_ > params_.max_configs) {
-    throw core::JobError(fmt::format(
-        "the ILP would price {} group configurations, past its limit of {}; use it on fewer "
-        "node types or tasks, or the hybrid planner", to_price_, params_.max_configs));
-  }
-
   // Durations as linear expressions (terms + constant), built across all partitions: only the
   // chosen partition's variables are non-zero.
   std::vector<Terms> duration(n);
@@ -287,6 +594,19 @@ ilp::Model Builder::build() {
   Terms one;
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
     const auto& partition = partitions_[p];
+    // A partition with a group that has no configuration on any allocation (none fits, or
+    // none can beat the incumbent) is left out.
+    const bool possible = std::all_of(partition.begin(), partition.end(), [&](const std::vector<int>& tasks) {
+      for (std::size_t a = 0; a < allocations_.size(); ++a) {
+        if (!configs_for(tasks, static_cast<int>(a)).empty()) return true;
+      }
+      return false;
+    });
+    if (!possible) {
+      y_.push_back(-1);
+      groups_.emplace_back();
+      continue;
+    }
     y_.push_back(m.add_binary(fmt::format("y_p{}", p)));
     one.emplace_back(y_.back(), 1.0);
     std::vector<GroupVars>& gv = groups_.emplace_back(partition.size());
@@ -297,6 +617,7 @@ ilp::Model Builder::build() {
     for (std::size_t g = 0; g < partition.size(); ++g) {
       GroupVars& vars = gv[g];
       vars.tasks = partition[g];
+      vars.duration.resize(vars.tasks.size());
       Terms choose_allocation{{y_.back(), -1.0}};
       for (std::size_t a = 0; a < allocations_.size(); ++a) {
         const std::vector<Config>& configs = configs_for(vars.tasks, static_cast<int>(a));
@@ -312,11 +633,15 @@ ilp::Model Builder::build() {
           const int x = m.add_binary(fmt::format("x_p{}_g{}_a{}_k{}", p, g, a, k));
           xs.push_back(x);
           choose_config.emplace_back(x, 1.0);
+          double busy = 0;
           for (std::size_t i = 0; i < vars.tasks.size(); ++i) {
             const int t = vars.tasks[i];
             duration[t].emplace_back(x, configs[k].seconds[i]);
+            vars.duration[i].emplace_back(x, configs[k].seconds[i]);
+            busy += configs[k].seconds[i];
             longest[t] = std::max(longest[t], configs[k].seconds[i]);
           }
+          vars.busy.emplace_back(x, busy);
           if (sync_ >= 0 && group_of[sync_train_] == static_cast<int>(g) &&
               group_of[sync_generate_] == static_cast<int>(g)) {
             duration[sync_].emplace_back(x, configs[k].reshard);
@@ -338,6 +663,15 @@ ilp::Model Builder::build() {
       const GroupVars& b = gv[key.second];
       for (std::size_t i = 0; i < a.a.size(); ++i) {
         for (std::size_t j = 0; j < b.a.size(); ++j) {
+          // Allocations that together need more nodes of a class than it has are never both
+          // chosen.
+          const std::vector<int>& ca = allocations_[a.allocations[i]].counts;
+          const std::vector<int>& cb = allocations_[b.allocations[j]].counts;
+          bool fit = true;
+          for (std::size_t c = 0; c < classes_.size() && fit; ++c) {
+            fit = ca[c] + cb[c] <= static_cast<int>(classes_[c].size());
+          }
+          if (!fit) continue;
           const int z = m.add_continuous(fmt::format("z_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
                                                      a.allocations[i], b.allocations[j]), 0, 1);
           z_[{p, key.first, key.second, a.allocations[i], b.allocations[j]}] = z;
@@ -451,13 +785,23 @@ ilp::Model Builder::build() {
                         terms, duration_constant[edge.from]);
   }
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
+    if (y_[p] < 0) continue;
     for (std::size_t g = 0; g < partitions_[p].size(); ++g) {
+      const GroupVars& vars = groups_[p][g];
+      // Only this partition's columns: the others are 0 when it is chosen, and the constraint
+      // is relaxed when it is not.
+      auto finish = [&](int t) {
+        const std::size_t i = static_cast<std::size_t>(std::find(vars.tasks.begin(), vars.tasks.end(), t) - vars.tasks.begin());
+        Terms terms{{start[t], -1.0}};
+        for (const auto& [column, seconds] : vars.duration[i]) terms.emplace_back(column, -seconds);
+        return terms;
+      };
       int previous = -1;
       int first = -1;
       for (int t : order) {
         if (std::find(partitions_[p][g].begin(), partitions_[p][g].end(), t) == partitions_[p][g].end()) continue;
         if (previous >= 0) {
-          Terms terms = finish_terms(previous, -1.0);
+          Terms terms = finish(previous);
           terms.emplace_back(start[t], 1.0);
           terms.emplace_back(y_[p], -big_m);
           m.add_greater_equal(fmt::format("turn_p{}_g{}_{}", p, g, graph.tasks[t].name), terms, -big_m);
@@ -467,11 +811,16 @@ ilp::Model Builder::build() {
         previous = t;
       }
       // The group's first task of the next iteration waits for its last task of this one.
-      Terms terms = finish_terms(previous, -1.0);
+      Terms terms = finish(previous);
       terms.emplace_back(start[first], 1.0);
       terms.emplace_back(t_, 1.0);
       terms.emplace_back(y_[p], -big_m);
       m.add_greater_equal(fmt::format("loop_p{}_g{}", p, g), terms, -big_m);
+      // Implied by the turns, but without big M: the period is at least the group's busy time
+      // (a tighter relaxation).
+      Terms busy{{t_, 1.0}};
+      for (const auto& [column, seconds] : vars.busy) busy.emplace_back(column, -seconds);
+      m.add_greater_equal(fmt::format("busy_p{}_g{}", p, g), busy, 0);
     }
   }
   if (params_.min_throughput) {
@@ -512,6 +861,7 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
   if (found == partitions_.end()) return {};
   const std::size_t p = static_cast<std::size_t>(found - partitions_.begin());
   std::vector<double> values(m.columns().size(), 0.0);
+  if (y_[p] < 0) return {};
   values[y_[p]] = 1;
   const std::size_t k = partitions_[p].size();
   std::vector<int> allocation(k, -1);
@@ -646,7 +996,7 @@ std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& p
 
 bool Builder::decode(const std::vector<double>& values, plan::Plan& out) {
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
-    if (values[y_[p]] < 0.5) continue;
+    if (y_[p] < 0 || values[y_[p]] < 0.5) continue;
     std::vector<GroupChoice> groups(partitions_[p].size());
     std::vector<int> offset(classes_.size(), 0);
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -687,6 +1037,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(params.solve.time_limit));
   Builder builder(model, models, params, deadline);
+  builder.bound_by(warm);
   const ilp::Model m = builder.build();
   IlpOutcome outcome;
   outcome.configs = builder.configs();

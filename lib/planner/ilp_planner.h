@@ -22,7 +22,8 @@
 //            generation, k the async staleness bound, 0 for sync); colocated tasks take turns in
 //            topological order, S_next >= S_prev + D_prev - M (1 - y_p), and a group's first
 //            task waits for its last of the previous iteration, S_first + T >= S_last + D_last
-//            - M (1 - y_p); optional budget sum price(a) * a_{p,g,a} <= B and
+//            - M (1 - y_p); T >= sum_{t in g} D_t over the columns of p (each group's busy
+//            time); optional budget sum price(a) * a_{p,g,a} <= B and
 //            T <= samples / min_throughput.
 //   Objective  minimise T, the period (samples/s = samples / T). The durations D are sums of
 //            x and z times their priced values and the evaluator takes the same periodic
@@ -33,14 +34,24 @@
 //            prices are not negative and M bounds T); w <= T, w <= M a and sum_a w_{p,g,a} >=
 //            T - M (1 - y_p) for each group tighten the relaxation.
 //
-// Configurations that are no faster than another of the same group and allocation in every
-// task (and the weight reshard) are dropped as they are priced: the period never shrinks when a
-// duration grows, and a group's price depends on its nodes alone, so they cannot be needed for
-// the optimum. A warm start whose configuration was dropped starts from one that dominates it.
-// Instances whose enumeration exceeds max_configs are refused, with the count, before pricing.
-// The time limit covers building and solving: the build stops with an error when it passes
-// it, and CBC gets what is left (it checks the clock between its steps, so a long root LP may
-// overrun it).
+// Configurations are composed, not priced one by one: each task's strategies are priced alone
+// per allocation (time, and memory per GPU); a depth-first search over the group's tasks adds
+// memory per GPU as the evaluator does and stops a branch at the first GPU over capacity, and,
+// given an incumbent (a plan of the space, e.g. hybrid's) or a minimum throughput, when the
+// group's busy time can no longer stay within the best period (a group runs its tasks in turn,
+// so T >= its busy time; with the cost objective, busy <= incumbent dollars / allocation
+// price). Generation's time, which depends only on the memory the others leave for its cache,
+// is priced with the whole group once per combination of the others' resident memory; its
+// floor (CostModel::generation_floor) bounds it before that. Configurations no faster than
+// another of the same group and allocation in every task (and the reshard) are dropped: the
+// period never shrinks when a duration grows, and a group's price depends on its nodes alone.
+// The survivors are priced again as a whole group (the composed figures agree to rounding). A
+// warm start whose configuration was dropped starts from one that dominates it.
+// The model leaves out partitions with a group that has no configuration, and pair variables
+// for allocations that do not fit on the cluster together; it adds T >= each group's busy time
+// (implied, but a tighter relaxation). The time limit covers building and solving: the build
+// stops with an error when it passes it or max_configs, and CBC gets what is left (it checks
+// the clock between its steps, so a long root LP may overrun it).
 
 #include <optional>
 #include <string>
@@ -57,9 +68,9 @@ struct IlpParams {
   ilp::SolveParams solve;
   std::optional<double> budget_per_hour;
   std::optional<double> min_throughput;
-  // Group configurations the build may price (about 10 us each here); larger instances are
-  // refused before pricing anything.
-  long long max_configs = 2000000;
+  // Group configurations the build may compose (about 1 us each here); past
+  // that it stops with an error.
+  long long max_configs = 20000000;
   std::string export_lp;          // write the model here too, when set
   std::string export_mps;
 };
@@ -69,15 +80,16 @@ struct IlpOutcome {
   ilp::SolveResult solve;
   double ilp_iteration_seconds = 0;  // T of the ILP's solution
   double build_seconds = 0;
-  long long configs = 0;       // group configurations priced
+  long long configs = 0;       // group configurations composed
   long long kept_configs = 0;  // of them, those no other beats in every task (columns x)
   int columns = 0;
   int rows = 0;
   bool warm_started = false;  // the warm start was a feasible solution of the model
 };
 
-// The group configurations plan_ilp would price on this instance; past params.max_configs it
-// refuses.
+// The group configurations of the space on this instance: for every group of the partitions
+// and every allocation, the product of its tasks' strategy counts (what plan_ilp would compose
+// without memory or bounds).
 long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                   const IlpParams& params);
 

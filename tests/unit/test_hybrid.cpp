@@ -183,8 +183,9 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
           doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
     // The ILP's objective is exact: its iteration time is the evaluator's.
     CHECK(ilp.ilp_iteration_seconds == doctest::Approx(ilp.result.prediction.iteration_seconds).epsilon(1e-6));
-    if (compared % 5 == 0) {
-      // Warm-started from hybrid's plan: the start is accepted and the optimum is the same.
+    if (compared % 2 == 0) {
+      // Warm-started from hybrid's plan, which also bounds the enumeration: the start is
+      // accepted and the optimum is the same.
       const core::FakeClock clock;
       const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, {}, clock);
       const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, {}, &hybrid.plan);
@@ -222,11 +223,21 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     CHECK(per_1k(ilp.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
     // The objective is exact: dollars per 1,000 samples as the evaluator prices the plan.
     CHECK(ilp.solve.objective == doctest::Approx(per_1k(ilp.result.prediction)).epsilon(1e-6));
+    // Warm-started from hybrid's cheapest plan, which bounds each group's busy time by its
+    // price: the same optimum.
+    const core::FakeClock clock;
+    planner::HybridParams hp;
+    hp.objective = planner::Objective::kCostPerSample;
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
+    REQUIRE(hybrid.found);
+    const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, &hybrid.plan);
+    CHECK(warm.warm_started);
+    CHECK(per_1k(warm.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
   }
   CHECK(compared == 20);
 }
 
-TEST_CASE("the ILP counts its configurations before pricing them and keeps the undominated") {
+TEST_CASE("the ILP counts the configurations it composes, stops at its limits, keeps the undominated") {
   const io::Catalogs& c = catalogs();
   const hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
   const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
@@ -236,23 +247,54 @@ TEST_CASE("the ILP counts its configurations before pricing them and keeps the u
   REQUIRE(all.result.found);
   CHECK(all.kept_configs > 0);
   CHECK(all.kept_configs < all.configs);
+  // Without bounds every configuration that fits is composed: no more than the space holds.
+  CHECK(all.configs <= planner::ilp_configuration_count(model, c.models, {}));
   planner::IlpParams limited;
   limited.max_configs = all.configs;
   CHECK(planner::plan_ilp(model, c.models, limited).result.found);
   limited.max_configs = all.configs - 1;
-  const std::string expected = fmt::format(
-      "the ILP would price {} group configurations, past its limit of {}", all.configs, all.configs - 1);
+  const std::string expected =
+      fmt::format("the ILP would compose more than {} group configurations", all.configs - 1);
   CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, limited),
                        doctest::Contains(expected.c_str()), core::JobError);
   // The time limit covers the build: with none left, it stops at its first look at the clock.
   REQUIRE(all.configs > 4096);
   planner::IlpParams no_time;
   no_time.solve.time_limit = 0;
-  const std::string stopped =
-      fmt::format("the ILP's build passed the time limit of 0 s after pricing 4096 of {} group configurations",
-                  all.configs);
-  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, no_time), doctest::Contains(stopped.c_str()),
+  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, no_time),
+                       doctest::Contains("the ILP's build passed the time limit of 0 s after composing 4096 group configurations"),
                        core::JobError);
+}
+
+TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimum") {
+  const io::Catalogs& c = catalogs();
+  const hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
+  const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
+  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
+  const cost::CostModel model(cluster, w, graph, c.models);
+  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
+  REQUIRE(all.result.found);
+  const core::FakeClock clock;
+  const planner::PlannerResult hybrid = planner::plan_hybrid(model, c.models, {}, clock);
+  REQUIRE(hybrid.found);
+  const planner::IlpOutcome bounded = planner::plan_ilp(model, c.models, {}, &hybrid.plan);
+  CHECK(bounded.warm_started);
+  CHECK(bounded.configs < all.configs / 2);
+  CHECK(bounded.result.prediction.samples_per_second ==
+        doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
+  // A minimum throughput bounds it too: just under the optimum, the optimum is still found.
+  planner::IlpParams floor;
+  floor.min_throughput = all.result.prediction.samples_per_second * (1 - 1e-6);
+  const planner::IlpOutcome fast = planner::plan_ilp(model, c.models, floor);
+  CHECK(fast.configs < all.configs / 2);
+  CHECK(fast.result.prediction.samples_per_second ==
+        doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
+  // A plan outside the space (here one task has no GPUs) bounds nothing and starts nothing.
+  plan::Plan partial = hybrid.plan;
+  partial.groups.front().tasks.pop_back();
+  const planner::IlpOutcome unbounded = planner::plan_ilp(model, c.models, {}, &partial);
+  CHECK_FALSE(unbounded.warm_started);
+  CHECK(unbounded.configs == all.configs);
 }
 
 TEST_CASE("the ILP: infeasible instances and constraints") {
