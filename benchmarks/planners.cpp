@@ -2,14 +2,15 @@
 //   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,ilp_gap,
 //   ilp_build_seconds,ilp_solve_seconds,ilp_kept
 // A scenario is a folder with cluster.json and workload.json. A planner that finds no plan
-// prints 0 samples/s; the ILP columns are filled on the ILP's row only ("refused" when the
-// instance is too large for its formulation; evaluations are then the configurations it would
-// have priced). Usage: planners SCENARIO_DIR...
+// prints 0 samples/s; the ILP columns are filled on the ILP's row only ("build time limit" or
+// "refused" when its build stopped at the time limit or at its configuration limit;
+// evaluations are then the configurations of the space). Usage: planners SCENARIO_DIR...
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 
 #include "core/clock.h"
 #include "io/catalog_io.h"
@@ -64,9 +65,12 @@ int main(int argc, char** argv) {
                    in.cluster.total_gpus(), o.result.found ? o.result.prediction.samples_per_second : 0.0,
                    clock.seconds() - start, o.configs, ilp::status_name(o.solve.status), o.solve.gap,
                    o.build_seconds, o.solve.seconds, o.kept_configs);
-      } catch (const core::JobError&) {
-        fmt::print("{},{},ilp,0,{:.3f},{},refused,,,,\n", dir.filename().string(), in.cluster.total_gpus(),
-                   clock.seconds() - start, planner::ilp_configuration_count(model, catalogs.models, ilp));
+      } catch (const core::JobError& e) {
+        // The build stopped: past the time limit, or past the configurations it may compose.
+        const bool timed_out = std::string(e.what()).find("time limit") != std::string::npos;
+        fmt::print("{},{},ilp,0,{:.3f},{},{},,,,\n", dir.filename().string(), in.cluster.total_gpus(),
+                   clock.seconds() - start, planner::ilp_configuration_count(model, catalogs.models, ilp),
+                   timed_out ? "build time limit" : "refused");
       }
       std::fflush(stdout);
     } catch (const std::exception& e) {

@@ -31,7 +31,7 @@ awk -F, 'NR > 1 {
   print "|---|---|---|---|---|---|---|---|---|"
   for (i = 1; i <= n; ++i) {
     k = order[i]
-    if (status[k] == "refused") { printf "| %s | %d | refused | %s | | | | | |\n", k, gpus[k], configs[k]; continue }
+    if (status[k] == "refused" || status[k] == "build time limit") { printf "| %s | %d | %s | %s in the space | | | | | |\n", k, gpus[k], status[k], configs[k]; continue }
     d = sps[k, "ilp"] > 0 ? 1 - sps[k, "hybrid"] / sps[k, "ilp"] : 0
     printf "| %s | %d | %s | %s (%s) | %s | %.2f | %.2f | %.2f | %.2f%% |\n", k, gpus[k], status[k], configs[k], kept[k], gap[k], build[k], solve[k], sps[k, "ilp"], 100 * d
   }

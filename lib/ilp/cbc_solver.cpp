@@ -200,7 +200,8 @@ SolveResult solve(const Model& model, const SolveParams& params) {
   SolveResult result = run_cbc(model, params, params.time_limit, true);
   // CBC's preprocessing can fail to map its solution back to the model ("postprocessed model
   // is infeasible - possible tolerance issue") and then report a worse one than the start it
-  // was given, as optimal. Where that shows, solve again without preprocessing.
+  // was given, as optimal; or, given a start, declare the rest infeasible and call it optimal
+  // without a bound to show for it. Where either shows, solve again without preprocessing.
   const bool warm = !params.warm_start.empty() && params.warm_start.size() == model.columns().size() &&
                     model.satisfied_by(params.warm_start);
   if (warm) {
@@ -208,7 +209,9 @@ SolveResult solve(const Model& model, const SolveParams& params) {
     const double start = model.objective_of(params.warm_start);
     const bool lost = result.values.empty() ||
                       sign * (result.objective - start) > 1e-9 * std::max(1.0, std::abs(start));
-    if (lost) {
+    const bool unproven = result.status == Status::kOptimal &&
+                          result.gap > 2 * std::max(params.relative_gap, 1e-9);
+    if (lost || unproven) {
       SolveResult again = run_cbc(model, params, params.time_limit - result.seconds, false);
       again.seconds += result.seconds;
       result = std::move(again);

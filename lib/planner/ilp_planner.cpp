@@ -44,7 +44,6 @@ struct VectorHash {
 };
 
 struct GenerationPrice {
-  bool fits = false;
   double seconds = 0;
   double reshard = 0;
 };
@@ -143,6 +142,8 @@ class Builder {
   // The task's strategies on an allocation that fit alone, priced alone, fastest first.
   const std::vector<Option>& options_for(int task, int allocation);
   bool add_option(Search& s, std::size_t depth, int i, const Option& o);
+  // Throws once the build has passed its time limit.
+  void check_deadline() const;
   void descend(Search& s, std::size_t depth, double busy);
   void leaf(Search& s, double busy);
   // The space's configurations: for every distinct group of the partitions and every
@@ -301,6 +302,7 @@ const std::vector<Option>& Builder::options_for(int task, int allocation) {
   plan::Plan p;
   std::map<std::vector<double>, int> signatures;
   for (const TaskChoice& choice : choices_for(task, allocation)) {
+    check_deadline();
     group[0].choices = {choice};
     if (!realize(model_, models_, group, p) || balance_shares(evaluator_, p, 1) <= 0) continue;
     Option o;
@@ -426,6 +428,14 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   return out;
 }
 
+void Builder::check_deadline() const {
+  if (std::chrono::steady_clock::now() <= deadline_) return;
+  throw core::JobError(fmt::format(
+      "the ILP's build passed the time limit of {} s after composing {} group configurations; "
+      "give it more time, or use the hybrid planner",
+      params_.solve.time_limit, composed_configs_));
+}
+
 bool Builder::add_option(Search& s, std::size_t depth, int i, const Option& o) {
   // Folds the task's memory into depth + 1 (generation: into depth 0, in place) and checks
   // every GPU.
@@ -467,12 +477,7 @@ void Builder::descend(Search& s, std::size_t d, double busy) {
 }
 
 void Builder::leaf(Search& s, double busy) {
-  if (++composed_configs_ % 4096 == 0 && std::chrono::steady_clock::now() > deadline_) {
-    throw core::JobError(fmt::format(
-        "the ILP's build passed the time limit of {} s after composing {} group configurations; "
-        "give it more time, or use the hybrid planner",
-        params_.solve.time_limit, composed_configs_));
-  }
+  if (++composed_configs_ % 4096 == 0) check_deadline();
   if (composed_configs_ > params_.max_configs) {
     throw core::JobError(fmt::format(
         "the ILP would compose more than {} group configurations; use it on fewer node types or "
@@ -493,20 +498,19 @@ void Builder::leaf(Search& s, double busy) {
     for (int i : s.order) s.key.push_back((*s.options[i])[s.pick[i]].signature);
     auto it = s.generation.find(s.key);
     if (it == s.generation.end()) {
-      GenerationPrice price;
       std::vector<GroupChoice> group(1);
       group[0].tasks = s.tasks;
       group[0].nodes = allocations_[s.allocation].nodes;
       group[0].choices = c.choices;
-      if (realize(model_, models_, group, scratch_) && balance_shares(evaluator_, scratch_, 1) > 0) {
-        const plan::Prediction& prediction = evaluator_.evaluate(scratch_);
-        price.fits = true;
-        price.seconds = prediction.tasks[s.tasks[s.generate]].seconds;
-        price.reshard = sync_ >= 0 ? prediction.tasks[sync_].seconds : 0.0;
-      }
+      // The search found it fits; the evaluator may disagree only at the last bit, and then
+      // this leaf is dropped but the price is not kept for others with the same memory.
+      if (!realize(model_, models_, group, scratch_) || balance_shares(evaluator_, scratch_, 1) <= 0) return;
+      const plan::Prediction& prediction = evaluator_.evaluate(scratch_);
+      GenerationPrice price;
+      price.seconds = prediction.tasks[s.tasks[s.generate]].seconds;
+      price.reshard = sync_ >= 0 ? prediction.tasks[sync_].seconds : 0.0;
       it = s.generation.emplace(s.key, price).first;
     }
-    if (!it->second.fits) return;
     busy += it->second.seconds - c.seconds[s.generate];
     if (busy > s.cap) return;
     c.seconds[s.generate] = it->second.seconds;
