@@ -49,17 +49,19 @@ std::vector<int> host_tasks(const workload::TaskGraph& graph) {
 Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   const workload::TaskGraph& graph = model.graph();
   const hw::Cluster& cluster = model.cluster();
-  std::vector<std::string> names;
+  // A model is a role's weights (actor, critic, reference, reward): roles that name the same
+  // architecture still hold weights of their own.
+  std::vector<workload::Role> roles;
   for (const workload::Task& task : graph.tasks) {
-    if (task.model.empty()) {
+    if (task.model.empty() || !task.role) {
       model_of_task_.push_back(-1);
       continue;
     }
-    auto it = std::find(names.begin(), names.end(), task.model);
-    if (it == names.end()) it = names.insert(names.end(), task.model);
-    model_of_task_.push_back(static_cast<int>(it - names.begin()));
+    auto it = std::find(roles.begin(), roles.end(), *task.role);
+    if (it == roles.end()) it = roles.insert(roles.end(), *task.role);
+    model_of_task_.push_back(static_cast<int>(it - roles.begin()));
   }
-  model_count_ = static_cast<int>(names.size());
+  model_count_ = static_cast<int>(roles.size());
 
   order_ = graph.topological_order();
   location_ = host_tasks(graph);

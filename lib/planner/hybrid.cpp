@@ -113,12 +113,13 @@ std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
 bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const {
   double capacity = 0;
   for (int n : nodes) capacity += model_.usable_memory(n) * model_.cluster().nodes[n].gpu_count;
-  std::map<std::string, double> need;
+  std::map<workload::Role, double> need;  // per role: each holds weights of its own
   for (int t : tasks) {
     const workload::Task& task = model_.graph().tasks[t];
+    if (!task.role) continue;
     const double params = model_.shape(t).total_params();
     const double bytes = task.kind == workload::TaskKind::kTrain ? 16 * params : 2 * params;
-    need[task.model] = std::max(need[task.model], bytes);
+    need[*task.role] = std::max(need[*task.role], bytes);
   }
   double total = 0;
   for (const auto& [name, bytes] : need) total += bytes;

@@ -11,6 +11,7 @@
 #include "planner/baselines.h"
 #include "planner/exhaustive.h"
 #include "planner/layout.h"
+#include "fixtures.h"
 
 using namespace hetrl;
 
@@ -167,4 +168,40 @@ TEST_CASE("exhaustive: no plan of its space beats it; it refuses large instances
   const Instance big("valid.json", "grpo_small.json");
   CHECK_THROWS_WITH_AS(planner::plan_exhaustive(big.model, catalogs().models),
                        doctest::Contains("more than its limit of 2000000"), core::JobError);
+}
+
+TEST_CASE("colocated roles that share an architecture each hold their own weights and state") {
+  // PPO with actor, critic and reference all Qwen2.5-1.5B, every task on one 8-GPU node, TP 1:
+  // each GPU holds the actor's training state and generation weights, the critic's training
+  // state, and the reference's weights; the actor's and critic's forward passes reuse theirs.
+  const hw::Cluster cluster = testing::make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 2);
+  const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+  const cost::CostModel model(cluster, w, graph, catalogs().models);
+  const planner::PlannerResult r = planner::plan_verl(model, catalogs().models, planner::all_nodes(cluster));
+  REQUIRE(r.found);
+  REQUIRE(r.plan.groups.size() == 1);
+  for (const plan::TaskPlacement& t : r.plan.groups[0].tasks) REQUIRE(t.replicas.front().stages.size() == 1);
+  // What one stage of each task needs, from the cost model.
+  auto memory = [&](const char* name) {
+    const int task = graph.find(name);
+    for (const plan::TaskPlacement& t : r.plan.groups[0].tasks) {
+      if (t.task != task) continue;
+      const plan::Stage& s = t.replicas.front().stages[0];
+      const std::vector<cost::Stage> stages{{s.node, static_cast<int>(s.devices.size()), s.layers}};
+      return model.stage_memory(task, stages, 0, static_cast<int>(t.replicas.size()), t.train);
+    }
+    FAIL("no task " << name);
+    return cost::StageMemory{};
+  };
+  const cost::StageMemory actor = memory("actor_train"), critic = memory("critic_train");
+  const cost::StageMemory generate = memory("generate"), reference = memory("ref_logprob");
+  REQUIRE(actor.weights > 0);
+  REQUIRE(critic.weights > 0);
+  plan::Evaluator evaluator(model);
+  REQUIRE(evaluator.evaluate(r.plan).feasible);
+  const plan::MemoryUse use = evaluator.gpu_memory(0)[0];
+  CHECK(use.weights == doctest::Approx(actor.weights + generate.weights + critic.weights + reference.weights));
+  CHECK(use.gradients == doctest::Approx(actor.gradients + critic.gradients));
+  CHECK(use.optimizer == doctest::Approx(actor.optimizer + critic.optimizer));
 }
