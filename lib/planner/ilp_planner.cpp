@@ -118,6 +118,9 @@ class Builder {
   // plan of the space that meets the constraints: no configuration a better plan could use
   // is lost. Call before build().
   void bound_by(const plan::Plan* warm);
+  // `warm` laid out as the space lays out its strategies (shares balanced once); false when it
+  // is not a plan of the space.
+  bool space_version(const plan::Plan& warm, plan::Plan& out);
   ilp::Model build();
   // The plan of a solution; false when the solution is not a whole plan.
   bool decode(const std::vector<double>& values, plan::Plan& out);
@@ -131,7 +134,7 @@ class Builder {
   int t_column() const { return t_; }
   // The values of every column for `plan` (a plan of the same space, e.g. hybrid's), or empty
   // when the plan is not one of the model's.
-  std::vector<double> warm_start(const ilp::Model& m, const plan::Plan& plan) const;
+  std::vector<double> warm_start(const ilp::Model& m, const plan::Plan& given);
 
  private:
   void enumerate_allocations();
@@ -190,16 +193,9 @@ class Builder {
   int t_ = -1;
 };
 
-void Builder::bound_by(const plan::Plan* warm) {
-  const workload::Workload& w = model_.workload();
-  const double slack = 1 + 1e-9;
-  busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
-  if (params_.min_throughput) {
-    std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.min_throughput * slack);
-  }
-  if (!warm) return;
-  // The warm plan as the space lays it out: its groups' tasks and nodes (by class, as the
-  // allocations order them) with its strategies, each of which must be one of the space's.
+bool Builder::space_version(const plan::Plan& warm, plan::Plan& out) {
+  // Its groups' tasks and nodes (by class, as the allocations order them) with its strategies,
+  // each of which must be one of the space's, on whole nodes, every GPU task placed once.
   std::vector<int> class_of(model_.cluster().nodes.size(), -1);
   for (std::size_t c = 0; c < classes_.size(); ++c) {
     for (int node : classes_[c]) class_of[node] = static_cast<int>(c);
@@ -207,23 +203,22 @@ void Builder::bound_by(const plan::Plan* warm) {
   std::vector<GroupChoice> groups;
   std::vector<int> placed;
   std::vector<int> gpus_used(model_.cluster().nodes.size(), 0);
-  for (const plan::Group& g : warm->groups) {
+  for (const plan::Group& g : warm.groups) {
     GroupChoice& choice = groups.emplace_back();
     for (const plan::Gpu& gpu : g.gpus) {
-      if (gpu.node < 0 || gpu.node >= static_cast<int>(gpus_used.size())) return;
+      if (gpu.node < 0 || gpu.node >= static_cast<int>(gpus_used.size())) return false;
       ++gpus_used[gpu.node];
       if (std::find(choice.nodes.begin(), choice.nodes.end(), gpu.node) == choice.nodes.end()) {
         choice.nodes.push_back(gpu.node);
       }
     }
-    // The space gives groups whole nodes.
     for (int node : choice.nodes) {
-      if (gpus_used[node] != model_.cluster().nodes[node].gpu_count) return;
+      if (gpus_used[node] != model_.cluster().nodes[node].gpu_count) return false;
     }
     std::stable_sort(choice.nodes.begin(), choice.nodes.end(),
                      [&](int a, int b) { return class_of[a] < class_of[b]; });
     for (const plan::TaskPlacement& t : g.tasks) {
-      if (t.replicas.empty()) return;
+      if (t.replicas.empty()) return false;
       TaskChoice c{static_cast<int>(t.replicas.front().stages.front().devices.size()),
                    static_cast<int>(t.replicas.front().stages.size()), t.train};
       const std::vector<TaskChoice> space = task_choices(model_, models_, params_.space, t.task, choice.nodes);
@@ -231,16 +226,26 @@ void Builder::bound_by(const plan::Plan* warm) {
         return x.tp == c.tp && x.pp == c.pp && x.train.zero_stage == c.train.zero_stage &&
                x.train.recompute == c.train.recompute;
       });
-      if (!known) return;
+      if (!known) return false;
       choice.tasks.push_back(t.task);
       choice.choices.push_back(c);
       placed.push_back(t.task);
     }
   }
   std::sort(placed.begin(), placed.end());
-  if (placed != gpu_task_list(model_.graph())) return;
+  return placed == gpu_task_list(model_.graph()) && realize(model_, models_, groups, out) &&
+         balance_shares(evaluator_, out, 1) > 0;
+}
+
+void Builder::bound_by(const plan::Plan* warm) {
+  const workload::Workload& w = model_.workload();
+  const double slack = 1 + 1e-9;
+  busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
+  if (params_.min_throughput) {
+    std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.min_throughput * slack);
+  }
   plan::Plan p;
-  if (!realize(model_, models_, groups, p) || balance_shares(evaluator_, p, 1) <= 0) return;
+  if (!warm || !space_version(*warm, p)) return;
   const plan::Prediction& prediction = evaluator_.evaluate(p);
   const double period = prediction.iteration_seconds;
   const double price = prediction.price_per_hour.value_or(0.0);
@@ -359,13 +364,13 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   // Memory per GPU combines per model as the evaluator does: a trained model holds its
   // training state and its generation weights (forward passes reuse the trained weights);
   // otherwise the larger of its inference and generation weights.
-  std::vector<std::string> names;
+  std::vector<workload::Role> names;  // a model is a role's weights, as the evaluator keys them
   s.model_of.assign(tasks.size(), 0);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const std::string& name = graph.tasks[tasks[i]].model;
-    auto it = std::find(names.begin(), names.end(), name);
+    const workload::Role role = *graph.tasks[tasks[i]].role;
+    auto it = std::find(names.begin(), names.end(), role);
     s.model_of[i] = static_cast<int>(it - names.begin());
-    if (it == names.end()) names.push_back(name);
+    if (it == names.end()) names.push_back(role);
   }
   std::vector<bool> trained(names.size(), false);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -845,10 +850,13 @@ ilp::Model Builder::build() {
   return m;
 }
 
-std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& plan) const {
+std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& given) {
   const workload::TaskGraph& graph = model_.graph();
-  plan::Evaluator evaluator(model_);
-  const plan::Prediction warm = evaluator.evaluate(plan);
+  // The configurations were priced as the space lays plans out: start from the plan so laid
+  // out (its shares balanced as the space balances them).
+  plan::Plan plan;
+  if (!space_version(given, plan)) return {};
+  const plan::Prediction warm = evaluator_.evaluate(plan);
   if (!warm.feasible) return {};
   const workload::Workload& w = model_.workload();
   const int n = static_cast<int>(graph.tasks.size());
