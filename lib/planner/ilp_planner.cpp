@@ -145,8 +145,9 @@ class Builder {
   // The task's strategies on an allocation that fit alone, priced alone, fastest first.
   const std::vector<Option>& options_for(int task, int allocation);
   bool add_option(Search& s, std::size_t depth, int i, const Option& o);
-  // Throws once the build has passed its time limit.
+  // Throws once the build has passed its time limit, or the model its size limit.
   void check_deadline() const;
+  void check_size(const ilp::Model& m) const;
   void descend(Search& s, std::size_t depth, double busy);
   void leaf(Search& s, double busy);
   // The space's configurations: for every distinct group of the partitions and every
@@ -433,6 +434,13 @@ const std::vector<Config>& Builder::configs_for(const std::vector<int>& tasks, i
   return out;
 }
 
+void Builder::check_size(const ilp::Model& m) const {
+  if (static_cast<long long>(m.columns().size()) <= params_.max_columns) return;
+  throw core::JobError(fmt::format(
+      "the ILP model would have more than {} columns (node allocations of every group, and their "
+      "pairs); use it on fewer nodes, or the hybrid planner", params_.max_columns));
+}
+
 void Builder::check_deadline() const {
   if (std::chrono::steady_clock::now() <= deadline_) return;
   throw core::JobError(fmt::format(
@@ -600,6 +608,16 @@ ilp::Model Builder::build() {
   std::vector<Terms> edge_transfer(graph.edges.size());
   double longest_transfer = 0;
 
+  // Every group's configurations, one allocation at a time: the tasks' strategies priced alone
+  // are kept for the allocation at hand only (memory per GPU for every strategy of every task on
+  // thousands of allocations of hundreds of GPUs would not fit).
+  std::set<std::vector<int>> distinct;
+  for (const auto& partition : partitions_) distinct.insert(partition.begin(), partition.end());
+  for (std::size_t a = 0; a < allocations_.size(); ++a) {
+    for (const std::vector<int>& group : distinct) configs_for(group, static_cast<int>(a));
+    options_.clear();
+  }
+
   Terms one;
   for (std::size_t p = 0; p < partitions_.size(); ++p) {
     const auto& partition = partitions_[p];
@@ -658,6 +676,7 @@ ilp::Model Builder::build() {
           }
         }
         m.add_equal(fmt::format("config_p{}_g{}_a{}", p, g, a), choose_config, 0);
+        check_size(m);
       }
       m.add_equal(fmt::format("allocation_p{}_g{}", p, g), choose_allocation, 0);
     }
@@ -681,6 +700,7 @@ ilp::Model Builder::build() {
             fit = ca[c] + cb[c] <= static_cast<int>(classes_[c].size());
           }
           if (!fit) continue;
+          check_size(m);
           const int z = m.add_continuous(fmt::format("z_p{}_g{}_{}_a{}_{}", p, key.first, key.second,
                                                      a.allocations[i], b.allocations[j]), 0, 1);
           z_[{p, key.first, key.second, a.allocations[i], b.allocations[j]}] = z;

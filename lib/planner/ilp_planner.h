@@ -71,6 +71,9 @@ struct IlpParams {
   // Group configurations the build may compose (about 1 us each here); past
   // that it stops with an error.
   long long max_configs = 20000000;
+  // Columns the model may have (a few hundred bytes each, with its rows); past that the build
+  // stops with an error.
+  long long max_columns = 2000000;
   std::string export_lp;          // write the model here too, when set
   std::string export_mps;
 };

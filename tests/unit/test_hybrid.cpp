@@ -257,6 +257,11 @@ TEST_CASE("the ILP counts the configurations it composes, stops at its limits, k
       fmt::format("the ILP would compose more than {} group configurations", all.configs - 1);
   CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, limited),
                        doctest::Contains(expected.c_str()), core::JobError);
+  // And past the columns the model may have.
+  planner::IlpParams small;
+  small.max_columns = 10;
+  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, small),
+                       doctest::Contains("the ILP model would have more than 10 columns"), core::JobError);
   // The time limit covers the build: with none left, it stops at its first look at the clock,
   // before the first task is priced.
   planner::IlpParams no_time;
