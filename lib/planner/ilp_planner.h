@@ -50,8 +50,8 @@
 // The model leaves out partitions with a group that has no configuration, and pair variables
 // for allocations that do not fit on the cluster together; it adds T >= each group's busy time
 // (implied, but a tighter relaxation). The time limit covers building and solving: the build
-// stops with an error when it passes it or max_configs, and CBC gets what is left (it checks
-// the clock between its steps, so a long root LP may overrun it).
+// stops with an error when it passes it, max_configs or max_columns, and CBC gets what is
+// left (it checks the clock between its steps, so a long root LP may overrun it).
 
 #include <optional>
 #include <string>
