@@ -90,6 +90,14 @@ workload::Workload grpo(const std::string& model, int prompts, int samples, int 
   return w;
 }
 
+// GRPO on Qwen2.5-1.5B over one 8-GPU A100 node and one 8-GPU L40S node.
+struct TwoNodeGrpo {
+  hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
+  workload::Workload workload = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
+  workload::TaskGraph graph = workload::build_task_graph(workload, catalogs().algorithms, catalogs().models);
+  cost::CostModel model{cluster, workload, graph, catalogs().models};
+};
+
 }  // namespace
 
 TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
@@ -239,10 +247,8 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
 
 TEST_CASE("the ILP counts the configurations it composes, stops at its limits, keeps the undominated") {
   const io::Catalogs& c = catalogs();
-  const hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
-  const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
-  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
-  const cost::CostModel model(cluster, w, graph, c.models);
+  const TwoNodeGrpo x;
+  const cost::CostModel& model = x.model;
   const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
   REQUIRE(all.result.found);
   CHECK(all.kept_configs > 0);
@@ -273,10 +279,8 @@ TEST_CASE("the ILP counts the configurations it composes, stops at its limits, k
 
 TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimum") {
   const io::Catalogs& c = catalogs();
-  const hw::Cluster cluster = cluster_of({"a:1x8xA100-SXM-80G", "a:1x8xL40S"});
-  const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);
-  const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
-  const cost::CostModel model(cluster, w, graph, c.models);
+  const TwoNodeGrpo x;
+  const cost::CostModel& model = x.model;
   const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
   REQUIRE(all.result.found);
   const core::FakeClock clock;
