@@ -3,7 +3,7 @@
 //   ilp_build_seconds,ilp_solve_seconds,ilp_kept
 // A scenario is a folder with cluster.json and workload.json. A planner that finds no plan
 // prints 0 samples/s; the ILP columns are filled on the ILP's row only ("build time limit" or
-// "refused" when its build stopped at the time limit or at its configuration limit;
+// "refused" when its build stopped at the time limit or at its configuration or column limit;
 // evaluations are then the configurations of the space). Usage: planners SCENARIO_DIR...
 
 #include <fmt/format.h>

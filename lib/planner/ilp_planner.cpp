@@ -114,9 +114,9 @@ class Builder {
     }
   }
 
-  // Bounds the groups' busy time by the minimum throughput and by `warm`, when it is a whole
-  // plan of the space that meets the constraints: no configuration a better plan could use
-  // is lost. Call before build().
+  // Lays `warm` out as the space does (the warm start, when it is a plan of the space) and
+  // bounds the groups' busy time by the minimum throughput and by that plan, when it meets the
+  // constraints: no configuration a better plan could use is lost. Call before build().
   void bound_by(const plan::Plan* warm);
   // `warm` laid out as the space lays out its strategies (shares balanced once); false when it
   // is not a plan of the space.
@@ -132,9 +132,9 @@ class Builder {
     return kept;
   }
   int t_column() const { return t_; }
-  // The values of every column for `plan` (a plan of the same space, e.g. hybrid's), or empty
-  // when the plan is not one of the model's.
-  std::vector<double> warm_start(const ilp::Model& m, const plan::Plan& given);
+  // The values of every column for the warm plan given to bound_by, or empty when it is not
+  // one of the model's.
+  std::vector<double> warm_start(const ilp::Model& m);
 
  private:
   void enumerate_allocations();
@@ -180,6 +180,7 @@ class Builder {
   // plan better than the incumbent (a group runs its tasks in turn, so the period is at least
   // their sum); infinite without an incumbent.
   std::vector<double> busy_cap_;
+  std::optional<plan::Plan> incumbent_;  // the warm plan as the space lays it out
   long long composed_configs_ = 0;
   // The build stops here: the time limit covers building and solving.
   std::chrono::steady_clock::time_point deadline_ = std::chrono::steady_clock::time_point::max();
@@ -245,8 +246,10 @@ void Builder::bound_by(const plan::Plan* warm) {
   if (params_.min_throughput) {
     std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.min_throughput * slack);
   }
+  incumbent_.reset();
   plan::Plan p;
   if (!warm || !space_version(*warm, p)) return;
+  incumbent_ = p;
   const plan::Prediction& prediction = evaluator_.evaluate(p);
   const double period = prediction.iteration_seconds;
   const double price = prediction.price_per_hour.value_or(0.0);
@@ -870,12 +873,12 @@ ilp::Model Builder::build() {
   return m;
 }
 
-std::vector<double> Builder::warm_start(const ilp::Model& m, const plan::Plan& given) {
+std::vector<double> Builder::warm_start(const ilp::Model& m) {
   const workload::TaskGraph& graph = model_.graph();
-  // The configurations were priced as the space lays plans out: start from the plan so laid
-  // out (its shares balanced as the space balances them).
-  plan::Plan plan;
-  if (!space_version(given, plan)) return {};
+  // The configurations were priced as the space lays plans out: start from the warm plan so
+  // laid out (its shares balanced as the space balances them).
+  if (!incumbent_) return {};
+  const plan::Plan& plan = *incumbent_;
   const plan::Prediction warm = evaluator_.evaluate(plan);
   if (!warm.feasible) return {};
   const workload::Workload& w = model_.workload();
@@ -1083,7 +1086,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   ilp::SolveParams solve = params.solve;
   solve.time_limit = std::max(0.1, params.solve.time_limit - outcome.build_seconds);
   if (warm) {
-    std::vector<double> values = builder.warm_start(m, *warm);
+    std::vector<double> values = builder.warm_start(m);
     if (!values.empty() && m.satisfied_by(values, 1e-6)) {
       solve.warm_start = std::move(values);
       outcome.warm_started = true;
