@@ -1,6 +1,7 @@
 #include "cost/cost_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -11,6 +12,9 @@ namespace {
 using workload::TaskKind;
 
 constexpr double kBf16 = 2.0;
+// Mixed-precision Adam keeps fp32 master weights, momentum and variance: 12 bytes a parameter
+// beside the bf16 weights and gradients (Rajbhandari et al. 2020, ZeRO).
+constexpr double kAdamState = 12.0;
 constexpr int kSurvivalPoints = 1024;
 constexpr int kMaxLengthPoints = 40;
 
@@ -86,14 +90,6 @@ double CostModel::expected_max_length(double n) const {
   return max_length_table_[i] * (1 - f) + max_length_table_[i + 1] * f;
 }
 
-double CostModel::gemm_efficiency(const hw::GpuSpec& g, double tokens) const {
-  const hw::Efficiency& e = g.efficiency;
-  if (tokens >= 2048) return e.gemm_large;
-  if (tokens <= 256) return e.gemm_small;
-  const double f = (std::log2(tokens) - 8.0) / 3.0;
-  return e.gemm_small + (e.gemm_large - e.gemm_small) * f;
-}
-
 double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   const hw::Node& n = cluster_.nodes[node];
@@ -162,10 +158,7 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
                                            double total_context) const {
   StepCost cost;
   for (const DecodeStage& d : stages) {
-    const double efficiency =
-        batch <= 256    ? d.gemm_small
-        : batch >= 2048 ? d.gemm_large
-                        : d.gemm_small + (d.gemm_large - d.gemm_small) * (std::log2(batch) - 8.0) / 3.0;
+    const double efficiency = hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
     const double compute =
         (batch * d.flops_fixed + d.flops_per_context * total_context) / (d.rate * efficiency);
     const double memory = d.weight_seconds + total_context * d.kv_seconds_per_token;
@@ -190,7 +183,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     double flops = tokens * shape.layer_flops(stage.layers, prompt_ / 2);
     if (s == pp - 1) flops += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
     const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
-    const double compute = flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, chunk_tokens));
+    const double compute = flops / (stage.tp * g.tensor_flops() * g.efficiency.gemm(chunk_tokens));
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
                                 (node_allreduce_seconds(stage.node, stage.tp,
@@ -294,7 +287,7 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
       flops += lm_head_[task] ? response_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
     const double compute =
-        factor * flops / (stage.tp * g.tensor_flops() * gemm_efficiency(g, micro));
+        factor * flops / (stage.tp * g.tensor_flops() * g.efficiency.gemm(micro));
     const double tp = allreduces_per_layer * stage.layers *
                       node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     double p2p = 0;
@@ -374,7 +367,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       const double shards = std::max(1, dp);
       m.weights = kBf16 * params / (train.zero_stage >= 3 ? shards : 1);
       m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
-      m.optimizer = 12.0 * params / (train.zero_stage >= 1 ? shards : 1);
+      m.optimizer = kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
       // 1F1B keeps up to (pp - index) micro-batches in flight on stage `index`.
       const double in_flight = pp - index;
       m.activations = in_flight * micro * stage.layers *
@@ -451,12 +444,74 @@ void CostModel::describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out
   out.gpus = 0;
   out.nic_bandwidth = 0;
   out.gpus_per_zone.assign(cluster_.zones.size(), 0.0);
+  out.nodes = 0;
+  out.slowest_nic = std::numeric_limits<double>::infinity();
   for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) {
     if (gpus_per_node[n] == 0) continue;
     const hw::Node& node = cluster_.nodes[n];
     out.gpus += gpus_per_node[n];
     out.nic_bandwidth += node.nic_bandwidth * gpus_per_node[n] / node.gpu_count;
     out.gpus_per_zone[node.zone] += gpus_per_node[n];
+    ++out.nodes;
+    out.slowest_nic = std::min(out.slowest_nic, node.nic_bandwidth);
+  }
+}
+
+double CostModel::weight_transfer_seconds(double bytes, const GpuSet& trainer, const GpuSet& reader,
+                                          Breakdown& out) const {
+  const double across = transfer_seconds(bytes, trainer, reader);
+  const double broadcast = reader.nodes > 1 ? bytes / reader.slowest_nic : 0.0;
+  if (across >= broadcast) {
+    out.add("weight transfer to the generation group", across);
+  } else {
+    out.add("weight broadcast inside the generation group", broadcast);
+  }
+  return out.total();
+}
+
+double CostModel::reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
+                                  Breakdown& out) const {
+  const ModelShape& shape = shapes_[reader];
+  double seconds = 0;
+  for (const auto& stages : replicas) {
+    const int pp = static_cast<int>(stages.size());
+    for (int s = 0; s < pp; ++s) {
+      const Stage& stage = stages[s];
+      const double shard = kBf16 * shape.stage_params(stage.layers, s == 0, s == pp - 1) / stage.tp;
+      seconds = std::max(seconds, shard / cluster_.nodes[stage.node].intra_node.bandwidth);
+    }
+  }
+  out.add("weight reshard inside the group", seconds);
+  return out.total();
+}
+
+double CostModel::least_resident_bytes(std::span<const int> tasks) const {
+  std::array<double, workload::kRoles.size()> need{};  // per role
+  for (int t : tasks) {
+    const workload::Task& task = graph_.tasks[t];
+    if (!task.role) continue;
+    const double params = shapes_[t].total_params();
+    const double bytes = task.kind == TaskKind::kTrain ? (2 * kBf16 + kAdamState) * params : kBf16 * params;
+    double& role = need[static_cast<std::size_t>(*task.role)];
+    role = std::max(role, bytes);
+  }
+  double total = 0;
+  for (double bytes : need) total += bytes;
+  return total;
+}
+
+void RoleMemory::add(workload::TaskKind kind, const StageMemory& stage) {
+  switch (kind) {
+    case TaskKind::kTrain:
+      trained = true;
+      if (stage.resident() > train_weights + gradients + optimizer) {
+        train_weights = stage.weights;
+        gradients = stage.gradients;
+        optimizer = stage.optimizer;
+      }
+      break;
+    case TaskKind::kForward: infer_weights = std::max(infer_weights, stage.weights); break;
+    default: generate_weights = std::max(generate_weights, stage.weights); break;
   }
 }
 

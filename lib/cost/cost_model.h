@@ -17,13 +17,17 @@
 //     sends between stages, and for training the optimizer step per mini-batch.
 //   - gradient_sync_seconds: the DP all-reduce of a train task across its replicas, a ring at
 //     the slowest link it crosses (replicas may be of different GPU types and zones).
-//   - transfer_seconds / weight_sync_seconds: data between GPU sets over the bottleneck path
-//     (node NICs in parallel, capped by the zone links crossed).
+//   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
+//     capped by the zone links crossed). weight_transfer_seconds: the trained weights to
+//     generation in another group (the transfer, or a broadcast inside the generation group);
+//     reshard_seconds: to generation on the GPUs that trained them.
 //   - memory: weights, gradients, optimizer state (ZeRO stage 0-3), activations (with or
-//     without recompute), KV cache.
+//     without recompute), KV cache per stage (stage_memory); what the roles sharing a GPU keep
+//     there between their tasks (RoleMemory); a floor over any layout (least_resident_bytes).
 //
 // Units: seconds, bytes, FLOP. All rates are per GPU.
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -105,6 +109,31 @@ struct StageMemory {
   double resident() const { return weights + gradients + optimizer; }
 };
 
+// What one role (actor, critic, reference, reward: each holds weights of its own, even when two
+// name the same architecture) keeps on one GPU over the tasks of a group that run there. The
+// tasks take turns, but a role's weights and training state stay between them: a role trained
+// on the GPU holds its training state and, when it also generates there, the generation
+// layout of its weights (its forward passes reuse the trained weights); a role only run
+// forward or generating holds the larger of its two layouts. Activations and KV cache are not
+// kept: a GPU needs the largest of its tasks' transient needs on top of its roles' memory.
+struct RoleMemory {
+  // Training state is on the GPU. add() sets it; a caller that adds a role's tasks one by one
+  // and wants every partial sum to be a floor of the whole sets it before adding the forward
+  // passes of a role it will train.
+  bool trained = false;
+  double train_weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+  double infer_weights = 0;
+  double generate_weights = 0;
+
+  void add(workload::TaskKind kind, const StageMemory& stage);
+  double weights() const {
+    return trained ? train_weights + generate_weights : std::max(infer_weights, generate_weights);
+  }
+  double resident() const { return weights() + gradients + optimizer; }
+};
+
 class CostModel {
  public:
   CostModel(const hw::Cluster& cluster, const workload::Workload& workload,
@@ -145,6 +174,8 @@ class CostModel {
     double gpus = 0;
     double nic_bandwidth = 0;         // bytes/s: each node's NIC times the share of its GPUs
     std::vector<double> gpus_per_zone;
+    int nodes = 0;
+    double slowest_nic = 0;  // bytes/s: the slowest NIC of its nodes
   };
   // `gpus_per_node` is indexed by node.
   void describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out) const;
@@ -168,6 +199,21 @@ class CostModel {
       }
     }
   }
+
+  // The trained weights (`bytes`) reaching a generation group on other GPUs: across to it over
+  // the bottleneck path, then by a pipelined broadcast to each of its nodes, no faster than its
+  // slowest NIC; the slower of the two sets the pace.
+  double weight_transfer_seconds(double bytes, const GpuSet& trainer, const GpuSet& reader,
+                                 Breakdown& out) const;
+  // The trained weights reaching the generation replicas of task `reader` on the GPUs that
+  // trained them: each GPU gathers its own shard over its node's links.
+  double reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
+                         Breakdown& out) const;
+
+  // The least memory the roles of `tasks` keep resident on all their GPUs together, whatever
+  // their layout: per role, the largest of its tasks' weights in bf16, or 16 bytes a parameter
+  // (weights, gradients and Adam state, sharded as thin as ZeRO-3 allows) for training.
+  double least_resident_bytes(std::span<const int> tasks) const;
 
   // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.
   double node_allreduce_seconds(int node, int ranks, double bytes) const;
@@ -228,7 +274,6 @@ class CostModel {
   double pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
                       const TrainOptions& train, bool training, Breakdown& out) const;
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
-  double gemm_efficiency(const hw::GpuSpec& gpu, double tokens) const;
   const hw::GpuSpec& gpu(int node) const;
   double activation_bytes_per_token_layer(int task, int tp, bool recompute) const;
 

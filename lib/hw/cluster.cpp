@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -129,6 +131,22 @@ Path Cluster::zone_path(int zone_a, int zone_b) const {
     return {*network.cross_zone, PathKind::kCrossZone};
   }
   return {*network.cross_region, PathKind::kCrossRegion};
+}
+
+NodeClasses Cluster::node_classes() const {
+  NodeClasses out;
+  std::map<std::tuple<int, int, double, double, int, double>, int> index;
+  for (std::size_t n = 0; n < nodes.size(); ++n) {
+    const Node& node = nodes[n];
+    const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
+                                     node.nic_bandwidth, node.zone,
+                                     node_price_per_hour(node).value_or(-1.0));
+    const auto [it, fresh] = index.emplace(key, static_cast<int>(out.members.size()));
+    if (fresh) out.members.emplace_back();
+    out.members[it->second].push_back(static_cast<int>(n));
+    out.of_node.push_back(it->second);
+  }
+  return out;
 }
 
 int Cluster::total_gpus() const {

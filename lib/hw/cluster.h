@@ -53,6 +53,15 @@ struct Network {
   std::vector<ZoneLink> links;
 };
 
+// Nodes that neither the cost model nor a planner can tell apart: the same GPU type and count,
+// intra-node link, NIC, zone and price. Planners choose how many nodes of a class a group
+// gets, not which; the evaluator prices alike replicas once.
+struct NodeClasses {
+  std::vector<std::vector<int>> members;  // per class its nodes in node order; classes in
+                                          // order of their first node
+  std::vector<int> of_node;               // the class of each node
+};
+
 enum class PathKind { kSameZone, kExplicitLink, kCrossZone, kCrossRegion };
 
 struct Path {
@@ -80,6 +89,8 @@ struct Cluster {
   // USD per hour of the whole cluster, or nullopt when some node has no price.
   std::optional<double> price_per_hour() const;
   std::optional<double> node_price_per_hour(const Node& node) const;
+
+  NodeClasses node_classes() const;
 
   int find_zone(std::string_view name) const;  // -1 when absent
   int find_gpu_type(std::string_view name) const;  // -1 when absent

@@ -7,6 +7,7 @@
 // io/catalog_io reads it. A cluster may override any field per GPU type, and a measured
 // profile replaces the efficiency factors (hw/profile.h).
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,13 +22,31 @@ struct IntraNodeLink {
   std::string source;
 };
 
+// The GEMM sizes (tokens, the rows of a layer's GEMMs) the catalogue's efficiencies were
+// measured at: the per-layer GEMM profiles of Llama-2-7B on A100 and H100 (Vidur's public
+// profiling data, cost_models/gpus.json) at 256 and 2048 tokens.
+inline constexpr double kGemmSmallTokens = 256;
+inline constexpr double kGemmLargeTokens = 2048;
+
+// The fraction of the tensor peak a GEMM of `tokens` rows reaches: `small` up to
+// kGemmSmallTokens, `large` from kGemmLargeTokens, linear in log2(tokens) between the two
+// measured sizes.
+inline double gemm_efficiency(double small, double large, double tokens) {
+  if (tokens >= kGemmLargeTokens) return large;
+  if (tokens <= kGemmSmallTokens) return small;
+  constexpr double kSmallLog2 = 8, kLargeLog2 = 11;  // of the two sizes
+  return small + (large - small) * ((std::log2(tokens) - kSmallLog2) / (kLargeLog2 - kSmallLog2));
+}
+
 // Fractions of a datasheet peak that real kernels reach, each in (0, 1].
 struct Efficiency {
-  double gemm_large = 0;  // GEMMs of >= 2048 tokens, of the dense tensor peak
-  double gemm_small = 0;  // GEMMs of about 256 tokens, of the dense tensor peak
+  double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak
+  double gemm_small = 0;  // GEMMs of about kGemmSmallTokens tokens, of the dense tensor peak
   double memory = 0;      // streaming weights, of the memory bandwidth
   double collective = 0;  // NCCL bus bandwidth on large messages, of the link bandwidth
   std::string source;
+
+  double gemm(double tokens) const { return gemm_efficiency(gemm_small, gemm_large, tokens); }
 };
 
 struct GpuSpec {

@@ -3,77 +3,40 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cassert>
 #include <limits>
-#include <map>
-#include <tuple>
 
 #include "core/units.h"
 #include "plan/periodic.h"
 
 namespace hetrl::plan {
-namespace {
 
 using workload::TaskKind;
-
-bool on_gpu(TaskKind kind) { return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync; }
-
-}  // namespace
-
-std::vector<int> host_tasks(const workload::TaskGraph& graph) {
-  const int n = static_cast<int>(graph.tasks.size());
-  const std::vector<int> order = graph.topological_order();
-  std::vector<int> host(n, -1);
-  for (int t = 0; t < n; ++t) {
-    if (on_gpu(graph.tasks[t].kind)) host[t] = t;
-  }
-  // A CPU task runs on the host of the first GPU task (in topological order) that consumes its
-  // output, directly or through other CPU tasks.
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    const int t = *it;
-    if (graph.tasks[t].kind != TaskKind::kCpu) continue;
-    int best = -1;
-    for (const workload::Edge& e : graph.edges) {
-      if (e.previous_iteration || e.from != t || host[e.to] < 0) continue;
-      const int position = static_cast<int>(std::find(order.begin(), order.end(), e.to) - order.begin());
-      if (best < 0 || position < best) {
-        best = position;
-        host[t] = host[e.to];
-      }
-    }
-  }
-  return host;
-}
 
 Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   const workload::TaskGraph& graph = model.graph();
   const hw::Cluster& cluster = model.cluster();
-  // A model is a role's weights (actor, critic, reference, reward): roles that name the same
-  // architecture still hold weights of their own.
+  // Each role (actor, critic, reference, reward) holds weights of its own, even where two name
+  // the same architecture.
   std::vector<workload::Role> roles;
   for (const workload::Task& task : graph.tasks) {
     if (task.model.empty() || !task.role) {
-      model_of_task_.push_back(-1);
+      role_of_task_.push_back(-1);
       continue;
     }
     auto it = std::find(roles.begin(), roles.end(), *task.role);
     if (it == roles.end()) it = roles.insert(roles.end(), *task.role);
-    model_of_task_.push_back(static_cast<int>(it - roles.begin()));
+    role_of_task_.push_back(static_cast<int>(it - roles.begin()));
   }
-  model_count_ = static_cast<int>(roles.size());
+  role_count_ = static_cast<int>(roles.size());
 
   order_ = graph.topological_order();
-  location_ = host_tasks(graph);
+  location_ = graph.host_tasks();
+  sync_ = graph.weight_sync();
 
-  // Nodes the cost model cannot tell apart share a class, so alike replicas are priced once.
-  std::map<std::tuple<int, int, double, double, int>, int> classes;
-  for (const hw::Node& node : cluster.nodes) {
-    const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
-                                     node.nic_bandwidth, node.zone);
-    node_class_.push_back(classes.emplace(key, static_cast<int>(classes.size())).first->second);
-    max_gpus_per_node_ = std::max(max_gpus_per_node_, node.gpu_count);
-  }
+  // Nodes alike share a class, so alike replicas are priced once.
+  node_class_ = cluster.node_classes().of_node;
+  for (const hw::Node& node : cluster.nodes) max_gpus_per_node_ = std::max(max_gpus_per_node_, node.gpu_count);
   slot_of_gpu_.assign(cluster.nodes.size() * max_gpus_per_node_, -1);
   for (const hw::Node& node : cluster.nodes) {
     const std::optional<double> price = cluster.node_price_per_hour(node);
@@ -84,35 +47,10 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   }
 }
 
-void Evaluator::add_stage_memory(TaskKind kind, int model, const cost::StageMemory& mem,
+void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemory& mem,
                                  std::span<const int> slots) {
-  ModelMemory* cells = cells_.data() + model;
-  switch (kind) {
-    case TaskKind::kTrain: {
-      const double resident = mem.resident();
-      for (int slot : slots) {
-        ModelMemory& cell = cells[static_cast<std::size_t>(slot) * model_count_];
-        if (resident > cell.train_resident()) {
-          cell.train_weights = mem.weights;
-          cell.gradients = mem.gradients;
-          cell.optimizer = mem.optimizer;
-        }
-      }
-      break;
-    }
-    case TaskKind::kForward:
-      for (int slot : slots) {
-        double& w = cells[static_cast<std::size_t>(slot) * model_count_].infer_weights;
-        w = std::max(w, mem.weights);
-      }
-      break;
-    default:
-      for (int slot : slots) {
-        double& w = cells[static_cast<std::size_t>(slot) * model_count_].generate_weights;
-        w = std::max(w, mem.weights);
-      }
-      break;
-  }
+  cost::RoleMemory* cells = cells_.data() + role;
+  for (int slot : slots) cells[static_cast<std::size_t>(slot) * role_count_].add(kind, mem);
   for (int slot : slots) {
     Transient& t = transient_[slot];
     t.activations = std::max(t.activations, mem.activations);
@@ -138,13 +76,12 @@ bool Evaluator::check_memory(const Plan& plan) {
     for (int i = 0; i < slots; ++i) {
       slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
     }
-    // Per GPU and model: training state, inference weights and generation weights; per GPU:
-    // the largest transient need.
-    cells_.assign(static_cast<std::size_t>(slots) * model_count_, ModelMemory{});
+    // Per GPU and role: what the role keeps there; per GPU: the largest transient need.
+    cells_.assign(static_cast<std::size_t>(slots) * role_count_, cost::RoleMemory{});
     transient_.assign(slots, Transient{});
     for (const TaskPlacement& placement : group.tasks) {
       placement_slots_.push_back(next_slot);
-      const int m = model_of_task_[placement.task];
+      const int role = role_of_task_[placement.task];
       const TaskKind kind = graph.tasks[placement.task].kind;
       const int dp = static_cast<int>(placement.replicas.size());
       int* slot_out = device_slots_.data() + placement_slots_.back();
@@ -174,7 +111,7 @@ bool Evaluator::check_memory(const Plan& plan) {
           assert(next_slot + tp <= static_cast<int>(device_slots_.size()));
           const int* slot_row = slot_of_gpu_.data() + stage.node * max_gpus_per_node_;
           for (int d = 0; d < tp; ++d) slot_out[d] = slot_row[stage.devices[d]];
-          add_stage_memory(kind, m, mem, std::span<const int>(slot_out, tp));
+          add_stage_memory(kind, role, mem, std::span<const int>(slot_out, tp));
           slot_out += tp;
           next_slot += tp;
         }
@@ -188,17 +125,11 @@ bool Evaluator::check_memory(const Plan& plan) {
       MemoryUse use;
       use.gpu = group.gpus[i];
       use.capacity = usable_[use.gpu.node];
-      const ModelMemory* cells = cells_.data() + static_cast<std::size_t>(i) * model_count_;
-      for (int m = 0; m < model_count_; ++m) {
-        const ModelMemory& c = cells[m];
-        if (c.train_resident() > 0) {
-          // Forward passes reuse the trained weights; generation holds its own layout.
-          use.weights += c.train_weights + c.generate_weights;
-          use.gradients += c.gradients;
-          use.optimizer += c.optimizer;
-        } else {
-          use.weights += std::max(c.infer_weights, c.generate_weights);
-        }
+      const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(i) * role_count_;
+      for (int r = 0; r < role_count_; ++r) {
+        use.weights += cells[r].weights();
+        use.gradients += cells[r].gradients;
+        use.optimizer += cells[r].optimizer;
       }
       const double resident = use.weights + use.gradients + use.optimizer;
       // Tasks take turns: the transient need is the largest one, a cache or activations.
@@ -326,58 +257,35 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
   return slowest + sync.total();
 }
 
-double Evaluator::weight_sync_seconds(const Plan& plan, int sync_task, bool explain) {
-  const workload::TaskGraph& graph = model_.graph();
-  const hw::Cluster& cluster = model_.cluster();
-  int train = -1, generate = -1;
-  double bytes = 0;
-  for (const workload::Edge& e : graph.edges) {
-    if (e.to == sync_task && !e.previous_iteration) {
-      train = e.from;
-      bytes = e.bytes;
-    }
-    if (e.from == sync_task && e.previous_iteration) generate = e.to;
-  }
-  if (train < 0 || generate < 0) return 0;
-  const int gt = plan.group_of(train);
-  const int gg = plan.group_of(generate);
+double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
+  if (!sync_.exists()) return 0;
+  const int gt = plan.group_of(sync_.trainer);
+  const int gg = plan.group_of(sync_.reader);
   if (gt < 0 || gg < 0) return 0;  // a partial plan: priced when both are placed
   cost::Breakdown out(explain);
-  if (gt == gg) {
-    // Each generation GPU gathers its own shard over the node's links.
-    double seconds = 0;
-    const cost::ModelShape& shape = model_.shape(generate);
+  if (gt != gg) {
+    model_.weight_transfer_seconds(sync_.bytes, group_sets_[gt], group_sets_[gg], out);
+  } else {
+    all_stages_.clear();
+    stage_offsets_.clear();
     for (const TaskPlacement& placement : plan.groups[gg].tasks) {
-      if (placement.task != generate) continue;
+      if (placement.task != sync_.reader) continue;
       for (const Replica& replica : placement.replicas) {
-        const int pp = static_cast<int>(replica.stages.size());
-        for (int s = 0; s < pp; ++s) {
-          const Stage& stage = replica.stages[s];
-          const double shard = 2.0 * shape.stage_params(stage.layers, s == 0, s == pp - 1) /
-                               static_cast<double>(stage.devices.size());
-          seconds = std::max(seconds, shard / cluster.nodes[stage.node].intra_node.bandwidth);
+        stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+        for (const Stage& s : replica.stages) {
+          all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
         }
       }
     }
-    out.add("weight reshard inside the group", seconds);
-  } else {
-    const double across = model_.transfer_seconds(bytes, group_sets_[gt], group_sets_[gg]);
-    // A pipelined broadcast then gives every node of the generation group a copy.
-    double slowest_nic = std::numeric_limits<double>::infinity();
-    int nodes = 0;
-    for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
-      if (group_gpus_per_node_[gg][n] == 0) continue;
-      ++nodes;
-      slowest_nic = std::min(slowest_nic, cluster.nodes[n].nic_bandwidth);
+    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+    spans_.clear();
+    for (std::size_t r = 0; r + 1 < stage_offsets_.size(); ++r) {
+      spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
+                          static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
     }
-    const double broadcast = nodes > 1 ? bytes / slowest_nic : 0.0;
-    if (across >= broadcast) {
-      out.add("weight transfer to the generation group", across);
-    } else {
-      out.add("weight broadcast inside the generation group", broadcast);
-    }
+    model_.reshard_seconds(sync_.reader, spans_, out);
   }
-  if (explain) prediction_.tasks[sync_task].terms = out.terms();
+  if (explain) prediction_.tasks[sync_.task].terms = out.terms();
   return out.total();
 }
 
@@ -438,7 +346,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       if (explain) prediction_.tasks[t].terms = {{"CPU", prediction_.tasks[t].seconds}};
       task_group_[t] = location_[t] >= 0 ? task_group_[location_[t]] : -1;
     } else if (kind == TaskKind::kWeightSync) {
-      prediction_.tasks[t].seconds = weight_sync_seconds(plan, t, explain);
+      prediction_.tasks[t].seconds = weight_sync_seconds(plan, explain);
     }
   }
 
@@ -449,17 +357,15 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   double makespan = 0;
   for (int t : order_) {
     TaskPrediction& tp = prediction_.tasks[t];
-    const TaskKind kind = graph.tasks[t].kind;
     double ready = 0;
     double waited = 0;
     for (std::size_t i = 0; i < graph.edges.size(); ++i) {
       const workload::Edge& e = graph.edges[i];
-      if (e.to != t || e.previous_iteration) continue;
+      if (e.to != t || e.previous_iteration()) continue;
       double arrive = finish_[e.from];
       const int from_group = task_group_[e.from];
       edge_transfer_[i] = 0;
-      if (kind != TaskKind::kWeightSync && from_group >= 0 && task_group_[t] >= 0 &&
-          from_group != task_group_[t]) {
+      if (graph.moves_data(e) && from_group >= 0 && task_group_[t] >= 0 && from_group != task_group_[t]) {
         const double transfer =
             model_.transfer_seconds(e.bytes, group_sets_[from_group], group_sets_[task_group_[t]]);
         edge_transfer_[i] = transfer;
@@ -470,7 +376,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     }
     if (explain && waited > 0) tp.terms.push_back({"(waits for inputs from other groups)", waited});
     // A GPU task of a partial plan (not placed) takes no time and no group.
-    const bool in_group = on_gpu(kind) && tp.group >= 0;
+    const bool in_group = graph.tasks[t].on_gpu() && tp.group >= 0;
     tp.start = in_group ? std::max(ready, group_free_[tp.group]) : ready;
     finish_[t] = tp.start + tp.seconds;
     if (in_group) {
@@ -479,27 +385,21 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     }
     makespan = std::max(makespan, finish_[t]);
   }
-  for (int t = 0; t < n; ++t) {
-    if (graph.tasks[t].kind != TaskKind::kWeightSync) continue;
-    for (const workload::Edge& e : graph.edges) {
-      if (e.from == t && e.previous_iteration && task_group_[e.to] >= 0) {
-        prediction_.groups[task_group_[e.to]].busy_seconds += prediction_.tasks[t].seconds;
-      }
-    }
+  // The generation group is busy receiving the new weights.
+  if (sync_.exists() && task_group_[sync_.reader] >= 0) {
+    prediction_.groups[task_group_[sync_.reader]].busy_seconds += prediction_.tasks[sync_.task].seconds;
   }
   // Steady state: iterations overlap as far as the dependencies allow (the next generation
   // waits only for the new weights, up to the staleness bound; a group runs its tasks in turn,
   // iteration after iteration). An iteration takes the period of that repeating schedule.
-  const int staleness = workload.mode == workload::Mode::kAsync ? workload.max_staleness : 0;
   task_seconds_.resize(n);
   gpu_group_.resize(n);
   for (int t = 0; t < n; ++t) {
     task_seconds_[t] = prediction_.tasks[t].seconds;
-    gpu_group_[t] = on_gpu(graph.tasks[t].kind) ? prediction_.tasks[t].group : -1;
+    gpu_group_[t] = graph.tasks[t].on_gpu() ? prediction_.tasks[t].group : -1;
   }
   schedule_edges(graph, order_, task_seconds_, edge_transfer_, gpu_group_,
-                 static_cast<int>(plan.groups.size()), staleness, cycle_edges_, first_in_group_,
-                 last_in_group_);
+                 static_cast<int>(plan.groups.size()), cycle_edges_, first_in_group_, last_in_group_);
   const double period = period_solver_.period(n, cycle_edges_, order_);
   const double iteration = period > 0 ? period : makespan;
   prediction_.makespan_seconds = makespan;

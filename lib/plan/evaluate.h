@@ -61,10 +61,6 @@ struct Prediction {
   std::vector<GroupPrediction> groups;
 };
 
-// For each task, the GPU task whose group hosts it: itself for GPU tasks; for a CPU task the
-// first GPU task in topological order that consumes its output; -1 for the weight sync.
-std::vector<int> host_tasks(const workload::TaskGraph& graph);
-
 // Reusable evaluator: keeps its buffers between calls so a search pays no allocations.
 class Evaluator {
  public:
@@ -90,7 +86,7 @@ class Evaluator {
   // order of its replicas, stages and devices (what task_seconds reads).
   bool check_memory(const Plan& plan);
   // Adds what one stage of a task needs on each of its GPUs (slots of the group).
-  void add_stage_memory(workload::TaskKind kind, int model, const cost::StageMemory& mem,
+  void add_stage_memory(workload::TaskKind kind, int role, const cost::StageMemory& mem,
                         std::span<const int> slots);
   // `placement_index` counts the placements of the plan in order, over all groups.
   double task_seconds(int group, int placement_index, const TaskPlacement& placement,
@@ -99,24 +95,17 @@ class Evaluator {
   // all_stages_) cost the same.
   bool same_replica(const Replica& a, int a_first, const Replica& b, int b_first) const;
 
-  struct ModelMemory {  // one model on one GPU
-    double train_weights = 0;
-    double gradients = 0;
-    double optimizer = 0;
-    double infer_weights = 0;
-    double generate_weights = 0;
-    double train_resident() const { return train_weights + gradients + optimizer; }
-  };
   struct Transient {  // one GPU: the largest need of the tasks that take turns on it
     double activations = 0;
     double kv_cache = 0;
   };
-  double weight_sync_seconds(const Plan& plan, int sync_task, bool explain);
+  double weight_sync_seconds(const Plan& plan, bool explain);
 
   const cost::CostModel& model_;
   Prediction prediction_;
-  std::vector<int> model_of_task_;     // index of the task's model among the graph's models
-  int model_count_ = 0;
+  std::vector<int> role_of_task_;      // index of the task's role among the graph's roles
+  int role_count_ = 0;
+  workload::WeightSync sync_;
   std::vector<int> location_;          // the GPU task whose group hosts each task
   std::vector<int> order_;             // topological order
   std::vector<int> node_class_;        // nodes alike for the cost model share a class
@@ -135,7 +124,7 @@ class Evaluator {
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
   std::vector<MemoryUse> gpu_memory_;  // per group and GPU, like budgets_all_
-  std::vector<ModelMemory> cells_;   // per GPU slot and model
+  std::vector<cost::RoleMemory> cells_;  // per GPU slot and role
   std::vector<Transient> transient_;  // per GPU slot
   std::vector<int> device_slots_;     // every placement's GPUs as slots of their group
   std::vector<int> placement_slots_;  // per placement: its first entry in device_slots_

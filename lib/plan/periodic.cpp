@@ -80,13 +80,12 @@ void PeriodSolver::walk(std::span<const CycleEdge> edges, std::size_t start, std
 
 void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order,
                     std::span<const double> seconds, std::span<const double> edge_transfer,
-                    std::span<const int> group, int groups, int staleness,
-                    std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last) {
+                    std::span<const int> group, int groups, std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last) {
   out.clear();
   for (std::size_t i = 0; i < graph.edges.size(); ++i) {
     const workload::Edge& e = graph.edges[i];
-    out.push_back({e.from, e.to, seconds[e.from] + (e.previous_iteration ? 0.0 : edge_transfer[i]),
-                   e.previous_iteration ? 1 + staleness : 0});
+    out.push_back({e.from, e.to, seconds[e.from] + (e.previous_iteration() ? 0.0 : edge_transfer[i]),
+                   e.lag});
   }
   first.assign(groups, -1);
   last.assign(groups, -1);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <random>
 
 #include "core/error.h"
@@ -53,7 +52,7 @@ class Search {
   Search(const cost::CostModel& model, const workload::ModelCatalog& models, const HybridParams& params,
          const core::Clock& clock)
       : model_(model), models_(models), params_(params), clock_(clock), evaluator_(model),
-        start_(clock.seconds()), classes_(node_classes(model.cluster())) {}
+        start_(clock.seconds()), classes_(model.cluster().node_classes().members) {}
 
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
 
@@ -113,17 +112,7 @@ std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
 bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const {
   double capacity = 0;
   for (int n : nodes) capacity += model_.usable_memory(n) * model_.cluster().nodes[n].gpu_count;
-  std::map<workload::Role, double> need;  // per role: each holds weights of its own
-  for (int t : tasks) {
-    const workload::Task& task = model_.graph().tasks[t];
-    if (!task.role) continue;
-    const double params = model_.shape(t).total_params();
-    const double bytes = task.kind == workload::TaskKind::kTrain ? 16 * params : 2 * params;
-    need[*task.role] = std::max(need[*task.role], bytes);
-  }
-  double total = 0;
-  for (const auto& [name, bytes] : need) total += bytes;
-  return total <= capacity;
+  return model_.least_resident_bytes(tasks) <= capacity;
 }
 
 // Groups given no class take half of the largest class another group owns (keeping it at
@@ -156,7 +145,7 @@ bool Search::share_classes(Candidate& c) const {
 }
 
 std::vector<Candidate> Search::level_one() {
-  const std::vector<int> tasks = gpu_task_list(model_.graph());
+  const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
   std::vector<Candidate> out;
   for (const auto& partition : partitions(tasks)) {

@@ -76,8 +76,6 @@ struct Allocation {
   cost::CostModel::GpuSet set;
   std::vector<int> gpus_per_node;
   double price = 0;  // USD per hour
-  double slowest_nic = 0;
-  int node_count = 0;
 };
 
 struct GroupVars {
@@ -96,21 +94,18 @@ class Builder {
   Builder(const cost::CostModel& model, const workload::ModelCatalog& models, const IlpParams& params,
           std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max())
       : model_(model), models_(models), params_(params), evaluator_(model),
-        classes_(node_classes(model.cluster())), host_(plan::host_tasks(model.graph())),
+        classes_(model.cluster().node_classes().members), host_(model.graph().host_tasks()),
         deadline_(deadline) {
     enumerate_allocations();
     busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
     const workload::TaskGraph& graph = model.graph();
-    partitions_ = partitions(gpu_task_list(graph));
-    for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-      if (graph.tasks[t].kind == TaskKind::kWeightSync) sync_ = static_cast<int>(t);
-    }
-    for (const workload::Edge& e : graph.edges) {
-      if (e.to == sync_ && !e.previous_iteration) {
-        sync_train_ = e.from;
-        sync_bytes_ = e.bytes;
-      }
-      if (e.from == sync_ && e.previous_iteration) sync_generate_ = e.to;
+    partitions_ = partitions(graph.gpu_tasks());
+    const workload::WeightSync sync = graph.weight_sync();
+    if (sync.exists()) {
+      sync_ = sync.task;
+      sync_train_ = sync.trainer;
+      sync_generate_ = sync.reader;
+      sync_bytes_ = sync.bytes;
     }
   }
 
@@ -235,7 +230,7 @@ bool Builder::space_version(const plan::Plan& warm, plan::Plan& out) {
     }
   }
   std::sort(placed.begin(), placed.end());
-  return placed == gpu_task_list(model_.graph()) && realize(model_, models_, groups, out) &&
+  return placed == model_.graph().gpu_tasks() && realize(model_, models_, groups, out) &&
          balance_shares(evaluator_, out, 1) > 0;
 }
 
@@ -281,7 +276,6 @@ void Builder::enumerate_allocations() {
     Allocation a;
     a.counts = counts;
     a.gpus_per_node.assign(cluster.nodes.size(), 0);
-    double slowest = std::numeric_limits<double>::infinity();
     for (std::size_t cls = 0; cls < k; ++cls) {
       for (int i = 0; i < counts[cls]; ++i) {
         const int node = classes_[cls][i];
@@ -289,11 +283,8 @@ void Builder::enumerate_allocations() {
         a.gpus_per_node[node] = cluster.nodes[node].gpu_count;
         // Unpriced nodes count 0: the cost objective and a budget require every price.
         a.price += cluster.node_price_per_hour(cluster.nodes[node]).value_or(0.0);
-        slowest = std::min(slowest, cluster.nodes[node].nic_bandwidth);
       }
     }
-    a.node_count = static_cast<int>(a.nodes.size());
-    a.slowest_nic = slowest;
     model_.describe_gpu_set(a.gpus_per_node, a.set);
     allocations_.push_back(std::move(a));
   }
@@ -583,12 +574,9 @@ void Builder::keep_if_not_dominated(std::vector<Config>& front, Config c) {
 }
 
 double Builder::weight_sync(int train_allocation, int generate_allocation) const {
-  // As the evaluator prices it between two groups: the transfer, or a pipelined broadcast
-  // inside the generation group, whichever takes longer.
-  const Allocation& g = allocations_[generate_allocation];
-  const double across = transfer(sync_bytes_, train_allocation, generate_allocation);
-  const double broadcast = g.node_count > 1 ? sync_bytes_ / g.slowest_nic : 0.0;
-  return std::max(across, broadcast);
+  cost::Breakdown unused;
+  return model_.weight_transfer_seconds(sync_bytes_, allocations_[train_allocation].set,
+                                        allocations_[generate_allocation].set, unused);
 }
 
 ilp::Model Builder::build() {
@@ -717,7 +705,7 @@ ilp::Model Builder::build() {
     };
     for (std::size_t e = 0; e < graph.edges.size(); ++e) {
       const workload::Edge& edge = graph.edges[e];
-      if (edge.previous_iteration || edge.to == sync_) continue;
+      if (!graph.moves_data(edge)) continue;
       const int gu = host_[edge.from] >= 0 ? group_of[host_[edge.from]] : -1;
       const int gt = host_[edge.to] >= 0 ? group_of[host_[edge.to]] : -1;
       if (gu < 0 || gt < 0 || gu == gt) continue;
@@ -801,15 +789,13 @@ ilp::Model Builder::build() {
       }
     }
   }
-  const bool async = w.mode == workload::Mode::kAsync;
-  const double staleness = async ? w.max_staleness : 0;
   for (std::size_t e = 0; e < graph.edges.size(); ++e) {
     const workload::Edge& edge = graph.edges[e];
     // S_to + shift T - S_from - D_from - transfer >= const(D_from): the periodic schedule.
     Terms terms = finish_terms(edge.from, -1.0);
     terms.emplace_back(start[edge.to], 1.0);
-    if (edge.previous_iteration) {
-      terms.emplace_back(t_, 1.0 + staleness);
+    if (edge.previous_iteration()) {
+      terms.emplace_back(t_, edge.lag);
     } else {
       for (const auto& [z, seconds] : edge_transfer[e]) terms.emplace_back(z, -seconds);
     }
@@ -881,7 +867,6 @@ std::vector<double> Builder::warm_start(const ilp::Model& m) {
   const plan::Plan& plan = *incumbent_;
   const plan::Prediction warm = evaluator_.evaluate(plan);
   if (!warm.feasible) return {};
-  const workload::Workload& w = model_.workload();
   const int n = static_cast<int>(graph.tasks.size());
   // The partition: the plan's task sets, ordered as partitions() orders them.
   std::vector<std::vector<int>> sets;
@@ -998,7 +983,7 @@ std::vector<double> Builder::warm_start(const ilp::Model& m) {
     const workload::Edge& e = graph.edges[i];
     const int gu = host_[e.from] >= 0 ? group_of[host_[e.from]] : -1;
     const int gt = host_[e.to] >= 0 ? group_of[host_[e.to]] : -1;
-    if (!e.previous_iteration && e.to != sync_ && gu >= 0 && gt >= 0 && gu != gt) {
+    if (graph.moves_data(e) && gu >= 0 && gt >= 0 && gu != gt) {
       const int z = z_of(gu, gt);
       if (z < 0) return {};
       values[z] = 1;
@@ -1012,8 +997,8 @@ std::vector<double> Builder::warm_start(const ilp::Model& m) {
   const std::vector<int> order = graph.topological_order();
   std::vector<plan::CycleEdge> cycle;
   std::vector<int> first, last;
-  plan::schedule_edges(graph, order, duration, edge_transfer, gpu_group, static_cast<int>(k),
-                       w.mode == workload::Mode::kAsync ? w.max_staleness : 0, cycle, first, last);
+  plan::schedule_edges(graph, order, duration, edge_transfer, gpu_group, static_cast<int>(k), cycle,
+                       first, last);
   plan::PeriodSolver solver;
   const double iteration = solver.period(n, cycle, order);
   const std::vector<double> starts = plan::periodic_starts(n, cycle, iteration);

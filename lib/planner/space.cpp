@@ -2,37 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <tuple>
 
 #include "planner/layout.h"
 
 namespace hetrl::planner {
-
-std::vector<int> gpu_task_list(const workload::TaskGraph& graph) {
-  std::vector<int> out;
-  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-    const workload::TaskKind kind = graph.tasks[t].kind;
-    if (kind != workload::TaskKind::kCpu && kind != workload::TaskKind::kWeightSync) {
-      out.push_back(static_cast<int>(t));
-    }
-  }
-  return out;
-}
-
-std::vector<std::vector<int>> node_classes(const hw::Cluster& cluster) {
-  std::vector<std::vector<int>> classes;
-  std::map<std::tuple<int, int, double, double, int>, int> index;
-  for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
-    const hw::Node& node = cluster.nodes[n];
-    const auto key = std::make_tuple(node.gpu_type, node.gpu_count, node.intra_node.bandwidth,
-                                     node.nic_bandwidth, node.zone);
-    const auto [it, fresh] = index.emplace(key, static_cast<int>(classes.size()));
-    if (fresh) classes.emplace_back();
-    classes[it->second].push_back(static_cast<int>(n));
-  }
-  return classes;
-}
 
 std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
                                      const SearchSpace& space, int task, const std::vector<int>& nodes) {

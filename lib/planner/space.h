@@ -48,11 +48,4 @@ bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
 // ordered by their first item.
 std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items);
 
-// Nodes the cost model cannot tell apart (same GPU type, GPU count, links and zone), as
-// classes of node indices in node order; classes in order of their first node.
-std::vector<std::vector<int>> node_classes(const hw::Cluster& cluster);
-
-// GPU tasks of the graph (not CPU tasks, not the weight sync), in graph order.
-std::vector<int> gpu_task_list(const workload::TaskGraph& graph);
-
 }  // namespace hetrl::planner

@@ -27,7 +27,7 @@ class Run {
     prediction_ = evaluator_.evaluate(plan, true);
     assert(prediction_.feasible);
     order_ = graph_.topological_order();
-    host_ = plan::host_tasks(graph_);
+    host_ = graph_.host_tasks();
     group_of_.assign(n_, -1);
     for (int t = 0; t < n_; ++t) {
       if (host_[t] >= 0) group_of_[t] = plan.group_of(host_[t]);
@@ -40,9 +40,7 @@ class Run {
     }
     // A group's order: iteration by iteration, tasks in topological order.
     for (int t : order_) {
-      const int g = graph_.tasks[t].kind == TaskKind::kCpu || graph_.tasks[t].kind == TaskKind::kWeightSync
-                        ? -1
-                        : plan.group_of(t);
+      const int g = graph_.tasks[t].on_gpu() ? plan.group_of(t) : -1;
       if (g >= 0) group_tasks_[g].push_back(t);
     }
     network_ = std::make_unique<Network>(queue_, model, sets_, params.link_contention);
@@ -58,11 +56,7 @@ class Run {
     summary_.group_busy.assign(plan.groups.size(), 0.0);
     for (int i = 0; i < params.iterations; ++i) {
       for (const workload::Edge& e : graph_.edges) {
-        if (!e.previous_iteration) {
-          ++pending_[i * n_ + e.to];
-        } else if (i - 1 - staleness() >= 0) {
-          ++pending_[i * n_ + e.to];
-        }
+        if (i - e.lag >= 0) ++pending_[i * n_ + e.to];
       }
     }
   }
@@ -79,14 +73,8 @@ class Run {
   }
 
  private:
-  int staleness() const {
-    return model_.workload().mode == workload::Mode::kAsync ? model_.workload().max_staleness : 0;
-  }
   int key(int iteration, int task) const { return iteration * n_ + task; }
-  bool on_gpu(int task) const {
-    const TaskKind kind = graph_.tasks[task].kind;
-    return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync;
-  }
+  bool on_gpu(int task) const { return graph_.tasks[task].on_gpu(); }
 
   // Starts (iteration, task) if its inputs are in and, for a GPU task, it is its group's turn.
   void try_start(int iteration, int task) {
@@ -105,15 +93,15 @@ class Run {
       started_.insert(k);
       const double begin = std::max(ready, group_free_[g]);
       queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
-    } else if (task == sync_task_ && sync_from_ != sync_to_) {
+    } else if (task == sync_.task && sync_from_ != sync_to_) {
       // The new weights cross to the generation group over the network, then reach every node
       // of it by a pipelined broadcast no faster than its slowest NIC.
       started_.insert(k);
       queue_.at(ready, [this, iteration, task, ready] {
-        network_->start(sync_bytes_, sync_from_, sync_to_, sync_broadcast_rate_,
+        network_->start(sync_.bytes, sync_from_, sync_to_, sync_broadcast_rate_,
                         [this, iteration, task, ready] {
-                          transfer_done(iteration, sync_train_, task, sync_from_, sync_to_,
-                                        sync_bytes_, ready);
+                          transfer_done(iteration, sync_.trainer, task, sync_from_, sync_to_,
+                                        sync_.bytes, ready);
                           finish(iteration, task, ready, queue_.now());
                         });
       });
@@ -128,29 +116,12 @@ class Run {
   // The weight sync: from which training group to which generation group, how many bytes,
   // and the broadcast's pace inside the generation group.
   void find_weight_sync() {
-    for (int t = 0; t < n_; ++t) {
-      if (graph_.tasks[t].kind == TaskKind::kWeightSync) sync_task_ = t;
-    }
-    if (sync_task_ < 0) return;
-    int generate = -1;
-    for (const workload::Edge& e : graph_.edges) {
-      if (e.to == sync_task_ && !e.previous_iteration) {
-        sync_train_ = e.from;
-        sync_bytes_ = e.bytes;
-      }
-      if (e.from == sync_task_ && e.previous_iteration) generate = e.to;
-    }
-    if (sync_train_ < 0 || generate < 0) return;
-    sync_from_ = plan_.group_of(sync_train_);
-    sync_to_ = plan_.group_of(generate);
-    const hw::Cluster& cluster = model_.cluster();
-    std::set<int> nodes;
-    double slowest = std::numeric_limits<double>::infinity();
-    for (const plan::Gpu& gpu : plan_.groups[sync_to_].gpus) {
-      nodes.insert(gpu.node);
-      slowest = std::min(slowest, cluster.nodes[gpu.node].nic_bandwidth);
-    }
-    if (nodes.size() > 1) sync_broadcast_rate_ = slowest;
+    sync_ = graph_.weight_sync();
+    if (!sync_.exists()) return;
+    sync_from_ = plan_.group_of(sync_.trainer);
+    sync_to_ = plan_.group_of(sync_.reader);
+    const cost::CostModel::GpuSet& reader = sets_[sync_to_];
+    if (reader.nodes > 1) sync_broadcast_rate_ = reader.slowest_nic;
   }
 
   void transfer_done(int iteration, int from_task, int to_task, int from_group, int to_group,
@@ -240,12 +211,11 @@ class Run {
     // Release the task's consumers.
     for (const workload::Edge& e : graph_.edges) {
       if (e.from != task) continue;
-      const int consumer_iteration = e.previous_iteration ? iteration + 1 + staleness() : iteration;
+      const int consumer_iteration = iteration + e.lag;
       if (consumer_iteration >= params_.iterations) continue;
       const int ck = key(consumer_iteration, e.to);
       const int gu = group_of_[task], gt = group_of_[e.to];
-      if (!e.previous_iteration && graph_.tasks[e.to].kind != TaskKind::kWeightSync && gu >= 0 &&
-          gt >= 0 && gu != gt && e.bytes > 0) {
+      if (graph_.moves_data(e) && gu >= 0 && gt >= 0 && gu != gt && e.bytes > 0) {
         const int to = e.to;
         const double bytes = e.bytes;
         network_->start(bytes, gu, gt, std::numeric_limits<double>::infinity(),
@@ -303,11 +273,9 @@ class Run {
   std::vector<std::shared_ptr<ReplicaGeneration>> generations_;
   EventQueue queue_;
   std::unique_ptr<Network> network_;
-  int sync_task_ = -1;
-  int sync_train_ = -1;
+  workload::WeightSync sync_;
   int sync_from_ = -1;  // the training group
   int sync_to_ = -1;    // the generation group
-  double sync_bytes_ = 0;
   double sync_broadcast_rate_ = std::numeric_limits<double>::infinity();
   SimSummary summary_;
 };

@@ -1,5 +1,6 @@
 #include "workload/rl_graph.h"
 
+#include <algorithm>
 #include <cassert>
 
 namespace hetrl::workload {
@@ -15,7 +16,7 @@ std::vector<int> TaskGraph::topological_order() const {
   const std::size_t n = tasks.size();
   std::vector<int> pending(n, 0);
   for (const Edge& edge : edges) {
-    if (!edge.previous_iteration) ++pending[edge.to];
+    if (!edge.previous_iteration()) ++pending[edge.to];
   }
   std::vector<int> order;
   std::vector<bool> placed(n, false);
@@ -26,7 +27,7 @@ std::vector<int> TaskGraph::topological_order() const {
       placed[i] = true;
       order.push_back(static_cast<int>(i));
       for (const Edge& edge : edges) {
-        if (!edge.previous_iteration && edge.from == static_cast<int>(i)) --pending[edge.to];
+        if (!edge.previous_iteration() && edge.from == static_cast<int>(i)) --pending[edge.to];
       }
       progressed = true;
       break;
@@ -35,6 +36,57 @@ std::vector<int> TaskGraph::topological_order() const {
     if (!progressed) break;
   }
   return order;
+}
+
+std::vector<int> TaskGraph::gpu_tasks() const {
+  std::vector<int> out;
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    if (tasks[t].on_gpu()) out.push_back(static_cast<int>(t));
+  }
+  return out;
+}
+
+std::vector<int> TaskGraph::host_tasks() const {
+  const int n = static_cast<int>(tasks.size());
+  const std::vector<int> order = topological_order();
+  std::vector<int> host(n, -1);
+  for (int t = 0; t < n; ++t) {
+    if (tasks[t].on_gpu()) host[t] = t;
+  }
+  // Consumers come later in topological order: walk it backwards so theirs are known.
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int t = *it;
+    if (tasks[t].kind != TaskKind::kCpu) continue;
+    int best = -1;
+    for (const Edge& e : edges) {
+      if (e.previous_iteration() || e.from != t || host[e.to] < 0) continue;
+      const int position = static_cast<int>(std::find(order.begin(), order.end(), e.to) - order.begin());
+      if (best < 0 || position < best) {
+        best = position;
+        host[t] = host[e.to];
+      }
+    }
+  }
+  return host;
+}
+
+WeightSync TaskGraph::weight_sync() const {
+  WeightSync sync;
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    if (tasks[t].kind == TaskKind::kWeightSync) sync.task = static_cast<int>(t);
+  }
+  if (sync.task < 0) return sync;
+  for (const Edge& e : edges) {
+    if (e.to == sync.task && !e.previous_iteration()) {
+      sync.trainer = e.from;
+      sync.bytes = e.bytes;
+    }
+    if (e.from == sync.task && e.previous_iteration()) {
+      sync.reader = e.to;
+      sync.lag = e.lag;
+    }
+  }
+  return sync;
 }
 
 TaskGraph build_task_graph(const Workload& workload, const AlgorithmCatalog& algorithms,
@@ -76,7 +128,7 @@ TaskGraph build_task_graph(const Workload& workload, const AlgorithmCatalog& alg
       edge.from = from;
       edge.to = to;
       edge.payload = payload.name;
-      edge.previous_iteration = input.previous_iteration;
+      edge.lag = input.previous_iteration ? 1 + workload.staleness() : 0;
       const double tokens = payload.tokens == TokenSpan::kResponse           ? response_tokens
                             : payload.tokens == TokenSpan::kPromptAndResponse ? all_tokens
                                                                              : 0.0;

@@ -2,6 +2,11 @@
 // The task graph of one RL iteration, built from an algorithm's template and a workload:
 // tasks of absent optional roles are dropped, a rule-based reward becomes a CPU task, and
 // every edge is sized in bytes for the workload's batch and lengths (mean response length).
+//
+// The graph answers the questions every planner, the evaluator and the simulator ask of it:
+// which tasks run on GPUs, where a CPU task runs, which edges move data between groups, how
+// many iterations back an edge reaches (the staleness bound), and how the trained weights
+// reach generation (the weight sync).
 
 #include <optional>
 #include <string>
@@ -17,6 +22,10 @@ struct Task {
   TaskKind kind = TaskKind::kCpu;
   std::string model;  // empty for CPU tasks
   std::string op;     // e.g. "gae", "group_norm", "rule"
+
+  // Runs on the GPUs of a group of the plan (generation, forward passes, training). CPU tasks
+  // and the weight sync are not placed: they are priced from where their neighbours run.
+  bool on_gpu() const { return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync; }
 };
 
 struct Edge {
@@ -24,7 +33,22 @@ struct Edge {
   int to = 0;
   std::string payload;
   double bytes = 0;  // per iteration
-  bool previous_iteration = false;
+  // Iterations between the producer's instance and the consumer's: 0 inside an iteration; for
+  // an input from the previous iteration (the new weights reaching generation), 1 plus the
+  // workload's staleness bound (0 when synchronous).
+  int lag = 0;
+  bool previous_iteration() const { return lag > 0; }
+};
+
+// How the trained actor's weights reach generation: `task` (the weight sync) takes them from
+// `trainer` in one iteration and `reader` (generation) uses them `lag` iterations later.
+struct WeightSync {
+  int task = -1;  // -1: the graph has no weight sync
+  int trainer = -1;
+  int reader = -1;
+  double bytes = 0;
+  int lag = 0;
+  bool exists() const { return task >= 0 && trainer >= 0 && reader >= 0; }
 };
 
 struct TaskGraph {
@@ -36,6 +60,19 @@ struct TaskGraph {
   // Tasks in an order where every same-iteration input comes first (stable: template order
   // among ready tasks).
   std::vector<int> topological_order() const;
+  // The GPU tasks, in graph order.
+  std::vector<int> gpu_tasks() const;
+  // For each task, the GPU task whose group runs it: itself for a GPU task; for a CPU task,
+  // the first GPU task in topological order that consumes its output (directly or through
+  // other CPU tasks); -1 for the weight sync and for a CPU task nothing on a GPU consumes.
+  std::vector<int> host_tasks() const;
+  // Whether the edge moves its payload from the producer's group to the consumer's (a transfer
+  // when the two differ): a same-iteration edge into anything but the weight sync, whose bytes
+  // are the weight sync's to move.
+  bool moves_data(const Edge& edge) const {
+    return !edge.previous_iteration() && tasks[edge.to].kind != TaskKind::kWeightSync;
+  }
+  WeightSync weight_sync() const;
 };
 
 // Requires a workload that passed validate().

@@ -35,6 +35,8 @@ struct Workload {
   const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
   RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }
   int samples_per_iteration() const { return prompts_per_iteration * samples_per_prompt; }
+  // How many iterations generation may run ahead of the weights it uses: 0 when synchronous.
+  int staleness() const { return mode == Mode::kAsync ? max_staleness : 0; }
 
   // Checks the workload against the algorithm's roles and the model catalogue. Throws
   // core::InputError whose text starts with the JSON path of the field at fault, e.g.

@@ -65,7 +65,7 @@ TEST_CASE("verl colocates every task on every GPU with one strategy and even sha
   REQUIRE(r.found);
   REQUIRE(r.plan.groups.size() == 1);
   CHECK(static_cast<int>(r.plan.groups[0].gpus.size()) == x.in.cluster.total_gpus());
-  CHECK(r.plan.groups[0].tasks.size() == planner::gpu_task_list(x.in.graph).size());
+  CHECK(r.plan.groups[0].tasks.size() == x.in.graph.gpu_tasks().size());
   const auto& first = r.plan.groups[0].tasks[0].replicas;
   for (const plan::TaskPlacement& t : r.plan.groups[0].tasks) {
     CHECK(t.replicas.size() == first.size());
@@ -133,7 +133,7 @@ TEST_CASE("exhaustive: no plan of its space beats it; it refuses large instances
   // Random plans from the same space, built and balanced the same way, never beat it.
   std::mt19937 rng(17);
   plan::Evaluator evaluator(x.model);
-  const std::vector<int> tasks = planner::gpu_task_list(x.in.graph);
+  const std::vector<int> tasks = x.in.graph.gpu_tasks();
   const auto partitions = planner::partitions(tasks);
   const int nodes = static_cast<int>(x.in.cluster.nodes.size());
   int priced = 0;

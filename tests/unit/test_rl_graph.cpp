@@ -70,12 +70,12 @@ TEST_CASE("PPO: generation, four scorers, GAE, two trainers and the weight sync"
   // The actor's bf16 weights go to the next iteration's generation.
   const double weights = 2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-7B", "").parameter_count());
   CHECK(edge(g, "actor_train", "weight_sync").bytes == doctest::Approx(weights));
-  CHECK(edge(g, "weight_sync", "generate").previous_iteration);
+  CHECK(edge(g, "weight_sync", "generate").previous_iteration());
   // Every same-iteration input comes before its task.
   const std::vector<int> order = g.topological_order();
   REQUIRE(order.size() == g.tasks.size());
   for (const workload::Edge& e : g.edges) {
-    if (e.previous_iteration) continue;
+    if (e.previous_iteration()) continue;
     const auto at = [&](int t) { return std::find(order.begin(), order.end(), t) - order.begin(); };
     CHECK(at(e.from) < at(e.to));
   }
