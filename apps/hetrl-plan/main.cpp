@@ -65,7 +65,7 @@ planner::PlannerResult run_planner(const std::string& name, const cost::CostMode
     if (!outcome.result.found) return outcome.result;  // the error says why, in one line
     const plan::Prediction& p = outcome.result.prediction;
     const std::string objective =
-        options.ilp.objective == planner::Objective::kCostPerSample
+        options.ilp.goal.objective == planner::Objective::kCostPerSample
             ? fmt::format("objective {:.6f} $ per 1k samples (the plan evaluates to {:.6f})", s.objective,
                           p.price_per_hour.value_or(0) / 3600.0 / p.samples_per_second * 1000.0)
             : fmt::format("objective {:.6f} s per iteration (the plan evaluates to {:.6f} s)",
@@ -173,10 +173,10 @@ int main(int argc, char** argv) {
     }
     options.hybrid.time_limit = time_limit;
     options.ilp.solve.time_limit = time_limit;
-    options.hybrid.objective = options.ilp.objective =
+    options.hybrid.goal.objective = options.ilp.goal.objective =
         objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
-    if (budget > 0) options.hybrid.budget_per_hour = options.ilp.budget_per_hour = budget;
-    if (min_throughput > 0) options.hybrid.min_throughput = options.ilp.min_throughput = min_throughput;
+    if (budget > 0) options.hybrid.goal.budget_per_hour = options.ilp.goal.budget_per_hour = budget;
+    if (min_throughput > 0) options.hybrid.goal.min_throughput = options.ilp.goal.min_throughput = min_throughput;
     options.show_progress = ::isatty(STDERR_FILENO) != 0;
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);

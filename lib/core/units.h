@@ -14,5 +14,6 @@ inline constexpr double kGBps = 1e9;          // bytes per second in one GB/s
 inline constexpr double kGbps = 1e9 / 8.0;    // bytes per second in one Gbit/s
 inline constexpr double kTflops = 1e12;       // FLOP per second in one TFLOP/s
 inline constexpr double kMillisecond = 1e-3;  // seconds
+inline constexpr double kHour = 3600;         // seconds
 
 }  // namespace hetrl::core

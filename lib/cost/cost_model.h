@@ -68,6 +68,7 @@ struct CostParams {
 struct TrainOptions {
   int zero_stage = 1;      // 0: none; 1: optimizer state; 2: + gradients; 3: + weights
   bool recompute = false;  // full activation recompute
+  friend bool operator==(const TrainOptions&, const TrainOptions&) = default;
 };
 
 // One pipeline stage of a replica: `tp` GPUs of one node holding `layers` layers.

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/units.h"
 #include "cost/cost_model.h"
 #include "plan/periodic.h"
 #include "plan/plan.h"
@@ -59,6 +60,13 @@ struct Prediction {
   std::optional<double> price_per_hour;  // of the GPUs the plan uses
   std::vector<TaskPrediction> tasks;     // indexed like the task graph
   std::vector<GroupPrediction> groups;
+
+  // USD per sample: what the plan's GPUs cost while it makes one; nullopt when some GPU has no
+  // price.
+  std::optional<double> dollars_per_sample() const {
+    if (!price_per_hour) return std::nullopt;
+    return *price_per_hour / core::kHour / samples_per_second;
+  }
 };
 
 // Reusable evaluator: keeps its buffers between calls so a search pays no allocations.

@@ -72,7 +72,7 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
                      prediction.iteration_seconds, prediction.samples_per_second,
                      prediction.tokens_per_second, gpus, cluster.total_gpus());
   if (prediction.price_per_hour) {
-    const double per_1k = *prediction.price_per_hour / 3600.0 / prediction.samples_per_second * 1000;
+    const double per_1k = *prediction.dollars_per_sample() * 1000;
     out += fmt::format(" | {:.2f} $/h | {:.3f} $ per 1k samples", *prediction.price_per_hour, per_1k);
   }
   out += "\n";

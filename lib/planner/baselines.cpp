@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <algorithm>
 
-#include "core/error.h"
 #include "planner/layout.h"
 
 namespace hetrl::planner {
@@ -12,28 +11,11 @@ namespace {
 
 using workload::TaskKind;
 
-constexpr int kPipelineChoices[] = {1, 2, 4, 8};
+// Each baseline keeps its fastest plan.
+const Goal kFastest{};
 
-struct Strategy {
-  int tp = 1;
-  int pp = 1;
-  cost::TrainOptions train;
-};
-
-std::vector<Strategy> strategies(const std::vector<int>& tps, bool training) {
-  std::vector<Strategy> out;
-  for (int tp : tps) {
-    for (int pp : kPipelineChoices) {
-      if (!training) {
-        out.push_back({tp, pp, {}});
-        continue;
-      }
-      for (int zero = 1; zero <= 3; ++zero) {
-        for (bool recompute : {false, true}) out.push_back({tp, pp, {zero, recompute}});
-      }
-    }
-  }
-  return out;
+std::vector<TaskChoice> strategies(std::span<const int> tps, bool training) {
+  return planner::strategies(kBaselineSpace, tps, training);
 }
 
 std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& graph,
@@ -48,7 +30,7 @@ std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& grap
 // out.
 bool make_group(const cost::CostModel& model, const workload::ModelCatalog& models,
                 const std::vector<int>& nodes, const std::vector<int>& tasks,
-                const Strategy& strategy, plan::Group& group) {
+                const TaskChoice& strategy, plan::Group& group) {
   const hw::Cluster& cluster = model.cluster();
   group.gpus = gpus_of(cluster, nodes);
   group.tasks.clear();
@@ -71,43 +53,26 @@ void consider(PlannerResult& result, const plan::Plan& candidate, const plan::Pr
     if (!result.found && result.why_not.empty()) result.why_not = prediction.infeasible;
     return;
   }
-  if (!result.found || prediction.samples_per_second > result.prediction.samples_per_second) {
+  if (!result.found || kFastest.better(prediction, result.prediction)) {
     result.found = true;
     result.plan = candidate;
     result.prediction = prediction;
   }
 }
 
+// The GPU tasks that generate, or the others.
 std::vector<int> gpu_tasks(const workload::TaskGraph& graph, bool generation) {
-  std::vector<int> out;
-  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-    const TaskKind kind = graph.tasks[t].kind;
-    if (kind == TaskKind::kCpu || kind == TaskKind::kWeightSync) continue;
-    if ((kind == TaskKind::kGenerate) == generation) out.push_back(static_cast<int>(t));
-  }
+  std::vector<int> out = graph.gpu_tasks();
+  std::erase_if(out, [&](int t) { return (graph.tasks[t].kind == TaskKind::kGenerate) != generation; });
   return out;
 }
 
-std::string strategy_text(const Strategy& s) {
+std::string strategy_text(const TaskChoice& s) {
   return fmt::format("TP{} PP{} ZeRO-{}{}", s.tp, s.pp, s.train.zero_stage,
                      s.train.recompute ? " recompute" : "");
 }
 
 }  // namespace
-
-void require_prices(const hw::Cluster& cluster, Objective objective, bool budget) {
-  if ((objective == Objective::kCostPerSample || budget) && !cluster.price_per_hour()) {
-    throw core::InputError(
-        "the cost objective and --budget-per-hour need a price for every node; give prices in the "
-        "cluster file (gpu_types, price_per_hour_usd) or with hetrl-cluster --gpu-price");
-  }
-}
-
-std::vector<int> all_nodes(const hw::Cluster& cluster) {
-  std::vector<int> nodes(cluster.nodes.size());
-  for (std::size_t n = 0; n < nodes.size(); ++n) nodes[n] = static_cast<int>(n);
-  return nodes;
-}
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
                         const std::vector<int>& nodes) {
@@ -117,7 +82,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   PlannerResult result;
   plan::Evaluator evaluator(model);
   const std::vector<int> tps = tp_choices(model.cluster(), nodes, archs_of(graph, models, tasks));
-  for (const Strategy& strategy : strategies(tps, true)) {
+  for (const TaskChoice& strategy : strategies(tps, true)) {
     plan::Plan candidate;
     candidate.groups.emplace_back();
     if (!make_group(model, models, nodes, tasks, strategy, candidate.groups[0])) continue;
@@ -138,11 +103,15 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
   PlannerResult result;
   plan::Evaluator evaluator(model);
 
-  // Node classes: same GPU type and zone.
-  std::map<std::pair<int, int>, std::vector<int>> by_class;
-  for (int n : nodes) by_class[{cluster.nodes[n].gpu_type, cluster.nodes[n].zone}].push_back(n);
+  // The node classes, restricted to the nodes given.
   std::vector<std::vector<int>> classes;
-  for (auto& [key, members] : by_class) classes.push_back(members);
+  for (const std::vector<int>& members : cluster.node_classes().members) {
+    std::vector<int> given;
+    for (int n : members) {
+      if (std::find(nodes.begin(), nodes.end(), n) != nodes.end()) given.push_back(n);
+    }
+    if (!given.empty()) classes.push_back(std::move(given));
+  }
   double combos = 1;
   for (const auto& c : classes) combos *= static_cast<double>(c.size() + 1);
   const bool whole_classes = combos > kMaxSplits;
@@ -167,16 +136,16 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
       candidate.planner.name = "streamrl";
       // Generation first, with the leanest training layout; then training with the best
       // generation layout.
-      Strategy best_gen{}, best_train{};
+      TaskChoice best_gen{}, best_train{};
       double best = -1;
-      for (const Strategy& gen : gen_strategies) {
+      for (const TaskChoice& gen : gen_strategies) {
         if (!make_group(model, models, gen_nodes, gen_tasks, gen, candidate.groups[0])) continue;
         for (auto it = train_strategies.rbegin(); it != train_strategies.rend(); ++it) {
           if (!make_group(model, models, train_nodes, train_tasks, *it, candidate.groups[1])) continue;
           const plan::Prediction& p = evaluator.evaluate(candidate);
           ++result.evaluations;
-          if (p.feasible && p.samples_per_second > best) {
-            best = p.samples_per_second;
+          if (kFastest.score(p) > best) {
+            best = kFastest.score(p);
             best_gen = gen;
             best_train = *it;
           } else if (!p.feasible && result.why_not.empty()) {
@@ -187,12 +156,12 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
       }
       if (best > 0) {
         make_group(model, models, gen_nodes, gen_tasks, best_gen, candidate.groups[0]);
-        for (const Strategy& train : train_strategies) {
+        for (const TaskChoice& train : train_strategies) {
           if (!make_group(model, models, train_nodes, train_tasks, train, candidate.groups[1])) continue;
           const plan::Prediction& p = evaluator.evaluate(candidate);
           ++result.evaluations;
-          if (p.feasible && p.samples_per_second > best) {
-            best = p.samples_per_second;
+          if (kFastest.score(p) > best) {
+            best = kFastest.score(p);
             best_train = train;
           }
         }
@@ -246,8 +215,7 @@ PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::Mod
     if (nodes.empty()) continue;
     for (PlannerResult candidate : {plan_verl(model, models, nodes), plan_streamrl(model, models, nodes)}) {
       evaluations += candidate.evaluations;
-      if (candidate.found && (!best.found || candidate.prediction.samples_per_second >
-                                                 best.prediction.samples_per_second)) {
+      if (candidate.found && (!best.found || kFastest.better(candidate.prediction, best.prediction))) {
         const std::string policy = candidate.plan.planner.name;
         best = std::move(candidate);
         best.plan.planner.params.insert(best.plan.planner.params.begin(),

@@ -8,31 +8,21 @@
 //                a strategy per pool, batch shares split by replica speed (StreamRL).
 //   homogeneous  the best of verl and streamrl on the nodes of a single GPU type.
 //
-// Search choices: TP in powers of two (dividing the heads, inside a node), PP in {1, 2, 4, 8},
-// ZeRO stage in {1, 2, 3}, activation recompute off or on. The streamrl split is chosen over
-// node classes (same GPU type and zone): every way of giving k of a class's nodes to
-// generation, up to kMaxSplits splits (whole classes only beyond that).
+// Search choices (kBaselineSpace): TP in powers of two (dividing the heads, inside a node), PP
+// in {1, 2, 4, 8}, ZeRO stage in {1, 2, 3}, activation recompute off or on. The streamrl split
+// is chosen over node classes (hw::NodeClasses): every way of giving k of a class's nodes to
+// generation, up to kMaxSplits splits (whole classes only beyond that). Each baseline ranks its
+// plans by throughput.
 
-#include <string>
 #include <vector>
 
-#include "plan/evaluate.h"
-#include "plan/plan.h"
+#include "planner/planner.h"
+#include "planner/space.h"
 #include "workload/model.h"
 
 namespace hetrl::planner {
 
-// What the searching planners optimise: samples per second, or dollars per sample.
-enum class Objective { kThroughput, kCostPerSample };
-
-struct PlannerResult {
-  bool found = false;
-  plan::Plan plan;
-  plan::Prediction prediction;
-  std::string why_not;     // when nothing fits: the reason of the closest attempt
-  long long evaluations = 0;
-};
-
+inline const SearchSpace kBaselineSpace{{1, 2, 4, 8}, {1, 2, 3}, {false, true}};
 inline constexpr int kMaxSplits = 4096;
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
@@ -40,12 +30,5 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
 PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
                             const std::vector<int>& nodes);
 PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models);
-
-// All nodes of the cluster.
-std::vector<int> all_nodes(const hw::Cluster& cluster);
-
-// Throws core::InputError when the cost objective or a budget is asked for and some node has
-// no price.
-void require_prices(const hw::Cluster& cluster, Objective objective, bool budget);
 
 }  // namespace hetrl::planner

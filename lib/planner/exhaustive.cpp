@@ -69,13 +69,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
         "fewer nodes or tasks, or another planner",
         count > params.max_plans * 16 ? "over " : "", count, params.max_plans));
   }
-  require_prices(model.cluster(), params.objective, false);
-  const bool cost = params.objective == Objective::kCostPerSample;
-  // Whether prediction a beats b (both feasible).
-  auto better = [cost](const plan::Prediction& a, const plan::Prediction& b) {
-    if (!cost) return a.samples_per_second > b.samples_per_second;
-    return *a.price_per_hour / a.samples_per_second < *b.price_per_hour / b.samples_per_second;
-  };
+  require_prices(model.cluster(), params.goal);
   PlannerResult result;
   plan::Evaluator evaluator(model);
   plan::Plan candidate;
@@ -97,7 +91,8 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
               balance_shares(evaluator, candidate, 1);
               const plan::Prediction& prediction = evaluator.evaluate(candidate);
               ++result.evaluations;
-              if (prediction.feasible && (!result.found || better(prediction, result.prediction))) {
+              if (params.goal.accepts(prediction) &&
+                  (!result.found || params.goal.better(prediction, result.prediction))) {
                 result.found = true;
                 result.plan = candidate;
                 result.prediction = prediction;

@@ -6,14 +6,14 @@
 
 #include <string>
 
-#include "planner/baselines.h"
+#include "planner/planner.h"
 #include "planner/space.h"
 
 namespace hetrl::planner {
 
 struct ExhaustiveParams {
   SearchSpace space;
-  Objective objective = Objective::kThroughput;  // cost: throws core::InputError unless every node has a price
+  Goal goal;  // throws core::InputError when it needs prices some node lacks
   long long max_plans = 2'000'000;
 };
 

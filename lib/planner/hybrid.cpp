@@ -57,7 +57,6 @@ class Search {
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
 
  private:
-  double score(const plan::Prediction& p) const;
   bool out_of_time() const { return clock_.seconds() - start_ > params_.time_limit; }
   std::vector<int> group_nodes(const Candidate& c, int group) const;
   std::vector<Candidate> level_one();
@@ -83,18 +82,6 @@ class Search {
   bool timed_out_ = false;
   std::string why_not_;
 };
-
-double Search::score(const plan::Prediction& p) const {
-  if (!p.feasible) return kWorst;
-  if (params_.min_throughput && p.samples_per_second < *params_.min_throughput) return kWorst;
-  if (params_.budget_per_hour && (!p.price_per_hour || *p.price_per_hour > *params_.budget_per_hour)) {
-    return kWorst;
-  }
-  if (params_.objective == Objective::kCostPerSample) {
-    return -(p.price_per_hour.value_or(0) / 3600.0 / p.samples_per_second);
-  }
-  return p.samples_per_second;
-}
 
 std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
   std::vector<int> nodes;
@@ -284,7 +271,7 @@ double Search::evaluate(Candidate& c) {
   }
   balance_shares(evaluator_, scratch_, 1);
   const plan::Prediction& p = evaluator_.evaluate(scratch_);
-  const double s = score(p);
+  const double s = params_.goal.score(p);
   if (!p.feasible && why_not_.empty()) why_not_ = p.infeasible;
   if (s > c.best) {
     c.best = s;
@@ -451,7 +438,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     result.prediction = best->best_prediction;
   } else {
     result.why_not = why_not_.empty() ? "no candidate could be laid out on the cluster" : why_not_;
-    if (params_.budget_per_hour || params_.min_throughput) {
+    if (params_.goal.constrained()) {
       result.why_not = "no plan meets the constraints" +
                        std::string(why_not_.empty() ? "" : "; the last infeasible one: " + why_not_);
     }
@@ -460,12 +447,12 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
   result.plan.planner.params = {
       {"seed", std::to_string(params_.seed)},
       {"max_groups", std::to_string(params_.max_groups)},
-      {"objective", params_.objective == Objective::kThroughput ? "throughput" : "cost_per_sample"}};
-  if (params_.budget_per_hour) {
-    result.plan.planner.params.emplace_back("budget_per_hour_usd", fmt::format("{}", *params_.budget_per_hour));
+      {"objective", std::string(objective_name(params_.goal.objective))}};
+  if (params_.goal.budget_per_hour) {
+    result.plan.planner.params.emplace_back("budget_per_hour_usd", fmt::format("{}", *params_.goal.budget_per_hour));
   }
-  if (params_.min_throughput) {
-    result.plan.planner.params.emplace_back("min_samples_per_second", fmt::format("{}", *params_.min_throughput));
+  if (params_.goal.min_throughput) {
+    result.plan.planner.params.emplace_back("min_samples_per_second", fmt::format("{}", *params_.goal.min_throughput));
   }
   result.plan.planner.stats = {{"candidates", static_cast<double>(candidates)},
                                {"evaluations", static_cast<double>(evaluations_)},
@@ -480,7 +467,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
 PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
                           const HybridParams& params, const core::Clock& clock,
                           const std::function<void(const SearchProgress&)>& progress) {
-  require_prices(model.cluster(), params.objective, params.budget_per_hour.has_value());
+  require_prices(model.cluster(), params.goal);
   Search search(model, models, params, clock);
   return search.run(progress);
 }

@@ -27,10 +27,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 
 #include "core/clock.h"
-#include "planner/baselines.h"
+#include "planner/planner.h"
 #include "planner/space.h"
 
 namespace hetrl::planner {
@@ -39,16 +38,14 @@ struct HybridParams {
   SearchSpace space;
   int max_groups = 3;
   std::uint64_t seed = 1;
-  double time_limit = 60;          // seconds
+  double time_limit = kDefaultTimeLimit;  // seconds
   int max_candidates = 2048;       // level-1 candidates searched (a seeded sample beyond)
   // Evaluations the search aims to spend in all. The first round gives each of the N
   // candidates budget / (N x rounds) evaluations (at least 2), so small instances are searched
   // to convergence and large ones get a quick look first.
   long long evaluation_budget = 40000;
   int restarts = 2;                // perturbations after the local search converges
-  Objective objective = Objective::kThroughput;
-  std::optional<double> budget_per_hour;  // USD
-  std::optional<double> min_throughput;   // samples/s
+  Goal goal;
 };
 
 struct SearchProgress {
@@ -58,7 +55,7 @@ struct SearchProgress {
   double seconds = 0;
 };
 
-// Throws core::InputError when the objective or a constraint needs prices the cluster lacks.
+// Throws core::InputError when the goal needs prices the cluster lacks.
 PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
                           const HybridParams& params, const core::Clock& clock,
                           const std::function<void(const SearchProgress&)>& progress = {});

@@ -238,8 +238,8 @@ void Builder::bound_by(const plan::Plan* warm) {
   const workload::Workload& w = model_.workload();
   const double slack = 1 + 1e-9;
   busy_cap_.assign(allocations_.size(), std::numeric_limits<double>::infinity());
-  if (params_.min_throughput) {
-    std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.min_throughput * slack);
+  if (params_.goal.min_throughput) {
+    std::fill(busy_cap_.begin(), busy_cap_.end(), w.samples_per_iteration() / *params_.goal.min_throughput * slack);
   }
   incumbent_.reset();
   plan::Plan p;
@@ -248,11 +248,11 @@ void Builder::bound_by(const plan::Plan* warm) {
   const plan::Prediction& prediction = evaluator_.evaluate(p);
   const double period = prediction.iteration_seconds;
   const double price = prediction.price_per_hour.value_or(0.0);
-  if (params_.budget_per_hour && price > *params_.budget_per_hour) return;
-  if (params_.min_throughput && prediction.samples_per_second < *params_.min_throughput) return;
+  if (params_.goal.budget_per_hour && price > *params_.goal.budget_per_hour) return;
+  if (params_.goal.min_throughput && prediction.samples_per_second < *params_.goal.min_throughput) return;
   for (std::size_t a = 0; a < allocations_.size(); ++a) {
     double cap = busy_cap_[a];
-    if (params_.objective == Objective::kThroughput) {
+    if (params_.goal.objective == Objective::kThroughput) {
       cap = std::min(cap, period * slack);
     } else if (allocations_[a].price > 0) {
       // Dollars per sample grow with the price of every group and with the period.
@@ -759,13 +759,13 @@ ilp::Model Builder::build() {
     for (const auto& [column, seconds] : duration[t]) terms.emplace_back(column, sign * seconds);
     return terms;
   };
-  const bool cost_objective = params_.objective == Objective::kCostPerSample;
+  const bool cost_objective = params_.goal.objective == Objective::kCostPerSample;
   t_ = m.add_continuous("T", 0, big_m, cost_objective ? 0.0 : 1.0);
   if (cost_objective) {
     // Dollars per 1,000 samples = price per hour x T / 3600 / samples x 1000, with the price
     // the sum over chosen allocations: a product of T and binaries, linearised exactly by
     // w_{p,g,a} >= T - big_m (1 - a_{p,g,a}), w >= 0 (at the optimum w = T x a).
-    const double per_dollar_second = 1000.0 / 3600.0 / w.samples_per_iteration();
+    const double per_dollar_second = 1000.0 / core::kHour / w.samples_per_iteration();
     for (std::size_t p = 0; p < groups_.size(); ++p) {
       for (std::size_t g = 0; g < groups_[p].size(); ++g) {
         GroupVars& vars = groups_[p][g];
@@ -841,10 +841,10 @@ ilp::Model Builder::build() {
       m.add_greater_equal(fmt::format("busy_p{}_g{}", p, g), busy, 0);
     }
   }
-  if (params_.min_throughput) {
-    m.add_less_equal("min_throughput", {{t_, 1.0}}, w.samples_per_iteration() / *params_.min_throughput);
+  if (params_.goal.min_throughput) {
+    m.add_less_equal("min_throughput", {{t_, 1.0}}, w.samples_per_iteration() / *params_.goal.min_throughput);
   }
-  if (params_.budget_per_hour) {
+  if (params_.goal.budget_per_hour) {
     Terms cost;
     for (const auto& gv : groups_) {
       for (const GroupVars& vars : gv) {
@@ -854,7 +854,7 @@ ilp::Model Builder::build() {
         }
       }
     }
-    m.add_less_equal("budget", cost, *params_.budget_per_hour);
+    m.add_less_equal("budget", cost, *params_.goal.budget_per_hour);
   }
   return m;
 }
@@ -1052,7 +1052,7 @@ long long ilp_configuration_count(const cost::CostModel& model, const workload::
 
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const plan::Plan* warm) {
-  require_prices(model.cluster(), params.objective, params.budget_per_hour.has_value());
+  require_prices(model.cluster(), params.goal);
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                     std::chrono::duration<double>(params.solve.time_limit));

@@ -57,17 +57,15 @@
 #include <string>
 
 #include "ilp/solver.h"
-#include "planner/baselines.h"
+#include "planner/planner.h"
 #include "planner/space.h"
 
 namespace hetrl::planner {
 
 struct IlpParams {
   SearchSpace space;
-  Objective objective = Objective::kThroughput;
+  Goal goal;
   ilp::SolveParams solve;
-  std::optional<double> budget_per_hour;
-  std::optional<double> min_throughput;
   // Group configurations the build may compose (about 1 us each here); past
   // that it stops with an error.
   long long max_configs = 20000000;

@@ -7,15 +7,10 @@
 
 namespace hetrl::planner {
 
-std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
-                                     const SearchSpace& space, int task, const std::vector<int>& nodes) {
-  const workload::Task& t = model.graph().tasks[task];
-  const workload::ModelArch& arch = models.get(t.model, "");
-  const bool training = t.kind == workload::TaskKind::kTrain;
+std::vector<TaskChoice> strategies(const SearchSpace& space, std::span<const int> tps, bool training) {
   std::vector<TaskChoice> out;
-  for (int tp : tp_choices(model.cluster(), nodes, {&arch})) {
+  for (int tp : tps) {
     for (int pp : space.pipeline) {
-      if (!layout_fits(model.cluster(), nodes, tp, pp, arch.layers)) continue;
       if (!training) {
         out.push_back({tp, pp, {}});
         continue;
@@ -25,6 +20,16 @@ std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workloa
       }
     }
   }
+  return out;
+}
+
+std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                     const SearchSpace& space, int task, const std::vector<int>& nodes) {
+  const workload::Task& t = model.graph().tasks[task];
+  const workload::ModelArch& arch = models.get(t.model, "");
+  std::vector<TaskChoice> out =
+      strategies(space, tp_choices(model.cluster(), nodes, {&arch}), t.kind == workload::TaskKind::kTrain);
+  std::erase_if(out, [&](const TaskChoice& c) { return !layout_fits(model.cluster(), nodes, c.tp, c.pp, arch.layers); });
   return out;
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The decision space the searching planners share (exhaustive now, hybrid later), so their
+// The decision space the searching planners share (hybrid, the ILP, exhaustive), so their
 // plans are comparable and the exhaustive optimum is ground truth for the others:
 //
 //   grouping    a partition of the GPU tasks into groups (colocated tasks share GPUs)
@@ -9,6 +9,7 @@
 //               nodes in order (uniform_replicas), layers split by stage speed, batch shares
 //               re-weighted once by replica speed (balance_shares with one round).
 
+#include <span>
 #include <vector>
 
 #include "cost/cost_model.h"
@@ -24,11 +25,17 @@ struct SearchSpace {
   std::vector<bool> recompute = {false, true};
 };
 
+// One strategy of one task: TP x PP, and for training the ZeRO stage and recompute.
 struct TaskChoice {
   int tp = 1;
   int pp = 1;
   cost::TrainOptions train;
+  friend bool operator==(const TaskChoice&, const TaskChoice&) = default;
 };
+
+// The strategies of a space for the given TP degrees, TP first, then PP, then (training
+// tasks only) the ZeRO stage and recompute.
+std::vector<TaskChoice> strategies(const SearchSpace& space, std::span<const int> tps, bool training);
 
 struct GroupChoice {
   std::vector<int> tasks;  // graph indices

@@ -166,15 +166,15 @@ int run(const std::string& mode, const fs::path& golden, const fs::path& scenari
   if (scenario->ilp) ilp("ilp", {}, hybrid.found ? &hybrid.plan : nullptr);
   if (scenario->cost) {
     planner::HybridParams cost_params;
-    cost_params.objective = planner::Objective::kCostPerSample;
+    cost_params.goal.objective = planner::Objective::kCostPerSample;
     const planner::PlannerResult cheap = planner::plan_hybrid(model, catalogs.models, cost_params, clock);
     keep("hybrid-cost", cheap);
     planner::IlpParams ilp_cost;
-    ilp_cost.objective = planner::Objective::kCostPerSample;
+    ilp_cost.goal.objective = planner::Objective::kCostPerSample;
     ilp("ilp-cost", ilp_cost, cheap.found ? &cheap.plan : nullptr);
     // A budget at 60% of what hybrid's fastest plan costs.
     planner::HybridParams budget_params;
-    budget_params.budget_per_hour = 0.6 * hybrid.prediction.price_per_hour.value_or(0);
+    budget_params.goal.budget_per_hour = 0.6 * hybrid.prediction.price_per_hour.value_or(0);
     keep("hybrid-budget", planner::plan_hybrid(model, catalogs.models, budget_params, clock));
   }
   if (scenario->simulate && hybrid.found) {

@@ -137,19 +137,19 @@ TEST_CASE("hybrid: the same seed gives the same plan; constraints and objectives
 
   // A budget below the best plan's price: the plan found costs no more than the budget.
   const double price = *a.prediction.price_per_hour;
-  hp.budget_per_hour = price * 0.5;
+  hp.goal.budget_per_hour = price * 0.5;
   const planner::PlannerResult cheap = planner::plan_hybrid(model, c.models, hp, clock);
   REQUIRE(cheap.found);
   CHECK(*cheap.prediction.price_per_hour <= price * 0.5);
   // A throughput floor above anything possible: no plan, and the reason says so.
-  hp.budget_per_hour.reset();
-  hp.min_throughput = a.prediction.samples_per_second * 10;
+  hp.goal.budget_per_hour.reset();
+  hp.goal.min_throughput = a.prediction.samples_per_second * 10;
   const planner::PlannerResult none = planner::plan_hybrid(model, c.models, hp, clock);
   CHECK_FALSE(none.found);
   CHECK(none.why_not.find("no plan meets the constraints") == 0);
   // Cost per sample: no more per sample than the throughput plan.
-  hp.min_throughput.reset();
-  hp.objective = planner::Objective::kCostPerSample;
+  hp.goal.min_throughput.reset();
+  hp.goal.objective = planner::Objective::kCostPerSample;
   const planner::PlannerResult thrifty = planner::plan_hybrid(model, c.models, hp, clock);
   REQUIRE(thrifty.found);
   const auto per_sample = [](const plan::Prediction& p) { return *p.price_per_hour / p.samples_per_second; };
@@ -216,11 +216,11 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     for (hw::GpuSpec& g : x.cluster.gpu_types) g.price_per_hour = prices.at(g.name);
     const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
     planner::ExhaustiveParams ep;
-    ep.objective = planner::Objective::kCostPerSample;
+    ep.goal.objective = planner::Objective::kCostPerSample;
     if (planner::exhaustive_plan_count(model, catalogs().models, ep) > 6000) continue;
     const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, ep);
     planner::IlpParams ip;
-    ip.objective = planner::Objective::kCostPerSample;
+    ip.goal.objective = planner::Objective::kCostPerSample;
     const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip);
     CAPTURE(x.description);
     REQUIRE(truth.found == ilp.result.found);
@@ -235,7 +235,7 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     // price: the same optimum.
     const core::FakeClock clock;
     planner::HybridParams hp;
-    hp.objective = planner::Objective::kCostPerSample;
+    hp.goal.objective = planner::Objective::kCostPerSample;
     const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
     REQUIRE(hybrid.found);
     const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, &hybrid.plan);
@@ -293,7 +293,7 @@ TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimu
         doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
   // A minimum throughput bounds it too: just under the optimum, the optimum is still found.
   planner::IlpParams floor;
-  floor.min_throughput = all.result.prediction.samples_per_second * (1 - 1e-6);
+  floor.goal.min_throughput = all.result.prediction.samples_per_second * (1 - 1e-6);
   const planner::IlpOutcome fast = planner::plan_ilp(model, c.models, floor);
   CHECK(fast.configs < all.configs / 2);
   CHECK(fast.result.prediction.samples_per_second ==

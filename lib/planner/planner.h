@@ -1,0 +1,63 @@
+#pragma once
+// What every planner shares: the goal a plan is judged by (the objective and the constraints),
+// the one rule that says which of two plans is better, and the result a planner returns with
+// how its search ended. Planners never time anything: they compare the cost model's
+// predictions (plan/evaluate.h), so their plans compare fairly.
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "plan/evaluate.h"
+#include "plan/plan.h"
+
+namespace hetrl::planner {
+
+// Seconds a searching planner may take unless told otherwise.
+inline constexpr double kDefaultTimeLimit = 60;
+
+// What the searching planners optimise: samples per second, or dollars per sample.
+enum class Objective { kThroughput, kCostPerSample };
+std::string_view objective_name(Objective objective);  // "throughput", "cost_per_sample"
+
+struct Goal {
+  Objective objective = Objective::kThroughput;
+  std::optional<double> budget_per_hour;  // USD: the plan's GPUs may cost at most this
+  std::optional<double> min_throughput;   // samples/s: the plan must reach this
+
+  bool constrained() const { return budget_per_hour || min_throughput; }
+  // The cost objective and a budget need every node's price.
+  bool needs_prices() const { return objective == Objective::kCostPerSample || budget_per_hour; }
+  // Whether the plan fits and meets the constraints.
+  bool accepts(const plan::Prediction& p) const;
+  // Higher is better: samples/s, or minus dollars per sample; -infinity for a plan the goal
+  // does not accept.
+  double score(const plan::Prediction& p) const;
+  bool better(const plan::Prediction& a, const plan::Prediction& b) const { return score(a) > score(b); }
+};
+
+// Throws core::InputError when the goal needs prices and some node of the cluster has none.
+void require_prices(const hw::Cluster& cluster, const Goal& goal);
+
+// How a search ended.
+enum class Stop {
+  kComplete,   // it ran to its end: the plan is the best it can find (or there is none)
+  kTimeLimit,  // the time limit stopped it: the best plan so far, if any
+  kRefused,    // the instance is past what it can take (why_not says by how much)
+};
+std::string_view stop_name(Stop stop);
+
+struct PlannerResult {
+  bool found = false;
+  plan::Plan plan;
+  plan::Prediction prediction;
+  std::string why_not;  // when nothing was found: why, in one line
+  long long evaluations = 0;
+  Stop stop = Stop::kComplete;
+  std::string summary;  // for people: one line on how the search went (the ILP's status, bound)
+};
+
+// All nodes of the cluster, in order.
+std::vector<int> all_nodes(const hw::Cluster& cluster);
+
+}  // namespace hetrl::planner
