@@ -34,28 +34,26 @@
 //            prices are not negative and M bounds T); w <= T, w <= M a and sum_a w_{p,g,a} >=
 //            T - M (1 - y_p) for each group tighten the relaxation.
 //
-// Configurations are composed, not priced one by one: each task's strategies are priced alone
-// per allocation (time, and memory per GPU); a depth-first search over the group's tasks adds
-// memory per GPU as the evaluator does and stops a branch at the first GPU over capacity, and,
-// given an incumbent (a plan of the space, e.g. hybrid's) or a minimum throughput, when the
-// group's busy time can no longer stay within the best period (a group runs its tasks in turn,
-// so T >= its busy time; with the cost objective, busy <= incumbent dollars / allocation
-// price). Generation's time, which depends only on the memory the others leave for its cache,
-// is priced with the whole group once per combination of the others' resident memory; its
-// floor (CostModel::generation_floor) bounds it before that. Configurations no faster than
-// another of the same group and allocation in every task (and the reshard) are dropped: the
-// period never shrinks when a duration grows, and a group's price depends on its nodes alone.
-// The survivors are priced again as a whole group (the composed figures agree to rounding). A
-// warm start whose configuration was dropped starts from one that dominates it.
-// The model leaves out partitions with a group that has no configuration, and pair variables
-// for allocations that do not fit on the cluster together; it adds T >= each group's busy time
-// (implied, but a tighter relaxation). The time limit covers building and solving: the build
-// stops with an error when it passes it, max_configs or max_columns, and CBC gets what is
-// left (it checks the clock between its steps, so a long root LP may overrun it).
+// Reading map. plan_ilp (ilp_planner.cpp) runs three stages over one clock and time limit:
+//   1. Compose (ilp_configs.h): the node allocations, and for every group of every partition
+//      and every allocation the configurations that fit, each priced; bounded by an incumbent
+//      (a plan of the space, e.g. hybrid's, laid out as the space lays plans out: T >= a
+//      group's busy time, so no group may be busier than the incumbent's period; with the cost
+//      objective, busy <= incumbent dollars / allocation price) and by a minimum throughput.
+//   2. Formulate (ilp_formulation.h): the program above as a solver-neutral ilp::Model. It
+//      leaves out partitions with a group that has no configuration, and pair variables for
+//      allocations that do not fit on the cluster together; it adds T >= each group's busy
+//      time (implied, but a tighter relaxation).
+//   3. Solve with CBC from the incumbent's assignment (a warm start whose configuration was
+//      dropped starts from one that dominates it), and decode the solution into a plan.
+// Limits are outcomes, not errors: past the time limit while composing, the result is the
+// warm plan (the best so far) or nothing; past max_configs or max_columns it is refused with
+// the count. CBC gets what the first two stages left of the time limit (it checks the clock
+// between its steps, so a long root LP may overrun it).
 
-#include <optional>
 #include <string>
 
+#include "core/clock.h"
 #include "ilp/solver.h"
 #include "planner/planner.h"
 #include "planner/space.h"
@@ -65,19 +63,19 @@ namespace hetrl::planner {
 struct IlpParams {
   SearchSpace space;
   Goal goal;
-  ilp::SolveParams solve;
-  // Group configurations the build may compose (about 1 us each here); past
-  // that it stops with an error.
+  ilp::SolveParams solve;  // its time limit covers composing, formulating and solving
+  // Group configurations the build may compose (about 1 us each here); past that it is refused.
   long long max_configs = 20000000;
-  // Columns the model may have (a few hundred bytes each, with its rows); past that the build
-  // stops with an error.
+  // Columns the model may have (a few hundred bytes each, with its rows); past that it is
+  // refused.
   long long max_columns = 2000000;
-  std::string export_lp;          // write the model here too, when set
+  std::string export_lp;  // write the model here too, when set
   std::string export_mps;
 };
 
 struct IlpOutcome {
-  PlannerResult result;
+  PlannerResult result;      // result.stop says whether a limit ended it
+  bool solved = false;       // the model was built and CBC ran: `solve` holds its outcome
   ilp::SolveResult solve;
   double ilp_iteration_seconds = 0;  // T of the ILP's solution
   double build_seconds = 0;
@@ -94,10 +92,13 @@ struct IlpOutcome {
 long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                   const IlpParams& params);
 
-// `warm` (a plan of the same space, e.g. hybrid's) starts the search when given. Throws
-// core::JobError when the instance is too large, core::InputError when the cost objective or a
-// budget needs prices the cluster lacks.
+// `warm` (a plan, e.g. hybrid's) starts the search and bounds it when it is a plan of the space.
+// Throws core::InputError when the goal needs prices the cluster lacks.
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
-                    const IlpParams& params, const plan::Plan* warm = nullptr);
+                    const IlpParams& params, const core::Clock& clock, const plan::Plan* warm = nullptr);
+
+// One line for people on how the ILP went: its status, objective, bound and gap, what it built
+// and how long each stage took; `warm_from` names where the warm start came from.
+std::string ilp_summary(const IlpOutcome& outcome, const Goal& goal, const std::string& warm_from);
 
 }  // namespace hetrl::planner

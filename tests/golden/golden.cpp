@@ -156,8 +156,8 @@ int run(const std::string& mode, const fs::path& golden, const fs::path& scenari
 
   const auto ilp = [&](const std::string& label, planner::IlpParams params, const plan::Plan* warm) {
     params.solve.time_limit = kIlpTimeLimit;
-    planner::IlpOutcome outcome = planner::plan_ilp(model, catalogs.models, params, warm);
-    if (outcome.solve.status != ilp::Status::kOptimal) {
+    planner::IlpOutcome outcome = planner::plan_ilp(model, catalogs.models, params, clock, warm);
+    if (!outcome.solved || outcome.solve.status != ilp::Status::kOptimal) {
       throw core::JobError(fmt::format("{}: the ILP did not prove optimality ({})", label,
                                        ilp::status_name(outcome.solve.status)));
     }

@@ -20,6 +20,9 @@ namespace {
 
 const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
 
+// A clock that never advances: no time limit binds.
+const core::FakeClock kStill;
+
 struct RandomInstance {
   hw::Cluster cluster;
   workload::Workload workload;
@@ -181,7 +184,7 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
     const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
     if (planner::exhaustive_plan_count(model, catalogs().models, {}) > 6000) continue;
     const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, {});
-    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, {});
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, {}, kStill);
     CAPTURE(x.description);
     REQUIRE(truth.found == ilp.result.found);
     if (!truth.found) continue;
@@ -196,7 +199,7 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
       // accepted and the optimum is the same.
       const core::FakeClock clock;
       const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, {}, clock);
-      const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, {}, &hybrid.plan);
+      const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, {}, kStill, &hybrid.plan);
       CHECK(warm.warm_started);
       CHECK(warm.result.prediction.samples_per_second ==
             doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
@@ -221,7 +224,7 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, ep);
     planner::IlpParams ip;
     ip.goal.objective = planner::Objective::kCostPerSample;
-    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip);
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip, kStill);
     CAPTURE(x.description);
     REQUIRE(truth.found == ilp.result.found);
     if (!truth.found) continue;
@@ -238,7 +241,7 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     hp.goal.objective = planner::Objective::kCostPerSample;
     const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
     REQUIRE(hybrid.found);
-    const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, &hybrid.plan);
+    const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, kStill, &hybrid.plan);
     CHECK(warm.warm_started);
     CHECK(per_1k(warm.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
   }
@@ -249,7 +252,7 @@ TEST_CASE("the ILP counts the configurations it composes, stops at its limits, k
   const io::Catalogs& c = catalogs();
   const TwoNodeGrpo x;
   const cost::CostModel& model = x.model;
-  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
+  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {}, kStill);
   REQUIRE(all.result.found);
   CHECK(all.kept_configs > 0);
   CHECK(all.kept_configs < all.configs);
@@ -257,36 +260,72 @@ TEST_CASE("the ILP counts the configurations it composes, stops at its limits, k
   CHECK(all.configs <= planner::ilp_configuration_count(model, c.models, {}));
   planner::IlpParams limited;
   limited.max_configs = all.configs;
-  CHECK(planner::plan_ilp(model, c.models, limited).result.found);
+  CHECK(planner::plan_ilp(model, c.models, limited, kStill).result.found);
+  // One fewer: refused, with the count, not thrown.
   limited.max_configs = all.configs - 1;
+  const planner::IlpOutcome refused = planner::plan_ilp(model, c.models, limited, kStill);
+  CHECK_FALSE(refused.result.found);
+  CHECK_FALSE(refused.solved);
+  CHECK(refused.result.stop == planner::Stop::kRefused);
   const std::string expected =
       fmt::format("the ILP would compose more than {} group configurations", all.configs - 1);
-  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, limited),
-                       doctest::Contains(expected.c_str()), core::JobError);
+  CHECK(refused.result.why_not.find(expected) == 0);
   // And past the columns the model may have.
   planner::IlpParams small;
   small.max_columns = 10;
-  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, small),
-                       doctest::Contains("the ILP model would have more than 10 columns"), core::JobError);
-  // The time limit covers the build: with none left, it stops at its first look at the clock,
-  // before the first task is priced.
-  planner::IlpParams no_time;
-  no_time.solve.time_limit = 0;
-  CHECK_THROWS_WITH_AS(planner::plan_ilp(model, c.models, no_time),
-                       doctest::Contains("the ILP's build passed the time limit of 0 s after composing 0 group configurations"),
-                       core::JobError);
+  const planner::IlpOutcome narrow = planner::plan_ilp(model, c.models, small, kStill);
+  CHECK(narrow.result.stop == planner::Stop::kRefused);
+  CHECK(narrow.result.why_not.find("the ILP model would have more than 10 columns") == 0);
+}
+
+TEST_CASE("the ILP's time limit covers its build, read from the clock it is given") {
+  const io::Catalogs& c = catalogs();
+  const TwoNodeGrpo x;
+  const cost::CostModel& model = x.model;
+  const planner::PlannerResult hybrid = planner::plan_hybrid(model, c.models, {}, kStill);
+  REQUIRE(hybrid.found);
+  // A clock that advances one second each time it is read, and a limit of 3 s: the build
+  // stops at the first look past the limit, while pricing the first tasks' strategies.
+  planner::IlpParams params;
+  params.solve.time_limit = 3;
+  {
+    const core::FakeClock clock(1.0);
+    const planner::IlpOutcome stopped = planner::plan_ilp(model, c.models, params, clock);
+    CHECK_FALSE(stopped.solved);
+    CHECK(stopped.result.stop == planner::Stop::kTimeLimit);
+    CHECK_FALSE(stopped.result.found);
+    CHECK(stopped.result.why_not.find("the ILP's build passed the time limit of 3 s") == 0);
+  }
+  {
+    // With a warm start the result is the best plan so far: the warm plan.
+    const core::FakeClock clock(1.0);
+    const planner::IlpOutcome stopped = planner::plan_ilp(model, c.models, params, clock, &hybrid.plan);
+    CHECK(stopped.result.stop == planner::Stop::kTimeLimit);
+    REQUIRE(stopped.result.found);
+    CHECK(stopped.result.prediction.samples_per_second == hybrid.prediction.samples_per_second);
+    CHECK(stopped.result.plan.groups.size() == hybrid.plan.groups.size());
+    CHECK(planner::ilp_summary(stopped, {}, "hybrid").find("the plan is the warm start's (hybrid)") !=
+          std::string::npos);
+  }
+  {
+    // The same limit on a clock that stands still: it solves.
+    const planner::IlpOutcome solved = planner::plan_ilp(model, c.models, params, kStill);
+    CHECK(solved.solved);
+    CHECK(solved.result.stop == planner::Stop::kComplete);
+    CHECK(solved.result.found);
+  }
 }
 
 TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimum") {
   const io::Catalogs& c = catalogs();
   const TwoNodeGrpo x;
   const cost::CostModel& model = x.model;
-  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {});
+  const planner::IlpOutcome all = planner::plan_ilp(model, c.models, {}, kStill);
   REQUIRE(all.result.found);
   const core::FakeClock clock;
   const planner::PlannerResult hybrid = planner::plan_hybrid(model, c.models, {}, clock);
   REQUIRE(hybrid.found);
-  const planner::IlpOutcome bounded = planner::plan_ilp(model, c.models, {}, &hybrid.plan);
+  const planner::IlpOutcome bounded = planner::plan_ilp(model, c.models, {}, kStill, &hybrid.plan);
   CHECK(bounded.warm_started);
   CHECK(bounded.configs < all.configs / 2);
   CHECK(bounded.result.prediction.samples_per_second ==
@@ -294,14 +333,14 @@ TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimu
   // A minimum throughput bounds it too: just under the optimum, the optimum is still found.
   planner::IlpParams floor;
   floor.goal.min_throughput = all.result.prediction.samples_per_second * (1 - 1e-6);
-  const planner::IlpOutcome fast = planner::plan_ilp(model, c.models, floor);
+  const planner::IlpOutcome fast = planner::plan_ilp(model, c.models, floor, kStill);
   CHECK(fast.configs < all.configs / 2);
   CHECK(fast.result.prediction.samples_per_second ==
         doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
   // A plan outside the space (here one task has no GPUs) bounds nothing and starts nothing.
   plan::Plan partial = hybrid.plan;
   partial.groups.front().tasks.pop_back();
-  const planner::IlpOutcome unbounded = planner::plan_ilp(model, c.models, {}, &partial);
+  const planner::IlpOutcome unbounded = planner::plan_ilp(model, c.models, {}, kStill, &partial);
   CHECK_FALSE(unbounded.warm_started);
   CHECK(unbounded.configs == all.configs);
 }
@@ -312,7 +351,7 @@ TEST_CASE("the ILP: infeasible instances and constraints") {
   const workload::Workload w = grpo("Qwen2.5-72B", 8, 4, 256, 256);
   const workload::TaskGraph graph = workload::build_task_graph(w, c.algorithms, c.models);
   const cost::CostModel model(cluster, w, graph, c.models);
-  const planner::IlpOutcome none = planner::plan_ilp(model, c.models, {});
+  const planner::IlpOutcome none = planner::plan_ilp(model, c.models, {}, kStill);
   CHECK_FALSE(none.result.found);
   CHECK(none.solve.status == ilp::Status::kInfeasible);
   CHECK(none.result.why_not.find("the ILP is infeasible") == 0);

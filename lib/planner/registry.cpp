@@ -1,0 +1,158 @@
+#include "planner/registry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "planner/baselines.h"
+#include "planner/exhaustive.h"
+#include "planner/ilp_planner.h"
+
+namespace hetrl::planner {
+namespace {
+
+constexpr unsigned bits(std::initializer_list<Setting> settings) {
+  unsigned out = 0;
+  for (Setting s : settings) out |= static_cast<unsigned>(s);
+  return out;
+}
+
+HybridParams hybrid_params(const PlanRequest& request, double time_limit) {
+  HybridParams params;
+  params.seed = request.seed;
+  params.max_groups = request.max_groups;
+  params.goal = request.goal;
+  params.time_limit = time_limit;
+  return params;
+}
+
+PlannerResult run_hybrid(const cost::CostModel& model, const workload::ModelCatalog& models,
+                         const PlanRequest& request, const core::Clock& clock) {
+  return plan_hybrid(model, models, hybrid_params(request, request.time_limit), clock, request.progress);
+}
+
+PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
+                      const PlanRequest& request, const core::Clock& clock) {
+  // Hybrid's plan, under the same goal, warm-starts and bounds the ILP.
+  const double start = clock.seconds();
+  const PlannerResult warm = plan_hybrid(model, models, hybrid_params(request, request.time_limit * kWarmStartShare),
+                                         clock, request.progress);
+  const double hybrid_seconds = clock.seconds() - start;
+  IlpParams params;
+  params.goal = request.goal;
+  params.solve = request.solver;
+  params.solve.time_limit = std::max(0.0, request.time_limit - hybrid_seconds);
+  params.export_lp = request.export_lp;
+  params.export_mps = request.export_mps;
+  IlpOutcome outcome = plan_ilp(model, models, params, clock, warm.found ? &warm.plan : nullptr);
+  PlannerResult result = std::move(outcome.result);
+  result.plan.planner.params.front() = {"time_limit", fmt::format("{}", request.time_limit)};
+  result.plan.planner.stats.emplace_back("warm_start_seconds", hybrid_seconds);
+  result.summary = fmt::format("hybrid (warm start): {:.2f} s of the {} s limit\n{}", hybrid_seconds,
+                               request.time_limit, ilp_summary(outcome, request.goal, "hybrid"));
+  return result;
+}
+
+// The best plan of hybrid and the baselines under the request's goal (hybrid's on a tie). The
+// baselines run first: they take no time limit, and hybrid gets what they leave of it.
+PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalog& models,
+                       const PlanRequest& request, const core::Clock& clock) {
+  require_prices(model.cluster(), request.goal);
+  const double start = clock.seconds();
+  const std::vector<int> nodes = all_nodes(model.cluster());
+  std::vector<std::pair<std::string, PlannerResult>> results(4);
+  std::string spent;
+  const auto run = [&](std::size_t slot, const char* name, auto&& plan) {
+    const double began = clock.seconds();
+    results[slot] = {name, plan()};
+    spent += fmt::format("{}{} {:.2f} s", spent.empty() ? "" : ", ", name, clock.seconds() - began);
+  };
+  run(1, "verl", [&] { return plan_verl(model, models, nodes); });
+  run(2, "streamrl", [&] { return plan_streamrl(model, models, nodes); });
+  run(3, "homogeneous", [&] { return plan_homogeneous(model, models); });
+  const double left = std::max(0.0, request.time_limit - (clock.seconds() - start));
+  run(0, "hybrid", [&] { return plan_hybrid(model, models, hybrid_params(request, left), clock, request.progress); });
+  PlannerResult best;
+  for (auto& [name, result] : results) {
+    best.evaluations += result.evaluations;
+    if (result.found && request.goal.accepts(result.prediction) &&
+        (!best.found || request.goal.better(result.prediction, best.prediction))) {
+      const long long evaluations = best.evaluations;
+      best = std::move(result);
+      best.evaluations = evaluations;
+    } else if (!best.found && best.why_not.empty()) {
+      best.why_not = result.found ? "no plan meets the constraints" : result.why_not;
+    }
+  }
+  if (best.found) best.plan.planner.params.insert(best.plan.planner.params.begin(), {"chosen_by", "auto"});
+  best.summary = fmt::format("auto: {} of the {} s limit; the best plan is {}'s", spent, request.time_limit,
+                             best.found ? best.plan.planner.name : "nobody");
+  return best;
+}
+
+PlannerResult run_verl(const cost::CostModel& model, const workload::ModelCatalog& models, const PlanRequest&,
+                       const core::Clock&) {
+  return plan_verl(model, models, all_nodes(model.cluster()));
+}
+
+PlannerResult run_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                           const PlanRequest&, const core::Clock&) {
+  return plan_streamrl(model, models, all_nodes(model.cluster()));
+}
+
+PlannerResult run_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models,
+                              const PlanRequest&, const core::Clock&) {
+  return plan_homogeneous(model, models);
+}
+
+PlannerResult run_exhaustive(const cost::CostModel& model, const workload::ModelCatalog& models,
+                             const PlanRequest& request, const core::Clock&) {
+  ExhaustiveParams params;
+  params.goal = request.goal;
+  return plan_exhaustive(model, models, params);
+}
+
+constexpr unsigned kSearch = bits({Setting::kTimeLimit, Setting::kSeed, Setting::kGoal, Setting::kMaxGroups});
+
+const PlannerEntry kPlanners[] = {
+    {"hybrid", "multi-level search with successive halving (the default)", kSearch, run_hybrid},
+    {"ilp", "the same space as an integer linear program solved by CBC (provably best), warm-started from hybrid",
+     kSearch | bits({Setting::kSolver}), run_ilp},
+    {"auto", "the best plan of hybrid and the baselines", kSearch, run_auto},
+    {"verl", "every task colocated on all GPUs, one strategy, even batch split", 0, run_verl},
+    {"streamrl", "generation and training on disjoint pools, batch split by speed", 0, run_streamrl},
+    {"homogeneous", "the best plan on the nodes of a single GPU type", 0, run_homogeneous},
+    {"exhaustive", "every grouping, allocation and strategy: ground truth for small instances",
+     bits({Setting::kGoal}), run_exhaustive},
+};
+
+}  // namespace
+
+std::span<const PlannerEntry> planner_table() { return kPlanners; }
+
+const PlannerEntry* find_planner(std::string_view name) {
+  for (const PlannerEntry& p : kPlanners) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> planner_names() {
+  std::vector<std::string> out;
+  for (const PlannerEntry& p : kPlanners) out.emplace_back(p.name);
+  return out;
+}
+
+std::string planners_taking(Setting setting) {
+  std::vector<std::string_view> names;
+  for (const PlannerEntry& p : kPlanners) {
+    if (p.takes(setting)) names.push_back(p.name);
+  }
+  std::string out = "the ";
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out += fmt::format("{}{}", i == 0 ? "" : (i + 1 == names.size() ? " and " : ", "), names[i]);
+  }
+  return out + (names.size() == 1 ? " planner" : " planners");
+}
+
+}  // namespace hetrl::planner
