@@ -9,14 +9,12 @@
 
 #include "common/tool.h"
 #include "core/error.h"
-#include "core/hash.h"
 #include "core/version.h"
-#include "hw/cluster_builder.h"
 #include "hw/cluster_report.h"
 #include "io/catalog_io.h"
 #include "io/cluster_io.h"
+#include "io/cluster_specs.h"
 #include "io/files.h"
-#include "io/profile_io.h"
 
 namespace {
 
@@ -30,64 +28,6 @@ constexpr const char* kExamples = R"(Examples:
   hetrl-cluster show cluster.json      (no file: the embedded default cluster)
   hetrl-cluster catalog)";
 
-struct BuildFlags {
-  std::string name = "cluster";
-  std::vector<std::string> nodes;
-  std::vector<std::string> preset_nodes;
-  std::vector<std::string> links;
-  std::vector<std::string> regions;
-  std::vector<std::string> profiles;
-  std::vector<std::string> prices;
-  std::string intra_zone;
-  std::string cross_zone;
-  std::string cross_region;
-  std::string output;
-};
-
-hw::Cluster build(const BuildFlags& flags, const io::Catalogs& catalogs) {
-  const hw::Catalog& catalog = catalogs.hardware;
-  hw::ClusterBuildParams params = hw::default_build_params(catalog);
-  params.name = flags.name;
-  for (const std::string& spec : flags.nodes) {
-    params.node_groups.push_back(hw::parse_node_spec(spec, catalog));
-  }
-  for (const std::string& spec : flags.preset_nodes) {
-    params.node_groups.push_back(hw::parse_preset_node_spec(spec, catalog));
-  }
-  for (const std::string& spec : flags.links) params.links.push_back(hw::parse_link_spec(spec, catalog));
-  for (const std::string& spec : flags.regions) params.regions.push_back(hw::parse_region_spec(spec));
-  if (!flags.intra_zone.empty()) {
-    params.intra_zone = hw::parse_network_spec(flags.intra_zone, catalog, "--intra-zone");
-  }
-  if (!flags.cross_zone.empty()) {
-    params.cross_zone = hw::parse_network_spec(flags.cross_zone, catalog, "--cross-zone");
-  }
-  if (!flags.cross_region.empty()) {
-    params.cross_region = hw::parse_network_spec(flags.cross_region, catalog, "--cross-region");
-  }
-  params.provenance.tool = "hetrl-cluster";
-  params.provenance.version = core::kVersion;
-  for (const char* file : {"gpus.json", "instances.json", "networks.json"}) {
-    params.provenance.inputs.emplace_back(file, core::content_hash(io::builtin_file(file)));
-  }
-  for (const std::string& path : flags.profiles) {
-    const std::string text = io::read_text_file(path);
-    const std::string hash = core::content_hash(text);
-    try {
-      const hw::GpuProfile profile = io::parse_profile(text, path);
-      hw::add_override(params, hw::override_from_profile(
-                                   profile, catalog, fmt::format("profile {} ({})", path, hash)));
-    } catch (const core::InputError& e) {
-      throw core::InputError(core::located("--from-profile " + path, e.what()));
-    }
-    params.provenance.inputs.emplace_back(path, hash);
-  }
-  for (const std::string& spec : flags.prices) {
-    hw::add_override(params, hw::parse_gpu_price_spec(spec, catalog));
-  }
-  return hw::build_cluster(params, catalog);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -96,7 +36,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(core::kVersion));
   app.footer(kExamples);
 
-  BuildFlags flags;
+  io::ClusterSpecs flags;
+  std::string output;
   const std::vector<CLI::Option*> build_options = {
       app.add_option("--node", flags.nodes,
                      "Nodes: ZONE:[NODES x]GPUS x GPU_TYPE[:nic_gbps=N,link=NAME,price_per_hour_usd=N]"),
@@ -117,7 +58,7 @@ int main(int argc, char** argv) {
       app.add_option("--cross-region", flags.cross_region,
                      "Default between regions (default preset cross-region)"),
       app.add_option("--name", flags.name, "The cluster's name")->capture_default_str(),
-      app.add_option("-o,--output", flags.output, "Write the cluster here (default: JSON to stdout)"),
+      app.add_option("-o,--output", output, "Write the cluster here (default: JSON to stdout)"),
   };
 
   CLI::App* validate = app.add_subcommand("validate", "Check a cluster file; exit 0 when it is valid");
@@ -161,13 +102,13 @@ int main(int argc, char** argv) {
       fmt::print("{}", app.help());
       return apps::kExitOk;
     }
-    const hw::Cluster cluster = build(flags, catalogs);
+    const hw::Cluster cluster = io::build_cluster(flags, catalogs);
     const std::string json = io::cluster_to_json(cluster);
-    if (flags.output.empty()) {
+    if (output.empty()) {
       fmt::print("{}", json);
     } else {
-      io::write_file_atomic(flags.output, json);
-      fmt::print("wrote {}\n\n{}", flags.output, hw::format_cluster_table(cluster));
+      io::write_file_atomic(output, json);
+      fmt::print("wrote {}\n\n{}", output, hw::format_cluster_table(cluster));
     }
     return apps::kExitOk;
   });

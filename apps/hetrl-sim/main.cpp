@@ -4,8 +4,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "common/tool.h"
 #include "core/error.h"
 #include "core/version.h"
@@ -15,9 +13,7 @@
 #include "io/inputs.h"
 #include "io/plan_io.h"
 #include "io/sim_io.h"
-#include "plan/evaluate.h"
-#include "sim/recorder.h"
-#include "sim/simulator.h"
+#include "sim/run_text.h"
 
 namespace {
 
@@ -28,54 +24,6 @@ constexpr const char* kExamples = R"(Examples:
             --report report.json --trace trace.json      (open trace.json in Perfetto)
   hetrl-sim --cluster c.json --workload w.json --compare a.json b.json
   hetrl-sim lengths --mean-tokens 1024 --max-tokens 4096 --sigma 0.8 --count 2000 -o t.csv)";
-
-struct Outcome {
-  sim::SimSummary summary;
-  sim::Recorder recorder;
-  plan::Prediction predicted;
-};
-
-Outcome run_plan(const cost::CostModel& model, const plan::Plan& p, const sim::SimParams& params,
-                 const std::string& name) {
-  Outcome o;
-  plan::Evaluator evaluator(model);
-  o.predicted = evaluator.evaluate(p);
-  if (!o.predicted.feasible) {
-    throw core::JobError(fmt::format("{}: the plan does not fit: {}", name, o.predicted.infeasible));
-  }
-  std::vector<sim::Listener*> listeners{&o.recorder};
-  o.summary = sim::simulate(model, p, params, listeners);
-  return o;
-}
-
-// The busiest links, by utilisation over the run.
-void print_links(const sim::SimSummary& s, const sim::SimParams& params) {
-  std::vector<std::size_t> used;
-  for (std::size_t l = 0; l < s.links.size(); ++l) {
-    if (s.link_use[l].bytes > 0) used.push_back(l);
-  }
-  if (used.empty() || s.end <= 0) {
-    fmt::print("  links: no transfers between groups\n");
-    return;
-  }
-  auto utilisation = [&](std::size_t l) { return s.link_use[l].bytes / (s.links[l].capacity * s.end); };
-  std::stable_sort(used.begin(), used.end(),
-                   [&](std::size_t a, std::size_t b) { return utilisation(a) > utilisation(b); });
-  constexpr std::size_t kShown = 4;
-  fmt::print("  links ({}), busiest first:\n",
-             params.link_contention ? "transfers share them fairly" : "each transfer as if alone");
-  for (std::size_t i = 0; i < std::min(kShown, used.size()); ++i) {
-    const std::size_t l = used[i];
-    fmt::print("    {:<32} {:8.2f} GB per iteration, busy {:.2f} s, {:.1f}% utilised\n",
-               s.links[l].name, s.link_use[l].bytes / params.iterations / 1e9,
-               s.link_use[l].busy_seconds / params.iterations, 100 * utilisation(l));
-  }
-  if (used.size() > kShown) fmt::print("    ... {} more in the report\n", used.size() - kShown);
-}
-
-std::string percent(double simulated, double predicted) {
-  return predicted > 0 ? fmt::format("{:+.1f}%", 100.0 * (simulated / predicted - 1)) : "n/a";
-}
 
 }  // namespace
 
@@ -136,49 +84,28 @@ int main(int argc, char** argv) {
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
+    const sim::RunLabels labels{plan_path, in.workload.name, in.cluster.name};
     if (!compare.empty()) {
-      std::vector<std::pair<std::string, Outcome>> outcomes;
+      std::vector<std::pair<std::string, sim::PlanRun>> runs;
       for (const std::string& file : compare) {
         const plan::Plan p = io::read_plan(file, in.cluster, in.graph, catalogs.models);
-        outcomes.emplace_back(file, run_plan(model, p, params, file));
+        runs.emplace_back(file, sim::run_plan(model, p, params, file));
       }
-      fmt::print("{} iterations of {} on {}, seed {}: the same sampled lengths for every plan\n\n",
-                 params.iterations, in.workload.name, in.cluster.name, params.seed);
-      fmt::print("{:<32} {:>13} {:>13} {:>8} {:>11} {:>10}\n", "plan", "simulated s", "predicted s",
-                 "diff", "samples/s", "tail s");
-      for (const auto& [file, o] : outcomes) {
-        fmt::print("{:<32} {:>13.2f} {:>13.2f} {:>8} {:>11.2f} {:>10.2f}\n", file,
-                   o.summary.iteration_seconds, o.predicted.iteration_seconds,
-                   percent(o.summary.iteration_seconds, o.predicted.iteration_seconds),
-                   o.summary.samples_per_second, o.summary.tail_seconds / params.iterations);
-      }
+      fmt::print("{}", sim::format_comparison(runs, params, labels));
       return apps::kExitOk;
     }
     const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, catalogs.models);
-    const Outcome o = run_plan(model, p, params, plan_path);
+    const sim::PlanRun run = sim::run_plan(model, p, params, plan_path);
     if (!report_path.empty()) {
       io::write_file_atomic(report_path,
                             io::sim_report_json({plan_path, in.cluster_hash, in.workload_hash, params},
-                                                o.summary, o.recorder, o.predicted, in.graph));
+                                                run.summary, run.recorder, run.predicted, in.graph));
     }
     if (!trace_path.empty()) {
-      io::write_file_atomic(trace_path, io::chrome_trace_json(o.recorder, o.summary, in.graph,
+      io::write_file_atomic(trace_path, io::chrome_trace_json(run.recorder, run.summary, in.graph,
                                                               static_cast<int>(p.groups.size())));
     }
-    fmt::print("simulated {} iterations of {} ({}) on {}, seed {}: {} events\n", params.iterations,
-               plan_path, in.workload.name, in.cluster.name, params.seed, o.summary.events);
-    fmt::print("  iteration {:.2f} s (cost model {:.2f} s, {}) | {:.2f} samples/s | {:.0f} tokens/s\n",
-               o.summary.iteration_seconds, o.predicted.iteration_seconds,
-               percent(o.summary.iteration_seconds, o.predicted.iteration_seconds),
-               o.summary.samples_per_second, o.summary.tokens_per_second);
-    fmt::print("  generation tail: {:.2f} replica-seconds per iteration drain a shrinking batch\n",
-               o.summary.tail_seconds / params.iterations);
-    for (std::size_t g = 0; g < o.summary.group_busy.size(); ++g) {
-      const double busy = o.summary.group_busy[g] / params.iterations;
-      fmt::print("  group {}: busy {:.2f} s per iteration, idle {:.2f} s\n", g, busy,
-                 std::max(0.0, o.summary.end / params.iterations - busy));
-    }
-    print_links(o.summary, params);
+    fmt::print("{}", sim::format_run(run, params, labels));
     if (!report_path.empty()) fmt::print("wrote {}\n", report_path);
     if (!trace_path.empty()) fmt::print("wrote {}\n", trace_path);
     return apps::kExitOk;

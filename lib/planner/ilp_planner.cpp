@@ -213,7 +213,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
 std::string ilp_summary(const IlpOutcome& o, const Goal& goal, const std::string& warm_from) {
   if (!o.solved) {
     const bool kept = o.result.found;
-    return fmt::format("ilp: {}{}", o.result.why_not,
+    return fmt::format("ilp: stopped: {}{}", o.result.why_not,
                        kept ? fmt::format("; the plan is the warm start's ({})", warm_from) : "");
   }
   const ilp::SolveResult& s = o.solve;

@@ -45,11 +45,12 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
   params.export_lp = request.export_lp;
   params.export_mps = request.export_mps;
   IlpOutcome outcome = plan_ilp(model, models, params, clock, warm.found ? &warm.plan : nullptr);
+  const std::string summary = fmt::format("hybrid (warm start): {:.2f} s of the {} s limit\n{}", hybrid_seconds,
+                                          request.time_limit, ilp_summary(outcome, request.goal, "hybrid"));
   PlannerResult result = std::move(outcome.result);
   result.plan.planner.params.front() = {"time_limit", fmt::format("{}", request.time_limit)};
   result.plan.planner.stats.emplace_back("warm_start_seconds", hybrid_seconds);
-  result.summary = fmt::format("hybrid (warm start): {:.2f} s of the {} s limit\n{}", hybrid_seconds,
-                               request.time_limit, ilp_summary(outcome, request.goal, "hybrid"));
+  result.summary = summary;
   return result;
 }
 
