@@ -86,15 +86,10 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
 
 }  // namespace
 
-hw::Cluster parse_cluster(std::string_view text, std::string_view file, const hw::Catalog& catalog) {
-  const detail::Json json = detail::parse_json(text, file);
-  ObjectReader root(json, std::string(file), "");
-  detail::check_schema(root, "hetrl.cluster/v1");
-  hw::Cluster cluster;
-  cluster.name = root.string("name");
-  cluster.provenance = detail::read_provenance(root);
+namespace {
 
-  // Regions and their zones.
+// Regions and their zones.
+void read_regions(ObjectReader& root, hw::Cluster& cluster) {
   std::map<std::string, std::string> zone_pointer;
   for (ObjectReader& r : root.object_array("regions", false)) {
     const std::string name = r.string("name");
@@ -115,65 +110,60 @@ hw::Cluster parse_cluster(std::string_view text, std::string_view file, const hw
     }
     r.finish();
   }
-  auto zone_index = [&](ObjectReader& r, std::string_view key, const std::string& name,
-                        const std::string& where) {
-    const int index = cluster.find_zone(name);
-    if (index < 0) {
-      throw core::InputError(fmt::format("{}: unknown zone {}{}; zones are declared under /regions",
-                                         where.empty() ? r.where(key) : where, core::quoted(name),
-                                         core::did_you_mean(name, cluster.zone_names())));
-    }
-    return index;
-  };
+}
 
-  // Network.
+// The index of a declared zone; `where` locates the name when it is not r's value at `key`.
+int zone_index(const hw::Cluster& cluster, ObjectReader& r, std::string_view key, const std::string& name,
+               const std::string& where) {
+  const int index = cluster.find_zone(name);
+  if (index < 0) {
+    throw core::InputError(fmt::format("{}: unknown zone {}{}; zones are declared under /regions",
+                                       where.empty() ? r.where(key) : where, core::quoted(name),
+                                       core::did_you_mean(name, cluster.zone_names())));
+  }
+  return index;
+}
+
+void read_network(ObjectReader& root, hw::Cluster& cluster) {
   ObjectReader network = root.object("network");
-  {
-    ObjectReader intra = network.object("intra_zone");
-    cluster.network.intra_zone = read_link(intra);
-    intra.finish();
-    if (auto r = network.optional_object("cross_zone")) {
-      cluster.network.cross_zone = read_link(*r);
-      r->finish();
-    }
-    if (auto r = network.optional_object("cross_region")) {
-      cluster.network.cross_region = read_link(*r);
-      r->finish();
-    }
-    if (network.has("links")) {
-      for (ObjectReader& r : network.object_array("links", true)) {
-        const std::vector<std::string> zones = r.string_array("zones");
-        if (zones.size() != 2) {
-          r.fail("zones", fmt::format("expected two zones, found {}", zones.size()));
+  ObjectReader intra = network.object("intra_zone");
+  cluster.network.intra_zone = read_link(intra);
+  intra.finish();
+  if (auto r = network.optional_object("cross_zone")) {
+    cluster.network.cross_zone = read_link(*r);
+    r->finish();
+  }
+  if (auto r = network.optional_object("cross_region")) {
+    cluster.network.cross_region = read_link(*r);
+    r->finish();
+  }
+  if (network.has("links")) {
+    for (ObjectReader& r : network.object_array("links", true)) {
+      const std::vector<std::string> zones = r.string_array("zones");
+      if (zones.size() != 2) r.fail("zones", fmt::format("expected two zones, found {}", zones.size()));
+      hw::ZoneLink link;
+      link.zone_a = zone_index(cluster, r, "zones", zones[0], r.where("zones") + "/0");
+      link.zone_b = zone_index(cluster, r, "zones", zones[1], r.where("zones") + "/1");
+      if (link.zone_a == link.zone_b) r.fail("zones", "a link joins two different zones");
+      for (const hw::ZoneLink& other : cluster.network.links) {
+        if (std::minmax(other.zone_a, other.zone_b) == std::minmax(link.zone_a, link.zone_b)) {
+          r.fail("zones", fmt::format("zones {} and {} are linked twice", core::quoted(zones[0]),
+                                      core::quoted(zones[1])));
         }
-        hw::ZoneLink link;
-        link.zone_a = zone_index(r, "zones", zones[0], r.where("zones") + "/0");
-        link.zone_b = zone_index(r, "zones", zones[1], r.where("zones") + "/1");
-        if (link.zone_a == link.zone_b) r.fail("zones", "a link joins two different zones");
-        for (const hw::ZoneLink& other : cluster.network.links) {
-          if (std::minmax(other.zone_a, other.zone_b) == std::minmax(link.zone_a, link.zone_b)) {
-            r.fail("zones", fmt::format("zones {} and {} are linked twice", core::quoted(zones[0]),
-                                        core::quoted(zones[1])));
-          }
-        }
-        link.link = read_link(r);
-        r.finish();
-        cluster.network.links.push_back(link);
       }
+      link.link = read_link(r);
+      r.finish();
+      cluster.network.links.push_back(link);
     }
-    network.finish();
   }
+  network.finish();
+}
 
-  // GPU type overrides, then the nodes.
-  if (root.has("gpu_types")) {
-    for (auto& [name, r] : root.object_map("gpu_types")) {
-      cluster.gpu_overrides.push_back(read_override(name, r, catalog));
-    }
-  }
-  std::vector<ObjectReader> node_readers = root.object_array("nodes", false);
+// The nodes; returns the name of each node's GPU type (resolved once the overrides are known).
+std::vector<std::string> read_nodes(ObjectReader& root, hw::Cluster& cluster, const hw::Catalog& catalog) {
   std::vector<std::string> type_names;
   std::map<std::string, std::string> node_pointer;
-  for (ObjectReader& r : node_readers) {
+  for (ObjectReader& r : root.object_array("nodes", false)) {
     hw::Node node;
     node.name = r.string("name");
     if (node_pointer.count(node.name)) {
@@ -181,7 +171,7 @@ hw::Cluster parse_cluster(std::string_view text, std::string_view file, const hw
                                  node_pointer[node.name]));
     }
     node_pointer[node.name] = r.pointer();
-    node.zone = zone_index(r, "zone", r.string("zone"), "");
+    node.zone = zone_index(cluster, r, "zone", r.string("zone"), "");
     const std::string gpu = r.string("gpu");
     bool overridden = false;
     for (const hw::GpuTypeOverride& o : cluster.gpu_overrides) overridden |= o.name == gpu;
@@ -195,6 +185,27 @@ hw::Cluster parse_cluster(std::string_view text, std::string_view file, const hw
     r.finish();
     cluster.nodes.push_back(std::move(node));
   }
+  return type_names;
+}
+
+}  // namespace
+
+hw::Cluster parse_cluster(std::string_view text, std::string_view file, const hw::Catalog& catalog) {
+  const detail::Json json = detail::parse_json(text, file);
+  ObjectReader root(json, std::string(file), "");
+  detail::check_schema(root, "hetrl.cluster/v1");
+  hw::Cluster cluster;
+  cluster.name = root.string("name");
+  cluster.provenance = detail::read_provenance(root);
+  read_regions(root, cluster);
+  read_network(root, cluster);
+  // GPU type overrides, then the nodes.
+  if (root.has("gpu_types")) {
+    for (auto& [name, r] : root.object_map("gpu_types")) {
+      cluster.gpu_overrides.push_back(read_override(name, r, catalog));
+    }
+  }
+  const std::vector<std::string> type_names = read_nodes(root, cluster, catalog);
   root.finish();
 
   std::vector<int> type_index;

@@ -289,25 +289,8 @@ double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
   return out.total();
 }
 
-const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
-  const workload::TaskGraph& graph = model_.graph();
+void Evaluator::describe_groups(const Plan& plan) {
   const hw::Cluster& cluster = model_.cluster();
-  const workload::Workload& workload = model_.workload();
-  const int n = static_cast<int>(graph.tasks.size());
-  prediction_.feasible = false;
-  prediction_.infeasible.clear();
-  prediction_.iteration_seconds = 0;
-  prediction_.samples_per_second = 0;
-  prediction_.tokens_per_second = 0;
-  prediction_.tasks.resize(n);
-  for (TaskPrediction& t : prediction_.tasks) {
-    t.group = -1;
-    t.start = t.seconds = 0;
-    t.terms.clear();
-    t.replica_seconds.clear();
-    t.kv_budget.clear();
-  }
-  prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
   group_gpus_per_node_.resize(plan.groups.size());
   double price = 0;
   bool priced = true;
@@ -327,6 +310,26 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     model_.describe_gpu_set(group_gpus_per_node_[g], group_sets_[g]);
   }
+}
+
+const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  const int n = static_cast<int>(graph.tasks.size());
+  prediction_.feasible = false;
+  prediction_.infeasible.clear();
+  prediction_.iteration_seconds = 0;
+  prediction_.samples_per_second = 0;
+  prediction_.tokens_per_second = 0;
+  prediction_.tasks.resize(n);
+  for (TaskPrediction& t : prediction_.tasks) {
+    t.group = -1;
+    t.start = t.seconds = 0;
+    t.terms.clear();
+    t.replica_seconds.clear();
+    t.kv_budget.clear();
+  }
+  prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
+  describe_groups(plan);
   if (!check_memory(plan)) return prediction_;
 
   task_group_.assign(n, -1);
@@ -350,6 +353,14 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     }
   }
 
+  schedule(plan, explain);
+  return prediction_;
+}
+
+void Evaluator::schedule(const Plan& plan, bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  const workload::Workload& workload = model_.workload();
+  const int n = static_cast<int>(graph.tasks.size());
   // The schedule of one iteration.
   finish_.assign(n, 0.0);
   group_free_.assign(plan.groups.size(), 0.0);
@@ -409,7 +420,6 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   prediction_.samples_per_second = samples / iteration;
   prediction_.tokens_per_second =
       samples * (workload.prompt_length_tokens + model_.mean_response()) / iteration;
-  return prediction_;
 }
 
 }  // namespace hetrl::plan

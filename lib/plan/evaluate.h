@@ -108,6 +108,10 @@ class Evaluator {
     double kv_cache = 0;
   };
   double weight_sync_seconds(const Plan& plan, bool explain);
+  // The GPUs of each group per node, as transfers see them, and the plan's price.
+  void describe_groups(const Plan& plan);
+  // The iteration once every task is priced: one iteration alone, then the steady state.
+  void schedule(const Plan& plan, bool explain);
 
   const cost::CostModel& model_;
   Prediction prediction_;
