@@ -28,6 +28,33 @@ constexpr const char* kExamples = R"(Examples:
   hetrl-cluster show cluster.json      (no file: the embedded default cluster)
   hetrl-cluster catalog)";
 
+template <class Field>
+struct SpecFlag {
+  const char* name;
+  Field io::ClusterSpecs::*field;
+  const char* help;
+};
+
+const SpecFlag<std::vector<std::string>> kListFlags[] = {
+    {"--node", &io::ClusterSpecs::nodes,
+     "Nodes: ZONE:[NODES x]GPUS x GPU_TYPE[:nic_gbps=N,link=NAME,price_per_hour_usd=N]"},
+    {"--preset-node", &io::ClusterSpecs::preset_nodes,
+     "Nodes of a cloud instance type: ZONE:[NODES x]INSTANCE[:key=value,...]"},
+    {"--link", &io::ClusterSpecs::links,
+     "A link between two zones: ZONE,ZONE:gbps=G,latency_ms=L or ZONE,ZONE:PRESET"},
+    {"--region", &io::ClusterSpecs::regions, "Put zones in a region: REGION=ZONE,ZONE (default: from the zone's name)"},
+    {"--from-profile", &io::ClusterSpecs::profiles,
+     "A measured GPU profile (hetrl.profile/v1) that replaces the datasheet figures of its GPU type"},
+    {"--gpu-price", &io::ClusterSpecs::prices, "A GPU type's price: GPU_TYPE=USD_PER_GPU_HOUR"},
+};
+
+const SpecFlag<std::string> kNetworkFlags[] = {
+    {"--intra-zone", &io::ClusterSpecs::intra_zone,
+     "Network inside a zone: gbps=G,latency_ms=L or a preset (default same-zone)"},
+    {"--cross-zone", &io::ClusterSpecs::cross_zone, "Default between zones of a region (default preset cross-zone)"},
+    {"--cross-region", &io::ClusterSpecs::cross_region, "Default between regions (default preset cross-region)"},
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,28 +65,11 @@ int main(int argc, char** argv) {
 
   io::ClusterSpecs flags;
   std::string output;
-  const std::vector<CLI::Option*> build_options = {
-      app.add_option("--node", flags.nodes,
-                     "Nodes: ZONE:[NODES x]GPUS x GPU_TYPE[:nic_gbps=N,link=NAME,price_per_hour_usd=N]"),
-      app.add_option("--preset-node", flags.preset_nodes,
-                     "Nodes of a cloud instance type: ZONE:[NODES x]INSTANCE[:key=value,...]"),
-      app.add_option("--link", flags.links,
-                     "A link between two zones: ZONE,ZONE:gbps=G,latency_ms=L or ZONE,ZONE:PRESET"),
-      app.add_option("--region", flags.regions,
-                     "Put zones in a region: REGION=ZONE,ZONE (default: from the zone's name)"),
-      app.add_option("--from-profile", flags.profiles,
-                     "A measured GPU profile (hetrl.profile/v1) that replaces the datasheet "
-                     "figures of its GPU type"),
-      app.add_option("--gpu-price", flags.prices, "A GPU type's price: GPU_TYPE=USD_PER_GPU_HOUR"),
-      app.add_option("--intra-zone", flags.intra_zone,
-                     "Network inside a zone: gbps=G,latency_ms=L or a preset (default same-zone)"),
-      app.add_option("--cross-zone", flags.cross_zone,
-                     "Default between zones of a region (default preset cross-zone)"),
-      app.add_option("--cross-region", flags.cross_region,
-                     "Default between regions (default preset cross-region)"),
-      app.add_option("--name", flags.name, "The cluster's name")->capture_default_str(),
-      app.add_option("-o,--output", output, "Write the cluster here (default: JSON to stdout)"),
-  };
+  std::vector<CLI::Option*> build_options;
+  for (const auto& [name, field, help] : kListFlags) build_options.push_back(app.add_option(name, flags.*field, help));
+  for (const auto& [name, field, help] : kNetworkFlags) build_options.push_back(app.add_option(name, flags.*field, help));
+  build_options.push_back(app.add_option("--name", flags.name, "The cluster's name")->capture_default_str());
+  build_options.push_back(app.add_option("-o,--output", output, "Write the cluster here (default: JSON to stdout)"));
 
   CLI::App* validate = app.add_subcommand("validate", "Check a cluster file; exit 0 when it is valid");
   std::string validate_file;

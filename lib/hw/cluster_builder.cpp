@@ -168,13 +168,8 @@ NodeGroup parse_node_spec(std::string_view spec, const Catalog& catalog) {
       split_zone_spec(spec, "--node", "ZONE:[NODES x]GPUS x GPU_TYPE[:key=value,...], e.g. us-east-1a:2x8xA100-SXM-80G");
   const CountedName counted = parse_counted(parts.body, true, context);
   const GpuSpec& gpu = catalog.gpu(counted.name, context);
-  NodeGroup group;
-  group.zone = parts.zone;
-  group.node_count = counted.nodes;
-  group.gpus_per_node = counted.gpus;
-  group.gpu = gpu.name;
-  group.name_stem = lower(gpu.name);
-  group.nic_bandwidth = kDefaultNicGbps * core::kGbps;
+  NodeGroup group{parts.zone, counted.nodes, counted.gpus, gpu.name, lower(gpu.name),
+                  kDefaultNicGbps * core::kGbps, std::nullopt, std::nullopt};
   apply_node_options(group, parts.options, context, catalog);
   return group;
 }
@@ -185,14 +180,8 @@ NodeGroup parse_preset_node_spec(std::string_view spec, const Catalog& catalog) 
       spec, "--preset-node", "ZONE:[NODES x]INSTANCE[:key=value,...], e.g. us-west-2a:4xg6e.48xlarge");
   const CountedName counted = parse_counted(parts.body, false, context);
   const InstancePreset& instance = catalog.instance(counted.name, context);
-  NodeGroup group;
-  group.zone = parts.zone;
-  group.node_count = counted.nodes;
-  group.gpus_per_node = instance.gpus_per_node;
-  group.gpu = instance.gpu;
-  group.name_stem = lower(instance.name);
-  group.nic_bandwidth = instance.nic_bandwidth;
-  group.price_per_hour = instance.price_per_hour;
+  NodeGroup group{parts.zone, counted.nodes, instance.gpus_per_node, instance.gpu, lower(instance.name),
+                  instance.nic_bandwidth, std::nullopt, instance.price_per_hour};
   apply_node_options(group, parts.options, context, catalog);
   return group;
 }

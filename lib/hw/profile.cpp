@@ -56,18 +56,13 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
 }
 
 void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
-  take(earlier.memory, later.memory);
-  take(earlier.memory_bandwidth, later.memory_bandwidth);
-  take(earlier.bf16_flops, later.bf16_flops);
-  take(earlier.fp16_flops, later.fp16_flops);
-  take(earlier.fp32_flops, later.fp32_flops);
+  using O = GpuTypeOverride;
+  for (std::optional<double> O::*field :
+       {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
+        &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective}) {
+    take(earlier.*field, later.*field);
+  }
   take(earlier.intra_node_link, later.intra_node_link);
-  take(earlier.intra_node_bandwidth, later.intra_node_bandwidth);
-  take(earlier.price_per_hour, later.price_per_hour);
-  take(earlier.gemm_large, later.gemm_large);
-  take(earlier.gemm_small, later.gemm_small);
-  take(earlier.memory_efficiency, later.memory_efficiency);
-  take(earlier.collective, later.collective);
   if (!later.source.empty()) {
     earlier.source = earlier.source.empty() ? later.source : earlier.source + "; " + later.source;
   }

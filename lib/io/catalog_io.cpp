@@ -26,6 +26,21 @@ hw::Efficiency read_efficiency(ObjectReader& r, const hw::Efficiency& base) {
   return e;
 }
 
+// A catalogue file of presets: its schema, optional notes, and `read(name, reader)` for each
+// entry of the object `key`.
+template <class Read>
+void read_presets(std::string_view text, const char* file, const char* schema, const char* key, Read&& read) {
+  const detail::Json json = detail::parse_json(text, file);
+  ObjectReader root(json, file, "");
+  detail::check_schema(root, schema);
+  root.has("notes");
+  for (auto& [name, r] : root.object_map(key)) {
+    read(name, r);
+    r.finish();
+  }
+  root.finish();
+}
+
 }  // namespace
 
 hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view instances_json,
@@ -64,40 +79,20 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
     }
     root.finish();
   }
-  {
-    const detail::Json json = detail::parse_json(instances_json, "instances.json");
-    ObjectReader root(json, "instances.json", "");
-    detail::check_schema(root, "hetrl.instances/v1");
-    root.has("notes");
-    for (auto& [name, r] : root.object_map("instances")) {
-      hw::InstancePreset preset;
-      preset.name = name;
-      preset.gpu = catalog.gpu(r.string("gpu"), r.where("gpu")).name;
-      preset.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 1024));
-      preset.nic_bandwidth = r.number("nic_gbps", Range::kPositive) * core::kGbps;
-      preset.price_per_hour = r.optional_number("price_per_hour_usd", Range::kNonNegative);
-      preset.source = r.string("source");
-      r.finish();
-      catalog.instances.push_back(std::move(preset));
-    }
-    root.finish();
-  }
-  {
-    const detail::Json json = detail::parse_json(networks_json, "networks.json");
-    ObjectReader root(json, "networks.json", "");
-    detail::check_schema(root, "hetrl.networks/v1");
-    root.has("notes");
-    for (auto& [name, r] : root.object_map("networks")) {
-      hw::NetworkPreset preset;
-      preset.name = name;
-      preset.link.bandwidth = r.number("bandwidth_gbps", Range::kPositive) * core::kGbps;
-      preset.link.latency = r.number("latency_ms", Range::kNonNegative) * core::kMillisecond;
-      preset.source = r.string("source");
-      r.finish();
-      catalog.networks.push_back(std::move(preset));
-    }
-    root.finish();
-  }
+  read_presets(instances_json, "instances.json", "hetrl.instances/v1", "instances",
+               [&](const std::string& name, ObjectReader& r) {
+                 catalog.instances.push_back({name, catalog.gpu(r.string("gpu"), r.where("gpu")).name,
+                                              static_cast<int>(r.integer("gpus_per_node", 1, 1024)),
+                                              r.number("nic_gbps", Range::kPositive) * core::kGbps,
+                                              r.optional_number("price_per_hour_usd", Range::kNonNegative),
+                                              r.string("source")});
+               });
+  read_presets(networks_json, "networks.json", "hetrl.networks/v1", "networks",
+               [&](const std::string& name, ObjectReader& r) {
+                 const hw::LinkSpec link{r.number("bandwidth_gbps", Range::kPositive) * core::kGbps,
+                                         r.number("latency_ms", Range::kNonNegative) * core::kMillisecond};
+                 catalog.networks.push_back({name, link, r.string("source")});
+               });
   return catalog;
 }
 
