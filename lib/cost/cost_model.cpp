@@ -501,17 +501,38 @@ double CostModel::least_resident_bytes(std::span<const int> tasks) const {
 }
 
 void RoleMemory::add(workload::TaskKind kind, const StageMemory& stage) {
+  const int slot = 0;
+  add(kind, stage, this, {&slot, 1}, 0);
+}
+
+void RoleMemory::add(workload::TaskKind kind, const StageMemory& stage, RoleMemory* cells,
+                     std::span<const int> slots, std::size_t stride) {
   switch (kind) {
-    case TaskKind::kTrain:
-      trained = true;
-      if (stage.resident() > train_weights + gradients + optimizer) {
-        train_weights = stage.weights;
-        gradients = stage.gradients;
-        optimizer = stage.optimizer;
+    case TaskKind::kTrain: {
+      const double resident = stage.resident();
+      for (int slot : slots) {
+        RoleMemory& m = cells[static_cast<std::size_t>(slot) * stride];
+        m.trained = true;
+        if (resident > m.train_weights + m.gradients + m.optimizer) {
+          m.train_weights = stage.weights;
+          m.gradients = stage.gradients;
+          m.optimizer = stage.optimizer;
+        }
       }
       break;
-    case TaskKind::kForward: infer_weights = std::max(infer_weights, stage.weights); break;
-    default: generate_weights = std::max(generate_weights, stage.weights); break;
+    }
+    case TaskKind::kForward:
+      for (int slot : slots) {
+        double& w = cells[static_cast<std::size_t>(slot) * stride].infer_weights;
+        w = std::max(w, stage.weights);
+      }
+      break;
+    default:
+      for (int slot : slots) {
+        double& w = cells[static_cast<std::size_t>(slot) * stride].generate_weights;
+        w = std::max(w, stage.weights);
+      }
+      break;
   }
 }
 

@@ -129,6 +129,9 @@ struct RoleMemory {
   double generate_weights = 0;
 
   void add(workload::TaskKind kind, const StageMemory& stage);
+  // The same for one stage on many GPUs: cells[slot * stride] for each slot.
+  static void add(workload::TaskKind kind, const StageMemory& stage, RoleMemory* cells,
+                  std::span<const int> slots, std::size_t stride);
   double weights() const {
     return trained ? train_weights + generate_weights : std::max(infer_weights, generate_weights);
   }

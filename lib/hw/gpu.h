@@ -32,8 +32,8 @@ inline constexpr double kGemmLargeTokens = 2048;
 // kGemmSmallTokens, `large` from kGemmLargeTokens, linear in log2(tokens) between the two
 // measured sizes.
 inline double gemm_efficiency(double small, double large, double tokens) {
-  if (tokens >= kGemmLargeTokens) return large;
   if (tokens <= kGemmSmallTokens) return small;
+  if (tokens >= kGemmLargeTokens) return large;
   constexpr double kSmallLog2 = 8, kLargeLog2 = 11;  // of the two sizes
   return small + (large - small) * ((std::log2(tokens) - kSmallLog2) / (kLargeLog2 - kSmallLog2));
 }

@@ -49,8 +49,7 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
 
 void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemory& mem,
                                  std::span<const int> slots) {
-  cost::RoleMemory* cells = cells_.data() + role;
-  for (int slot : slots) cells[static_cast<std::size_t>(slot) * role_count_].add(kind, mem);
+  cost::RoleMemory::add(kind, mem, cells_.data() + role, slots, static_cast<std::size_t>(role_count_));
   for (int slot : slots) {
     Transient& t = transient_[slot];
     t.activations = std::max(t.activations, mem.activations);
@@ -128,6 +127,7 @@ bool Evaluator::check_memory(const Plan& plan) {
       const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(i) * role_count_;
       for (int r = 0; r < role_count_; ++r) {
         use.weights += cells[r].weights();
+        if (!cells[r].trained) continue;  // no training state
         use.gradients += cells[r].gradients;
         use.optimizer += cells[r].optimizer;
       }
