@@ -500,42 +500,6 @@ double CostModel::least_resident_bytes(std::span<const int> tasks) const {
   return total;
 }
 
-void RoleMemory::add(workload::TaskKind kind, const StageMemory& stage) {
-  const int slot = 0;
-  add(kind, stage, this, {&slot, 1}, 0);
-}
-
-void RoleMemory::add(workload::TaskKind kind, const StageMemory& stage, RoleMemory* cells,
-                     std::span<const int> slots, std::size_t stride) {
-  switch (kind) {
-    case TaskKind::kTrain: {
-      const double resident = stage.resident();
-      for (int slot : slots) {
-        RoleMemory& m = cells[static_cast<std::size_t>(slot) * stride];
-        m.trained = true;
-        if (resident > m.train_weights + m.gradients + m.optimizer) {
-          m.train_weights = stage.weights;
-          m.gradients = stage.gradients;
-          m.optimizer = stage.optimizer;
-        }
-      }
-      break;
-    }
-    case TaskKind::kForward:
-      for (int slot : slots) {
-        double& w = cells[static_cast<std::size_t>(slot) * stride].infer_weights;
-        w = std::max(w, stage.weights);
-      }
-      break;
-    default:
-      for (int slot : slots) {
-        double& w = cells[static_cast<std::size_t>(slot) * stride].generate_weights;
-        w = std::max(w, stage.weights);
-      }
-      break;
-  }
-}
-
 double CostModel::transfer_seconds(double bytes, const GpuSet& a, const GpuSet& b) const {
   if (bytes <= 0 || a.gpus == 0 || b.gpus == 0) return 0;
   double seconds = bytes / std::min(a.nic_bandwidth, b.nic_bandwidth);

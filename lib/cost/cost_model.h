@@ -128,14 +128,46 @@ struct RoleMemory {
   double infer_weights = 0;
   double generate_weights = 0;
 
-  void add(workload::TaskKind kind, const StageMemory& stage);
+  void add(workload::TaskKind kind, const StageMemory& stage) {
+    switch (kind) {
+      case workload::TaskKind::kTrain: add_training(stage, stage.resident()); break;
+      case workload::TaskKind::kForward: infer_weights = std::max(infer_weights, stage.weights); break;
+      default: generate_weights = std::max(generate_weights, stage.weights); break;
+    }
+  }
   // The same for one stage on many GPUs: cells[slot * stride] for each slot.
   static void add(workload::TaskKind kind, const StageMemory& stage, RoleMemory* cells,
-                  std::span<const int> slots, std::size_t stride);
+                  std::span<const int> slots, std::size_t stride) {
+    const auto each = [&](auto&& f) {
+      for (int slot : slots) f(cells[static_cast<std::size_t>(slot) * stride]);
+    };
+    switch (kind) {
+      case workload::TaskKind::kTrain: {
+        const double resident = stage.resident();
+        each([&](RoleMemory& m) { m.add_training(stage, resident); });
+        break;
+      }
+      case workload::TaskKind::kForward:
+        each([&](RoleMemory& m) { m.infer_weights = std::max(m.infer_weights, stage.weights); });
+        break;
+      default: each([&](RoleMemory& m) { m.generate_weights = std::max(m.generate_weights, stage.weights); }); break;
+    }
+  }
   double weights() const {
     return trained ? train_weights + generate_weights : std::max(infer_weights, generate_weights);
   }
   double resident() const { return weights() + gradients + optimizer; }
+
+ private:
+  // A role's tasks train it once; the largest state is kept should a plan train it twice.
+  void add_training(const StageMemory& stage, double resident) {
+    trained = true;
+    if (resident > train_weights + gradients + optimizer) {
+      train_weights = stage.weights;
+      gradients = stage.gradients;
+      optimizer = stage.optimizer;
+    }
+  }
 };
 
 class CostModel {

@@ -244,6 +244,28 @@ void Composer::price_front(Search& s, std::vector<Config>& out) {
   }
 }
 
+namespace {
+
+// Adds a task's memory to its role's cells on every GPU and the GPUs' totals, stopping at the
+// first GPU over its capacity (false). The kind is fixed at compile time, so the role rule's
+// dispatch is decided once, not per GPU.
+template <TaskKind kKind>
+bool fold(cost::RoleMemory* row, const std::vector<cost::StageMemory>& memory, const std::vector<double>& capacity,
+          std::vector<double>& total, std::vector<double>& transient) {
+  for (std::size_t slot = 0; slot < capacity.size(); ++slot) {
+    cost::RoleMemory& cell = row[slot];
+    const cost::StageMemory& m = memory[slot];
+    const double before = cell.resident();
+    cell.add(kKind, m);
+    total[slot] += cell.resident() - before;
+    transient[slot] = std::max(transient[slot], m.activations + m.kv_cache_min);
+    if (capacity[slot] - (total[slot] + transient[slot]) < 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool Composer::add_option(Search& s, std::size_t depth, int i, const Option& o) {
   // Generation is added at depth 0 in place; the others fold into depth + 1.
   const bool in_place = i == s.generate;
@@ -254,22 +276,14 @@ bool Composer::add_option(Search& s, std::size_t depth, int i, const Option& o) 
   }
   cost::RoleMemory* row = s.cells.data() + static_cast<std::size_t>(s.role_of[i]) * s.slots;
   if (!in_place) std::copy(row, row + s.slots, s.saved[depth].begin());
-  const TaskKind kind = model_.graph().tasks[s.tasks[i]].kind;
-  std::vector<double>& total = s.total[to];
-  std::vector<double>& transient = s.transient[to];
-  for (int slot = 0; slot < s.slots; ++slot) {
-    cost::RoleMemory& cell = row[slot];
-    const cost::StageMemory& m = o.memory[slot];
-    const double before = cell.resident();
-    cell.add(kind, m);
-    total[slot] += cell.resident() - before;
-    transient[slot] = std::max(transient[slot], m.activations + m.kv_cache_min);
-    if (s.capacity[slot] - (total[slot] + transient[slot]) < 0) {
-      if (!in_place) remove_option(s, depth, i);
-      return false;
-    }
+  bool fits = false;
+  switch (model_.graph().tasks[s.tasks[i]].kind) {
+    case TaskKind::kTrain: fits = fold<TaskKind::kTrain>(row, o.memory, s.capacity, s.total[to], s.transient[to]); break;
+    case TaskKind::kForward: fits = fold<TaskKind::kForward>(row, o.memory, s.capacity, s.total[to], s.transient[to]); break;
+    default: fits = fold<TaskKind::kGenerate>(row, o.memory, s.capacity, s.total[to], s.transient[to]); break;
   }
-  return true;
+  if (!fits && !in_place) remove_option(s, depth, i);
+  return fits;
 }
 
 void Composer::remove_option(Search& s, std::size_t depth, int i) {
