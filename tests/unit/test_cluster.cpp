@@ -178,3 +178,17 @@ TEST_CASE("a profile turns measured rates into efficiencies") {
 TEST_CASE("a failed write leaves no file") {
   CHECK_THROWS_AS(io::write_file_atomic("/nonexistent-dir/x.json", "{}"), core::JobError);
 }
+
+TEST_CASE("node classes: nodes no planner can tell apart, a different price or NIC sets one apart") {
+  const hw::Cluster cluster = build({"us-east-1a:2x8xA100-SXM-80G", "us-east-1a:8xA100-SXM-80G:price_per_hour_usd=30",
+                                     "us-east-1a:8xA100-SXM-80G:nic_gbps=50", "us-east-1b:8xA100-SXM-80G",
+                                     "us-east-1a:8xL40S"});
+  const hw::NodeClasses classes = cluster.node_classes();
+  REQUIRE(classes.members.size() == 5);
+  CHECK(classes.members[0] == std::vector<int>{0, 1});  // the two alike, in node order
+  CHECK(classes.members[1] == std::vector<int>{2});     // priced apart
+  CHECK(classes.members[2] == std::vector<int>{3});     // a slower NIC
+  CHECK(classes.members[3] == std::vector<int>{4});     // another zone
+  CHECK(classes.members[4] == std::vector<int>{5});     // another GPU type
+  CHECK(classes.of_node == std::vector<int>{0, 0, 1, 2, 3, 4});
+}

@@ -259,3 +259,70 @@ TEST_CASE("response lengths: the expected longest grows with the batch") {
   CHECK(f.model.survival(8192) == 0.0);
   CHECK(f.model.survival(w.response.quantile(0.5)) == doctest::Approx(0.5).epsilon(0.01));
 }
+
+TEST_CASE("GEMM efficiency: the measured figures at 256 and 2048 tokens, log-linear between") {
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 1) == 0.4);
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 256) == 0.4);
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 2048) == 0.8);
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 1e6) == 0.8);
+  // 512 tokens is a third of the way from 2^8 to 2^11.
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 512) == doctest::Approx(0.4 + 0.4 / 3));
+  hw::Efficiency e;
+  e.gemm_small = 0.5;
+  e.gemm_large = 0.7;
+  CHECK(e.gemm(1024) == doctest::Approx(0.5 + 0.2 * 2 / 3));
+}
+
+TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {
+  cost::StageMemory train{2, 2, 12, 5, 0};
+  cost::StageMemory forward{4, 0, 0, 1, 0};
+  cost::StageMemory generate{3, 0, 0, 0, 6};
+  cost::RoleMemory actor;
+  actor.add(workload::TaskKind::kGenerate, generate);
+  actor.add(workload::TaskKind::kForward, forward);
+  CHECK(actor.resident() == 4);  // not yet trained: the larger of the forward and generation weights
+  actor.add(workload::TaskKind::kTrain, train);
+  CHECK(actor.trained);
+  CHECK(actor.weights() == 2 + 3);  // forward passes reuse the trained weights
+  CHECK(actor.resident() == 2 + 3 + 2 + 12);
+  cost::RoleMemory reference;
+  reference.add(workload::TaskKind::kForward, forward);
+  CHECK(reference.resident() == 4);
+  // Marked trained up front, every partial sum stays below the whole.
+  cost::RoleMemory marked;
+  marked.trained = true;
+  marked.add(workload::TaskKind::kForward, forward);
+  CHECK(marked.resident() == 0);
+  marked.add(workload::TaskKind::kGenerate, generate);
+  CHECK(marked.resident() == 3);
+  marked.add(workload::TaskKind::kTrain, train);
+  CHECK(marked.resident() == actor.resident());
+  // Added to several GPUs at once, the same rule.
+  std::vector<cost::RoleMemory> cells(6);
+  const std::vector<int> slots{0, 2};
+  cost::RoleMemory::add(workload::TaskKind::kTrain, train, cells.data(), slots, 2);
+  CHECK(cells[0].resident() == 16);
+  CHECK(cells[4].resident() == 16);
+  CHECK(cells[2].resident() == 0);
+}
+
+TEST_CASE("weights to another group: the transfer across, or the broadcast inside the generation group") {
+  const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400", "us-west-2a:8xH100-SXM:nic_gbps=400",
+                                "us-west-2a:8xH100-SXM:nic_gbps=100"}),
+                  ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const cost::CostModel& m = f.model;
+  const double bytes = 15e9;
+  cost::CostModel::GpuSet trainer, one, two;
+  m.describe_gpu_set(std::vector<int>{8, 0, 0}, trainer);
+  m.describe_gpu_set(std::vector<int>{0, 8, 0}, one);
+  m.describe_gpu_set(std::vector<int>{0, 8, 8}, two);
+  CHECK(two.nodes == 2);
+  CHECK(two.slowest_nic == doctest::Approx(100 * core::kGbps));
+  cost::Breakdown alone(true);
+  CHECK(m.weight_transfer_seconds(bytes, trainer, one, alone) == m.transfer_seconds(bytes, trainer, one));
+  CHECK(term(alone, "weight transfer to the generation group") > 0);
+  // Two generation nodes: the slower NIC must pass every byte once more.
+  cost::Breakdown both(true);
+  const double seconds = m.weight_transfer_seconds(bytes, trainer, two, both);
+  CHECK(seconds == doctest::Approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
+}

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -204,4 +205,27 @@ TEST_CASE("colocated roles that share an architecture each hold their own weight
   CHECK(use.weights == doctest::Approx(actor.weights + generate.weights + critic.weights + reference.weights));
   CHECK(use.gradients == doctest::Approx(actor.gradients + critic.gradients));
   CHECK(use.optimizer == doctest::Approx(actor.optimizer + critic.optimizer));
+}
+
+TEST_CASE("one goal judges every planner's plans: the objective, then the constraints") {
+  plan::Prediction fast, cheap, broken;
+  fast.feasible = cheap.feasible = true;
+  fast.samples_per_second = 10;
+  fast.price_per_hour = 3600;  // 0.1 $ per sample
+  cheap.samples_per_second = 4;
+  cheap.price_per_hour = 720;  // 0.05 $ per sample
+  CHECK(*cheap.dollars_per_sample() == doctest::Approx(0.05));
+  planner::Goal goal;
+  CHECK(goal.better(fast, cheap));
+  CHECK(goal.score(broken) == -std::numeric_limits<double>::infinity());
+  goal.objective = planner::Objective::kCostPerSample;
+  CHECK(goal.better(cheap, fast));
+  goal.budget_per_hour = 500;
+  CHECK_FALSE(goal.accepts(cheap));
+  goal.budget_per_hour.reset();
+  goal.min_throughput = 5;
+  CHECK_FALSE(goal.accepts(cheap));
+  CHECK(goal.accepts(fast));
+  CHECK(goal.better(fast, cheap));  // the cheap one misses the floor
+  CHECK(goal.constrained());
 }

@@ -134,3 +134,43 @@ TEST_CASE("algorithm catalogues with a cycle or a dangling input are rejected") 
                        "(did you mean \"t1\"?)",
                        core::InputError);
 }
+
+TEST_CASE("the graph says which tasks run on GPUs, where CPU tasks run and how weights reach generation") {
+  const workload::TaskGraph g = graph_for(
+      "ppo", R"({"actor": "Qwen2.5-7B", "critic": "Qwen2.5-1.5B", "reference": "Qwen2.5-7B", "reward": "rule"})");
+  std::vector<std::string> gpu;
+  for (int t : g.gpu_tasks()) gpu.push_back(g.tasks[t].name);
+  CHECK(gpu == std::vector<std::string>{"generate", "actor_logprob", "ref_logprob", "critic_value", "actor_train",
+                                        "critic_train"});
+  const std::vector<int> host = g.host_tasks();
+  // The rule reward feeds the advantage, which feeds both trainers: both run where the first
+  // trainer in topological order runs.
+  CHECK(host[g.find("advantage")] == g.find("actor_train"));
+  CHECK(host[g.find("reward")] == g.find("actor_train"));
+  CHECK(host[g.find("generate")] == g.find("generate"));
+  CHECK(host[g.find("weight_sync")] == -1);
+  const workload::WeightSync sync = g.weight_sync();
+  REQUIRE(sync.exists());
+  CHECK(sync.task == g.find("weight_sync"));
+  CHECK(sync.trainer == g.find("actor_train"));
+  CHECK(sync.reader == g.find("generate"));
+  CHECK(sync.bytes == edge(g, "actor_train", "weight_sync").bytes);
+  CHECK(sync.lag == 1);
+  // Data moves along same-iteration edges, not into the weight sync nor back to generation.
+  CHECK(g.moves_data(edge(g, "generate", "critic_value")));
+  CHECK_FALSE(g.moves_data(edge(g, "actor_train", "weight_sync")));
+  CHECK_FALSE(g.moves_data(edge(g, "weight_sync", "generate")));
+}
+
+TEST_CASE("an async staleness bound k makes the weights reach generation 1 + k iterations later") {
+  const std::string text = R"({"schema": "hetrl.workload/v1", "algorithm": "grpo",
+      "models": {"actor": "Qwen2.5-1.5B", "reward": "rule"}, "prompts_per_iteration": 16,
+      "samples_per_prompt": 4, "prompt_length_tokens": 200, "mode": "async", "max_staleness": 2,
+      "response_length": {"distribution": "fixed", "tokens": 300}})";
+  const workload::Workload w = io::parse_workload(text, "w.json", "", catalogs().algorithms, catalogs().models).workload;
+  CHECK(w.staleness() == 2);
+  const workload::TaskGraph g = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+  CHECK(edge(g, "weight_sync", "generate").lag == 3);
+  CHECK(g.weight_sync().lag == 3);
+  CHECK(edge(g, "generate", "actor_train").lag == 0);
+}

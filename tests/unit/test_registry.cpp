@@ -1,0 +1,89 @@
+// The planner table: what hetrl-plan's help, flag checks and the benchmarks read.
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "core/clock.h"
+#include "io/inputs.h"
+#include "planner/registry.h"
+
+using namespace hetrl;
+
+namespace {
+
+const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+
+struct Instance {
+  io::Inputs in;
+  cost::CostModel model;
+  Instance(const std::string& cluster, const std::string& workload)
+      : in(io::load_inputs(std::string(HETRL_TEST_DATA) + "/" + cluster,
+                           std::string(HETRL_TEST_DATA) + "/" + workload, catalogs())),
+        model(in.cluster, in.workload.workload, in.graph, catalogs().models) {}
+};
+
+}  // namespace
+
+TEST_CASE("the planner table: unique names, each found by name, settings phrased for messages") {
+  std::set<std::string> names;
+  for (const planner::PlannerEntry& p : planner::planner_table()) {
+    CHECK(names.insert(std::string(p.name)).second);
+    CHECK(planner::find_planner(p.name) == &p);
+    CHECK_FALSE(p.description.empty());
+  }
+  CHECK(planner::find_planner("magic") == nullptr);
+  CHECK(planner::planner_names().front() == "hybrid");
+  CHECK(planner::planners_taking(planner::Setting::kSolver) == "the ilp planner");
+  CHECK(planner::planners_taking(planner::Setting::kSeed) == "the hybrid, ilp and auto planners");
+  CHECK_FALSE(planner::find_planner("verl")->takes(planner::Setting::kTimeLimit));
+}
+
+TEST_CASE("every planner of the table runs as hetrl-plan runs it and names itself in its plan") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  const core::FakeClock clock;
+  for (const planner::PlannerEntry& p : planner::planner_table()) {
+    CAPTURE(p.name);
+    const planner::PlannerResult r = p.run(x.model, catalogs().models, {}, clock);
+    REQUIRE(r.found);
+    CHECK(r.stop == planner::Stop::kComplete);
+    if (p.name == "auto") {
+      CHECK(r.plan.planner.params.front().first == "chosen_by");
+    } else {
+      CHECK(r.plan.planner.name == p.name);
+    }
+  }
+}
+
+TEST_CASE("auto ranks by the goal: under the cost objective it returns the cheapest plan per sample") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  const core::FakeClock clock;
+  planner::PlanRequest request;
+  request.goal.objective = planner::Objective::kCostPerSample;
+  const planner::PlannerResult chosen = planner::find_planner("auto")->run(x.model, catalogs().models, request, clock);
+  REQUIRE(chosen.found);
+  for (const char* name : {"hybrid", "verl", "streamrl", "homogeneous"}) {
+    const planner::PlannerResult r = planner::find_planner(name)->run(x.model, catalogs().models, request, clock);
+    if (!r.found) continue;
+    CAPTURE(name);
+    CHECK(*chosen.prediction.dollars_per_sample() <= *r.prediction.dollars_per_sample());
+  }
+}
+
+TEST_CASE("ilp gives hybrid a share of the time limit and itself the rest, and says so") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  // One second per look at the clock: hybrid's share of a 40 s limit (10 s) runs out first.
+  const core::FakeClock clock(1.0);
+  planner::PlanRequest request;
+  request.time_limit = 40;
+  const planner::PlannerResult r = planner::find_planner("ilp")->run(x.model, catalogs().models, request, clock);
+  CHECK(r.summary.find("hybrid (warm start): ") == 0);
+  CHECK(r.summary.find("of the 40 s limit") != std::string::npos);
+  double hybrid_seconds = -1;
+  for (const auto& [name, value] : r.plan.planner.stats) {
+    if (name == "warm_start_seconds") hybrid_seconds = value;
+  }
+  CHECK(hybrid_seconds >= 10);
+  CHECK(hybrid_seconds < 40);
+  CHECK(r.plan.planner.params.front() == std::pair<std::string, std::string>{"time_limit", "40"});
+}
