@@ -56,7 +56,7 @@ void Plan::validate(const hw::Cluster& cluster, const workload::TaskGraph& graph
       }
       const workload::Task& task = graph.tasks[placement.task];
       const std::string where = fmt::format("group {}, task {}", g, task.name);
-      if (task.kind == workload::TaskKind::kCpu || task.kind == workload::TaskKind::kWeightSync) {
+      if (!task.on_gpu()) {
         throw InputError(where + ": runs on the CPU or between groups; it is not placed on GPUs");
       }
       if (placed[placement.task] >= 0) {
@@ -119,13 +119,8 @@ void Plan::validate(const hw::Cluster& cluster, const workload::TaskGraph& graph
       }
     }
   }
-  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-    const workload::Task& task = graph.tasks[t];
-    const bool gpu_task =
-        task.kind != workload::TaskKind::kCpu && task.kind != workload::TaskKind::kWeightSync;
-    if (gpu_task && placed[t] < 0) {
-      throw InputError(fmt::format("task {} is not placed in any group", task.name));
-    }
+  for (int t : graph.gpu_tasks()) {
+    if (placed[t] < 0) throw InputError(fmt::format("task {} is not placed in any group", graph.tasks[t].name));
   }
 }
 

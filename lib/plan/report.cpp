@@ -114,7 +114,7 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
   out += fmt::format("\nCPU tasks and weight sync\n  {:<16} {:>9} {:>9}\n", "task", "start s", "seconds");
   for (std::size_t t = 0; t < c.graph.tasks.size(); ++t) {
     const workload::Task& task = c.graph.tasks[t];
-    if (task.kind != workload::TaskKind::kCpu && task.kind != workload::TaskKind::kWeightSync) continue;
+    if (task.on_gpu()) continue;
     const TaskPrediction& tp = prediction.tasks[t];
     out += fmt::format("  {:<16} {:>9.2f} {:>9.2f}  {}\n", task.name, tp.start, tp.seconds,
                        task.kind == workload::TaskKind::kCpu ? "on the CPU (" + task.op + ")"
