@@ -22,11 +22,11 @@ enum class Status {
 const char* status_name(Status status);
 
 struct SolveParams {
-  double time_limit = 60;     // seconds
+  double time_limit = 86400;  // seconds (a day: no limit unless a caller sets one)
   double relative_gap = 1e-6; // stop when (incumbent - bound) / incumbent is below this
   int threads = 1;
   bool log = false;           // the solver's own output on stdout
-  std::vector<double> warm_start;  // a feasible assignment to start from, or empty
+  std::vector<double> warm_start{};  // a feasible assignment to start from, or empty
 };
 
 struct SolveResult {

@@ -275,7 +275,6 @@ bool Composer::add_option(Search& s, std::size_t depth, int i, const Option& o) 
     s.transient[to] = s.transient[depth];
   }
   cost::RoleMemory* row = s.cells.data() + static_cast<std::size_t>(s.role_of[i]) * s.slots;
-  if (!in_place) std::copy(row, row + s.slots, s.saved[depth].begin());
   bool fits = false;
   switch (model_.graph().tasks[s.tasks[i]].kind) {
     case TaskKind::kTrain: fits = fold<TaskKind::kTrain>(row, o.memory, s.capacity, s.total[to], s.transient[to]); break;
@@ -298,6 +297,9 @@ void Composer::descend(Search& s, std::size_t d, double busy) {
   }
   const int i = s.order[d];
   const std::vector<Option>& options = *s.options[i];
+  // The role's cells as they are here: each option is added to them and taken off again.
+  const cost::RoleMemory* row = s.cells.data() + static_cast<std::size_t>(s.role_of[i]) * s.slots;
+  std::copy(row, row + s.slots, s.saved[d].begin());
   for (std::size_t k = 0; k < options.size() && end_ == ComposeEnd::kDone; ++k) {
     // Options come fastest first: past the cap, so are the rest.
     if (busy + options[k].seconds + s.rest_floor[d + 1] > s.cap) break;

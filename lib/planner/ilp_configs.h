@@ -101,7 +101,7 @@ class Composer {
     std::vector<double> capacity;  // per GPU
     std::vector<cost::RoleMemory> cells;   // per role and GPU: what the roles keep so far
     std::vector<cost::RoleMemory> initial;  // the cells before any task (trained roles marked)
-    std::vector<std::vector<cost::RoleMemory>> saved;  // per depth: the row it changed
+    std::vector<std::vector<cost::RoleMemory>> saved;  // per depth: its role's cells before it
     std::vector<std::vector<double>> total, transient;  // per depth and GPU
     std::vector<double> rest_floor;  // per depth: the least time the tasks from there on take
     std::vector<int> pick;           // per position: the option chosen
@@ -114,7 +114,7 @@ class Composer {
   void compose_group(const std::vector<int>& tasks, int allocation);
   void prepare(Search& s, const std::vector<int>& tasks, int allocation);
   // Adds option `o` of position `i` at `depth` (generation: at depth 0, in place); false, with
-  // the cells restored, when a GPU is over its capacity.
+  // the cells restored from saved[depth] (descend saves them), when a GPU is over its capacity.
   bool add_option(Search& s, std::size_t depth, int i, const Option& o);
   void remove_option(Search& s, std::size_t depth, int i);
   void descend(Search& s, std::size_t depth, double busy);

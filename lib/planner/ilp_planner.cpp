@@ -154,7 +154,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   outcome.kept_configs = composer.kept();
   if (end == ComposeEnd::kTimeLimit) {
     return stopped(model, params, Stop::kTimeLimit,
-                   fmt::format("the ILP's build passed the time limit of {} s after composing {} group "
+                   fmt::format("the ILP's build passed the time limit of {:.4g} s after composing {} group "
                                "configurations; give it more time, or use the hybrid planner",
                                params.solve.time_limit, outcome.configs),
                    warm, std::move(outcome));

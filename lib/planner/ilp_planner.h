@@ -17,8 +17,8 @@
 //   Constraints  sum_p y_p = 1; sum_a a_{p,g,a} = y_p; sum_k x_{p,g,a,k} = a_{p,g,a};
 //            for each node class c: sum a_{p,g,a} * a_c <= nodes of c (GPU capacity per node
 //            class, and so per zone and type); the periodic schedule of the repeating
-//            iterations: S_t + shift T >= S_u + D_u + transfer_{u,t} for each edge u -> t of the
-//            RL graph (shift 0 inside an iteration; 1 + k for the weights reaching the next
+//            iterations: S_t + lag T >= S_u + D_u + transfer_{u,t} for each edge u -> t of the
+//            RL graph (lag 0 inside an iteration; 1 + k for the weights reaching the next
 //            generation, k the async staleness bound, 0 for sync); colocated tasks take turns in
 //            topological order, S_next >= S_prev + D_prev - M (1 - y_p), and a group's first
 //            task waits for its last of the previous iteration, S_first + T >= S_last + D_last
@@ -63,7 +63,8 @@ namespace hetrl::planner {
 struct IlpParams {
   SearchSpace space;
   Goal goal;
-  ilp::SolveParams solve;  // its time limit covers composing, formulating and solving
+  // Its time limit covers composing, formulating and solving.
+  ilp::SolveParams solve{.time_limit = kDefaultTimeLimit};
   // Group configurations the build may compose (about 1 us each here); past that it is refused.
   long long max_configs = 20000000;
   // Columns the model may have (a few hundred bytes each, with its rows); past that it is
