@@ -1,4 +1,5 @@
-// Runs the planners of the planner table on every scenario given and prints CSV rows:
+// Runs the baselines and the searching planners of the planner table on every scenario given
+// and prints CSV rows:
 //   scenario,gpus,planner,samples_per_second,planning_seconds,evaluations,ilp_status,ilp_gap,
 //   ilp_build_seconds,ilp_solve_seconds,ilp_kept
 // A scenario is a folder with cluster.json and workload.json. Every planner runs as hetrl-plan
@@ -55,8 +56,8 @@ int main(int argc, char** argv) {
                                             (dir / "workload.json").string(), catalogs);
       const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
       const core::SteadyClock clock;
-      for (const char* name : {"verl", "streamrl", "homogeneous", "hybrid", "ilp"}) {
-        const planner::PlannerEntry& entry = *planner::find_planner(name);
+      for (const planner::PlannerEntry& entry : planner::planner_table()) {
+        if (entry.kind != planner::PlannerKind::kBaseline && entry.kind != planner::PlannerKind::kSearch) continue;
         const double start = clock.seconds();
         const planner::PlannerResult r = entry.run(model, catalogs.models, {}, clock);
         const double seconds = clock.seconds() - start;
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
                                     stat(info, "configurations_kept"))
                       : status + ",,,,";
         }
-        fmt::print("{},{},{},{:.4f},{:.3f},{},{}\n", dir.filename().string(), in.cluster.total_gpus(), name,
+        fmt::print("{},{},{},{:.4f},{:.3f},{},{}\n", dir.filename().string(), in.cluster.total_gpus(), entry.name,
                    r.found ? r.prediction.samples_per_second : 0.0, seconds, evaluations, ilp);
         std::fflush(stdout);
       }

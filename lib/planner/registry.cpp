@@ -113,17 +113,19 @@ PlannerResult run_exhaustive(const cost::CostModel& model, const workload::Model
   return plan_exhaustive(model, models, params);
 }
 
-constexpr unsigned kSearch = bits({Setting::kTimeLimit, Setting::kSeed, Setting::kGoal, Setting::kMaxGroups});
+constexpr unsigned kSearchSettings = bits({Setting::kTimeLimit, Setting::kSeed, Setting::kGoal, Setting::kMaxGroups});
+
+using enum PlannerKind;
 
 const PlannerEntry kPlanners[] = {
-    {"hybrid", "multi-level search with successive halving (the default)", kSearch, run_hybrid},
+    {"hybrid", "multi-level search with successive halving (the default)", kSearch, kSearchSettings, run_hybrid},
     {"ilp", "the same space as an integer linear program solved by CBC (provably best), warm-started from hybrid",
-     kSearch | bits({Setting::kSolver}), run_ilp},
-    {"auto", "the best plan of hybrid and the baselines", kSearch, run_auto},
-    {"verl", "every task colocated on all GPUs, one strategy, even batch split", 0, run_verl},
-    {"streamrl", "generation and training on disjoint pools, batch split by speed", 0, run_streamrl},
-    {"homogeneous", "the best plan on the nodes of a single GPU type", 0, run_homogeneous},
-    {"exhaustive", "every grouping, allocation and strategy: ground truth for small instances",
+     kSearch, kSearchSettings | bits({Setting::kSolver}), run_ilp},
+    {"auto", "the best plan of hybrid and the baselines", kCombined, kSearchSettings, run_auto},
+    {"verl", "every task colocated on all GPUs, one strategy, even batch split", kBaseline, 0, run_verl},
+    {"streamrl", "generation and training on disjoint pools, batch split by speed", kBaseline, 0, run_streamrl},
+    {"homogeneous", "the best plan on the nodes of a single GPU type", kBaseline, 0, run_homogeneous},
+    {"exhaustive", "every grouping, allocation and strategy: ground truth for small instances", kGroundTruth,
      bits({Setting::kGoal}), run_exhaustive},
 };
 

@@ -42,9 +42,14 @@ struct PlanRequest {
   std::function<void(const SearchProgress&)> progress;  // hybrid's, for people watching
 };
 
+// What a planner is, for those who compare them (the benchmarks run the baselines and the
+// searches; `auto` only combines them and `exhaustive` refuses all but small instances).
+enum class PlannerKind { kSearch, kBaseline, kCombined, kGroundTruth };
+
 struct PlannerEntry {
   std::string_view name;
   std::string_view description;  // one line
+  PlannerKind kind = PlannerKind::kSearch;
   unsigned settings = 0;         // Setting bits it takes
   PlannerResult (*run)(const cost::CostModel& model, const workload::ModelCatalog& models,
                        const PlanRequest& request, const core::Clock& clock);
