@@ -7,6 +7,7 @@
 #include "cost/cost_model.h"
 #include "hw/cluster_builder.h"
 #include "io/catalog_io.h"
+#include "io/inputs.h"
 #include "workload/rl_graph.h"
 
 namespace hetrl::testing {
@@ -47,6 +48,16 @@ inline workload::Workload long_tailed(workload::Workload w, double mean_tokens, 
   w.response.max_tokens = max_tokens;
   return w;
 }
+
+// A cluster and a workload from tests/cli/data, with their graph and cost model.
+struct FileInstance {
+  io::Inputs in;
+  cost::CostModel model;
+  FileInstance(const std::string& cluster, const std::string& workload)
+      : in(io::load_inputs(std::string(HETRL_TEST_DATA) + "/" + cluster,
+                           std::string(HETRL_TEST_DATA) + "/" + workload, catalogs())),
+        model(in.cluster, in.workload.workload, in.graph, catalogs().models) {}
+};
 
 struct Fixture {
   hw::Cluster cluster;

@@ -20,14 +20,7 @@ namespace {
 
 const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
 
-struct Instance {
-  io::Inputs in;
-  cost::CostModel model;
-  Instance(const std::string& cluster, const std::string& workload)
-      : in(io::load_inputs(std::string(HETRL_TEST_DATA) + "/" + cluster,
-                           std::string(HETRL_TEST_DATA) + "/" + workload, catalogs())),
-        model(in.cluster, in.workload.workload, in.graph, catalogs().models) {}
-};
+using Instance = testing::FileInstance;
 
 std::set<std::string> gpu_types_used(const plan::Plan& p, const hw::Cluster& cluster) {
   std::set<std::string> types;

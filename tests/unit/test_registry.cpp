@@ -5,23 +5,15 @@
 #include <set>
 
 #include "core/clock.h"
-#include "io/inputs.h"
+#include "fixtures.h"
 #include "planner/registry.h"
 
 using namespace hetrl;
 
 namespace {
 
-const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
-
-struct Instance {
-  io::Inputs in;
-  cost::CostModel model;
-  Instance(const std::string& cluster, const std::string& workload)
-      : in(io::load_inputs(std::string(HETRL_TEST_DATA) + "/" + cluster,
-                           std::string(HETRL_TEST_DATA) + "/" + workload, catalogs())),
-        model(in.cluster, in.workload.workload, in.graph, catalogs().models) {}
-};
+using testing::catalogs;
+using Instance = testing::FileInstance;
 
 }  // namespace
 
