@@ -72,14 +72,17 @@ int main(int argc, char** argv) {
            ->check(CLI::PositiveNumber), Setting::kGoal},
       {app.add_option("--max-groups", request.max_groups, "The most groups a plan may have")
            ->check(CLI::Range(1, 8))->capture_default_str(), Setting::kMaxGroups},
-      {app.add_option("--gap", request.solver.relative_gap, "ILP: relative optimality gap to stop at")
+      {app.add_option("--gap", request.solver.relative_gap, "The solver's relative optimality gap to stop at")
            ->check(CLI::Range(0.0, 1.0))->capture_default_str(), Setting::kSolver},
-      {app.add_option("--threads", request.solver.threads, "ILP: solver threads")
+      {app.add_option("--threads", request.solver.threads, "Solver threads")
            ->check(CLI::Range(1, 256))->capture_default_str(), Setting::kSolver},
-      {app.add_option("--export-lp", request.export_lp, "ILP: write the model as an LP file"), Setting::kSolver},
-      {app.add_option("--export-mps", request.export_mps, "ILP: write the model as an MPS file"), Setting::kSolver},
-      {app.add_flag("--solver-log", request.solver.log, "ILP: show CBC's own output"), Setting::kSolver},
+      {app.add_option("--export-lp", request.export_lp, "Write the model as an LP file"), Setting::kSolver},
+      {app.add_option("--export-mps", request.export_mps, "Write the model as an MPS file"), Setting::kSolver},
+      {app.add_flag("--solver-log", request.solver.log, "Show CBC's own output"), Setting::kSolver},
   };
+  for (const auto& [option, setting] : settings) {
+    option->description(fmt::format("{} ({})", option->get_description(), planner::planners_taking(setting)));
+  }
   app.add_option("-o,--output", output, "Write the plan (hetrl.plan/v1) here");
   app.add_flag("--explain", explain, "Show every term of every task's estimate");
   CLI::App* evaluate = app.add_subcommand("evaluate", "Predict a plan written by hand or by a planner");
