@@ -196,7 +196,7 @@ std::string plan_to_json(const plan::Plan& p, const plan::Prediction& prediction
       OrderedJson replicas = OrderedJson::array();
       for (const plan::Replica& replica : placement.replicas) {
         OrderedJson r;
-        r["share"] = detail::file_units(replica.share);
+        r["share"] = replica.share;  // a decision, written exactly: read back, the plan predicts the same
         OrderedJson stages = OrderedJson::array();
         for (const plan::Stage& stage : replica.stages) {
           std::vector<plan::Gpu> gpus;

@@ -8,7 +8,8 @@
 // and with the variants the table below names; each plan is written as the plan file and as
 // the table hetrl-plan prints with --explain. For some scenarios hybrid's plan is also
 // simulated (3 iterations, seed 1) and its report kept. Seconds the search took are the one
-// thing that differs between runs: they are set to 0 before writing.
+// thing that differs between runs: they are set to 0 before writing. Every plan file is also
+// read back and evaluated: it must predict, bit for bit, what the planner's plan predicted.
 
 #include <fmt/format.h>
 
@@ -99,6 +100,10 @@ class Golden {
       }
     }
   }
+  void mismatch(const std::string& what) {
+    fmt::print(stderr, "golden: {}\n", what);
+    ++differences_;
+  }
   int differences() const { return differences_; }
 
  private:
@@ -106,6 +111,28 @@ class Golden {
   bool write_;
   int differences_ = 0;
 };
+
+// Whether two predictions agree bit for bit in every figure a plan file or the table shows.
+std::string first_difference(const plan::Prediction& a, const plan::Prediction& b, const workload::TaskGraph& graph) {
+  const auto differ = [](double x, double y) { return x != y; };
+  if (a.feasible != b.feasible) return "feasible";
+  if (differ(a.iteration_seconds, b.iteration_seconds)) return "iteration_seconds";
+  if (differ(a.makespan_seconds, b.makespan_seconds)) return "makespan_seconds";
+  if (differ(a.samples_per_second, b.samples_per_second)) return "samples_per_second";
+  if (a.price_per_hour != b.price_per_hour) return "price_per_hour";
+  for (std::size_t t = 0; t < a.tasks.size(); ++t) {
+    if (differ(a.tasks[t].seconds, b.tasks[t].seconds) || differ(a.tasks[t].start, b.tasks[t].start)) {
+      return "the seconds of " + graph.tasks[t].name;
+    }
+  }
+  for (std::size_t g = 0; g < a.groups.size(); ++g) {
+    if (differ(a.groups[g].busy_seconds, b.groups[g].busy_seconds) ||
+        differ(a.groups[g].tightest.used(), b.groups[g].tightest.used())) {
+      return fmt::format("group {}", g);
+    }
+  }
+  return "";
+}
 
 // Zeroes the statistics that measure wall time.
 void drop_seconds(plan::Plan& plan) {
@@ -145,7 +172,13 @@ int run(const std::string& mode, const fs::path& golden, const fs::path& scenari
     plan::Evaluator evaluator(model);
     const plan::Prediction& prediction = evaluator.evaluate(p, true);
     out.file(label + ".txt", plan::format_plan(p, prediction, context, true));
-    out.file(label + ".plan.json", io::plan_to_json(p, prediction, in.cluster, in.graph));
+    const std::string json = io::plan_to_json(p, prediction, in.cluster, in.graph);
+    out.file(label + ".plan.json", json);
+    // Read back and evaluated, the plan file predicts exactly what was written.
+    const plan::Plan back = io::parse_plan(json, label + ".plan.json", in.cluster, in.graph, catalogs.models);
+    plan::Evaluator again(model);
+    const std::string differs = first_difference(prediction, again.evaluate(back, true), in.graph);
+    if (!differs.empty()) out.mismatch(label + ".plan.json read back predicts another " + differs);
   };
   const std::vector<int> nodes = planner::all_nodes(in.cluster);
   keep("verl", planner::plan_verl(model, catalogs.models, nodes));
