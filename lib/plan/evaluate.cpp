@@ -145,19 +145,21 @@ bool Evaluator::check_memory(const Plan& plan) {
         tightest = headroom;
         gp.tightest = use;
       }
-      if (headroom < 0) {
-        const hw::Node& node = cluster.nodes[use.gpu.node];
-        constexpr double kGiB = core::kGiB;
-        prediction_.infeasible = fmt::format(
-            "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over "
-            "(weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache "
-            "{:.1f})",
-            node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, g,
-            use.used() / kGiB, use.capacity / kGiB, -headroom / kGiB, use.weights / kGiB,
-            use.gradients / kGiB, use.optimizer / kGiB, use.activations / kGiB,
-            use.kv_cache / kGiB);
-        return false;
-      }
+    }
+    if (tightest < 0) {
+      // The group's GPU furthest over its capacity says why.
+      const MemoryUse& use = gp.tightest;
+      const hw::Node& node = cluster.nodes[use.gpu.node];
+      constexpr double kGiB = core::kGiB;
+      prediction_.overflow = -tightest / use.capacity;
+      prediction_.infeasible = fmt::format(
+          "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over "
+          "(weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache "
+          "{:.1f})",
+          node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, g, use.used() / kGiB,
+          use.capacity / kGiB, -tightest / kGiB, use.weights / kGiB, use.gradients / kGiB,
+          use.optimizer / kGiB, use.activations / kGiB, use.kv_cache / kGiB);
+      return false;
     }
   }
   return true;
@@ -317,6 +319,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   const int n = static_cast<int>(graph.tasks.size());
   prediction_.feasible = false;
   prediction_.infeasible.clear();
+  prediction_.overflow = 0;
   prediction_.iteration_seconds = 0;
   prediction_.samples_per_second = 0;
   prediction_.tokens_per_second = 0;

@@ -52,7 +52,8 @@ struct GroupPrediction {
 
 struct Prediction {
   bool feasible = false;
-  std::string infeasible;  // why not, when not
+  std::string infeasible;  // why not, when not: the GPU furthest over its capacity
+  double overflow = 0;     // when not: how far over, as a fraction of that GPU's usable memory
   double iteration_seconds = 0;   // the period of the steady-state schedule
   double makespan_seconds = 0;    // one iteration alone, from generation to the new weights
   double samples_per_second = 0;
@@ -80,7 +81,7 @@ class Evaluator {
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
   // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation;
-  // complete when that plan fit, up to the first GPU over its capacity otherwise.
+  // complete when that plan fit, up to the group with a GPU over its capacity otherwise.
   std::span<const MemoryUse> gpu_memory(int group) const {
     const std::size_t first = budget_offset_[group];
     const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())

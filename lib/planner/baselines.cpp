@@ -47,10 +47,11 @@ bool make_group(const cost::CostModel& model, const workload::ModelCatalog& mode
   return true;
 }
 
-void consider(PlannerResult& result, const plan::Plan& candidate, const plan::Prediction& prediction) {
+void consider(PlannerResult& result, Rejections& rejected, const plan::Plan& candidate,
+              const plan::Prediction& prediction) {
   ++result.evaluations;
   if (!prediction.feasible) {
-    if (!result.found && result.why_not.empty()) result.why_not = prediction.infeasible;
+    rejected.see(prediction);
     return;
   }
   if (!result.found || kFastest.better(prediction, result.prediction)) {
@@ -80,6 +81,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   std::vector<int> tasks = gpu_tasks(graph, true);
   for (int t : gpu_tasks(graph, false)) tasks.push_back(t);
   PlannerResult result;
+  Rejections rejected;
   plan::Evaluator evaluator(model);
   const std::vector<int> tps = tp_choices(model.cluster(), nodes, archs_of(graph, models, tasks));
   for (const TaskChoice& strategy : strategies(tps, true)) {
@@ -88,8 +90,9 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
     if (!make_group(model, models, nodes, tasks, strategy, candidate.groups[0])) continue;
     candidate.planner.name = "verl";
     candidate.planner.params = {{"strategy", strategy_text(strategy)}};
-    consider(result, candidate, evaluator.evaluate(candidate));
+    consider(result, rejected, candidate, evaluator.evaluate(candidate));
   }
+  if (!result.found) result.why_not = rejected.why_not(kFastest);
   result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)}};
   return result;
 }
@@ -101,6 +104,7 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
   const std::vector<int> gen_tasks = gpu_tasks(graph, true);
   const std::vector<int> train_tasks = gpu_tasks(graph, false);
   PlannerResult result;
+  Rejections rejected;
   plan::Evaluator evaluator(model);
 
   // The node classes, restricted to the nodes given.
@@ -148,8 +152,8 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
             best = kFastest.score(p);
             best_gen = gen;
             best_train = *it;
-          } else if (!p.feasible && result.why_not.empty()) {
-            result.why_not = p.infeasible;
+          } else if (!p.feasible) {
+            rejected.see(p);
           }
           break;  // the leanest layout that could be laid out
         }
@@ -172,7 +176,7 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
             {"generation_strategy", strategy_text(best_gen)},
             {"training_gpus", std::to_string(candidate.groups[1].gpus.size())},
             {"training_strategy", strategy_text(best_train)}};
-        consider(result, candidate, evaluator.evaluate(candidate));
+        consider(result, rejected, candidate, evaluator.evaluate(candidate));
       }
     }
     // Next split: an odometer over the classes.
@@ -196,6 +200,7 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
     result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)},
                                  {"splits", static_cast<double>(splits)}};
   }
+  if (!result.found && splits > 0) result.why_not = rejected.why_not(kFastest);
   if (!result.found && result.why_not.empty()) {
     result.why_not = "the cluster has a single node class and no split into a generation and a "
                      "training pool left both with GPUs";

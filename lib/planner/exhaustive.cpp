@@ -71,6 +71,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
   }
   require_prices(model.cluster(), params.goal);
   PlannerResult result;
+  Rejections rejected;
   plan::Evaluator evaluator(model);
   plan::Plan candidate;
   for (const auto& partition : partitions(model.graph().gpu_tasks())) {
@@ -96,8 +97,8 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
                 result.found = true;
                 result.plan = candidate;
                 result.prediction = prediction;
-              } else if (!prediction.feasible && !result.found && result.why_not.empty()) {
-                result.why_not = prediction.infeasible;
+              } else if (!params.goal.accepts(prediction)) {
+                rejected.see(prediction);
               }
             }
             std::size_t i = 0;
@@ -109,6 +110,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
           }
         });
   }
+  if (!result.found) result.why_not = rejected.why_not(params.goal);
   result.plan.planner.name = "exhaustive";
   result.plan.planner.stats = {{"plans", static_cast<double>(count)},
                                {"evaluations", static_cast<double>(result.evaluations)}};

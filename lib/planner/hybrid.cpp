@@ -80,7 +80,7 @@ class Search {
   long long evaluations_ = 0;
   long long pruned_ = 0;
   bool timed_out_ = false;
-  std::string why_not_;
+  Rejections rejections_;
 };
 
 std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
@@ -272,7 +272,7 @@ double Search::evaluate(Candidate& c) {
   balance_shares(evaluator_, scratch_, 1);
   const plan::Prediction& p = evaluator_.evaluate(scratch_);
   const double s = params_.goal.score(p);
-  if (!p.feasible && why_not_.empty()) why_not_ = p.infeasible;
+  if (s == kWorst) rejections_.see(p);
   if (s > c.best) {
     c.best = s;
     c.best_plan = scratch_;
@@ -437,11 +437,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     result.plan = best->best_plan;
     result.prediction = best->best_prediction;
   } else {
-    result.why_not = why_not_.empty() ? "no candidate could be laid out on the cluster" : why_not_;
-    if (params_.goal.constrained()) {
-      result.why_not = "no plan meets the constraints" +
-                       std::string(why_not_.empty() ? "" : "; the last infeasible one: " + why_not_);
-    }
+    result.why_not = rejections_.why_not(params_.goal);
   }
   result.plan.planner.name = "hybrid";
   result.plan.planner.params = {
@@ -468,6 +464,12 @@ PlannerResult plan_hybrid(const cost::CostModel& model, const workload::ModelCat
                           const HybridParams& params, const core::Clock& clock,
                           const std::function<void(const SearchProgress&)>& progress) {
   require_prices(model.cluster(), params.goal);
+  if (const std::optional<std::string> why = params.goal.unreachable(model.cluster())) {
+    PlannerResult result;
+    result.why_not = *why;
+    result.plan.planner.name = "hybrid";
+    return result;
+  }
   Search search(model, models, params, clock);
   return search.run(progress);
 }

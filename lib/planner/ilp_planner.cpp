@@ -141,6 +141,12 @@ long long ilp_configuration_count(const cost::CostModel& model, const workload::
 IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                     const IlpParams& params, const core::Clock& clock, const plan::Plan* warm) {
   require_prices(model.cluster(), params.goal);
+  if (const std::optional<std::string> why = params.goal.unreachable(model.cluster())) {
+    IlpOutcome outcome;
+    outcome.result.why_not = *why;
+    describe(params, "infeasible", outcome);
+    return outcome;
+  }
   const double start = clock.seconds();
   const Instance x(model, models, params);
   plan::Evaluator evaluator(model);

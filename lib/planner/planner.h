@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string>
 #include <string_view>
 
 #include "plan/evaluate.h"
@@ -34,6 +35,26 @@ struct Goal {
   // does not accept.
   double score(const plan::Prediction& p) const;
   bool better(const plan::Prediction& a, const plan::Prediction& b) const { return score(a) > score(b); }
+  // Why no plan on this cluster can meet the goal, whatever its layout (a budget below the
+  // cheapest node's price); nullopt when some might.
+  std::optional<std::string> unreachable(const hw::Cluster& cluster) const;
+};
+
+// What a search saw of the plans its goal did not accept, to say in one line why it found
+// nothing: the plan closest to fitting in memory (the smallest overflow), and of the plans that
+// fit, the cheapest and the fastest (a budget or a minimum throughput missed).
+class Rejections {
+ public:
+  void see(const plan::Prediction& p);
+  std::string why_not(const Goal& goal) const;
+
+ private:
+  bool seen_ = false;
+  std::string closest_;
+  double closest_overflow_ = 0;
+  bool fit_ = false;
+  double cheapest_ = 0;  // USD per hour, of the plans that fit
+  double fastest_ = 0;   // samples/s, of the plans that fit
 };
 
 // Throws core::InputError when the goal needs prices and some node of the cluster has none.

@@ -222,3 +222,83 @@ TEST_CASE("one goal judges every planner's plans: the objective, then the constr
   CHECK(goal.better(fast, cheap));  // the cheap one misses the floor
   CHECK(goal.constrained());
 }
+
+namespace {
+
+// "... 674.9 GiB over ..." -> 674.9
+double gib_over(const std::string& why) {
+  const std::size_t at = why.find(" GiB over");
+  REQUIRE(at != std::string::npos);
+  const std::size_t from = why.rfind(' ', at - 1) + 1;
+  return std::stod(why.substr(from, at - from));
+}
+
+}  // namespace
+
+TEST_CASE("an infeasible plan names its GPU furthest over capacity, and the baselines the plan closest to fitting") {
+  const Instance x("tiny_t4.json", "grpo_72b.json");
+  // verl's first strategy (TP1 PP1 ZeRO-1 on both T4s), evaluated alone.
+  plan::Plan first;
+  first.groups.emplace_back();
+  first.groups[0].gpus = planner::gpus_of(x.in.cluster, std::vector<int>{0});
+  for (int t : x.in.graph.gpu_tasks()) {
+    plan::TaskPlacement placement;
+    placement.task = t;
+    REQUIRE(planner::uniform_replicas(x.in.cluster, std::vector<int>{0}, 1, 1,
+                                      catalogs().models.get(x.in.graph.tasks[t].model, "").layers, placement.replicas));
+    first.groups[0].tasks.push_back(placement);
+  }
+  plan::Evaluator evaluator(x.model);
+  const plan::Prediction p = evaluator.evaluate(first);
+  REQUIRE_FALSE(p.feasible);
+  // The reported GPU is the group's worst: its overflow is the largest of any GPU's.
+  for (const plan::MemoryUse& use : evaluator.gpu_memory(0)) {
+    CHECK((use.used() - use.capacity) / use.capacity <= p.overflow + 1e-12);
+  }
+  const planner::PlannerResult verl = planner::plan_verl(x.model, catalogs().models, planner::all_nodes(x.in.cluster));
+  REQUIRE_FALSE(verl.found);
+  CHECK(verl.evaluations > 1);
+  CHECK(gib_over(verl.why_not) < gib_over(p.infeasible));
+}
+
+TEST_CASE("rejections say why nothing met the goal: the closest to fitting, or the constraint missed") {
+  plan::Prediction near, far, slow, dear;
+  near.infeasible = "near";
+  near.overflow = 0.1;
+  far.infeasible = "far";
+  far.overflow = 0.7;
+  slow.feasible = dear.feasible = true;
+  slow.samples_per_second = 2;
+  slow.price_per_hour = 10;
+  dear.samples_per_second = 8;
+  dear.price_per_hour = 50;
+  planner::Goal goal;
+  planner::Rejections none;
+  CHECK(none.why_not(goal) == "no candidate could be laid out on the cluster");
+  planner::Rejections memory;
+  memory.see(far);
+  memory.see(near);
+  memory.see(far);
+  CHECK(memory.why_not(goal) == "near");
+  goal.budget_per_hour = 5;
+  goal.min_throughput = 10;
+  planner::Rejections constrained;
+  constrained.see(far);
+  constrained.see(slow);
+  constrained.see(dear);
+  const std::string why = constrained.why_not(goal);
+  CHECK(why.find("no plan meets the constraints") == 0);
+  CHECK(why.find("the cheapest plan that fits costs 10.00 $/h, over the budget of 5 $/h") != std::string::npos);
+  CHECK(why.find("the fastest plan that fits reaches 8 samples/s, under the minimum of 10") != std::string::npos);
+}
+
+TEST_CASE("a budget below the cheapest node is refused at once, naming the price") {
+  const Instance x("valid.json", "grpo_small.json");
+  planner::Goal goal;
+  goal.budget_per_hour = 0.01;
+  const std::optional<std::string> why = goal.unreachable(x.in.cluster);
+  REQUIRE(why);
+  CHECK(why->find("the budget of 0.01 $/h is below the price of the cheapest node") == 0);
+  goal.budget_per_hour = 1e6;
+  CHECK_FALSE(goal.unreachable(x.in.cluster));
+}
