@@ -57,8 +57,27 @@ void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemor
   }
 }
 
+inline MemoryUse Evaluator::memory_of(const Group& group, int slot) const {
+  MemoryUse use;
+  use.gpu = group.gpus[slot];
+  use.capacity = usable_[use.gpu.node];
+  const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(slot) * role_count_;
+  for (int r = 0; r < role_count_; ++r) {
+    use.weights += cells[r].weights();
+    if (!cells[r].trained) continue;  // no training state
+    use.gradients += cells[r].gradients;
+    use.optimizer += cells[r].optimizer;
+  }
+  // Tasks take turns: the transient need is the largest one, a cache or activations.
+  if (transient_[slot].kv_cache >= transient_[slot].activations) {
+    use.kv_cache = transient_[slot].kv_cache;
+  } else {
+    use.activations = transient_[slot].activations;
+  }
+  return use;
+}
+
 bool Evaluator::check_memory(const Plan& plan) {
-  const hw::Cluster& cluster = model_.cluster();
   const workload::TaskGraph& graph = model_.graph();
   budget_offset_.clear();
   budgets_all_.clear();
@@ -121,48 +140,43 @@ bool Evaluator::check_memory(const Plan& plan) {
     GroupPrediction& gp = prediction_.groups[g];
     double tightest = std::numeric_limits<double>::infinity();
     for (int i = 0; i < slots; ++i) {
-      MemoryUse use;
-      use.gpu = group.gpus[i];
-      use.capacity = usable_[use.gpu.node];
-      const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(i) * role_count_;
-      for (int r = 0; r < role_count_; ++r) {
-        use.weights += cells[r].weights();
-        if (!cells[r].trained) continue;  // no training state
-        use.gradients += cells[r].gradients;
-        use.optimizer += cells[r].optimizer;
-      }
-      const double resident = use.weights + use.gradients + use.optimizer;
-      // Tasks take turns: the transient need is the largest one, a cache or activations.
-      if (transient_[i].kv_cache >= transient_[i].activations) {
-        use.kv_cache = transient_[i].kv_cache;
-      } else {
-        use.activations = transient_[i].activations;
-      }
-      budgets_all_.push_back(use.capacity - resident);
+      const MemoryUse use = memory_of(group, i);
+      budgets_all_.push_back(use.capacity - use.resident());
       gpu_memory_.push_back(use);
       const double headroom = use.capacity - use.used();
       if (headroom < tightest) {
         tightest = headroom;
         gp.tightest = use;
       }
-    }
-    if (tightest < 0) {
-      // The group's GPU furthest over its capacity says why.
-      const MemoryUse& use = gp.tightest;
-      const hw::Node& node = cluster.nodes[use.gpu.node];
-      constexpr double kGiB = core::kGiB;
-      prediction_.overflow = -tightest / use.capacity;
-      prediction_.infeasible = fmt::format(
-          "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over "
-          "(weights {:.1f}, gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache "
-          "{:.1f})",
-          node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, g, use.used() / kGiB,
-          use.capacity / kGiB, -tightest / kGiB, use.weights / kGiB, use.gradients / kGiB,
-          use.optimizer / kGiB, use.activations / kGiB, use.kv_cache / kGiB);
-      return false;
+      if (headroom < 0) {
+        report_overflow(plan, static_cast<int>(g), i);
+        return false;
+      }
     }
   }
   return true;
+}
+
+void Evaluator::report_overflow(const Plan& plan, int group, int first) {
+  // The group's GPU furthest over its capacity says why: the first found, or one after it.
+  GroupPrediction& gp = prediction_.groups[group];
+  const Group& g = plan.groups[group];
+  for (int i = first + 1; i < static_cast<int>(g.gpus.size()); ++i) {
+    const MemoryUse later = memory_of(g, i);
+    if (later.capacity - later.used() < gp.tightest.capacity - gp.tightest.used()) gp.tightest = later;
+  }
+  const MemoryUse& use = gp.tightest;
+  const hw::Cluster& cluster = model_.cluster();
+  const hw::Node& node = cluster.nodes[use.gpu.node];
+  constexpr double kGiB = core::kGiB;
+  const double over = use.used() - use.capacity;
+  prediction_.overflow = over / use.capacity;
+  prediction_.infeasible = fmt::format(
+      "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over (weights {:.1f}, "
+      "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache {:.1f})",
+      node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, group, use.used() / kGiB,
+      use.capacity / kGiB, over / kGiB, use.weights / kGiB, use.gradients / kGiB, use.optimizer / kGiB,
+      use.activations / kGiB, use.kv_cache / kGiB);
 }
 
 bool Evaluator::same_replica(const Replica& a, int a_first, const Replica& b, int b_first) const {

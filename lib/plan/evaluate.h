@@ -31,6 +31,7 @@ struct MemoryUse {
   double optimizer = 0;
   double activations = 0;  // the largest transient need of the tasks that take turns
   double kv_cache = 0;     // the least the generation cache needs
+  double resident() const { return weights + gradients + optimizer; }
   double used() const { return weights + gradients + optimizer + activations + kv_cache; }
 };
 
@@ -94,6 +95,11 @@ class Evaluator {
   // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
   // order of its replicas, stages and devices (what task_seconds reads).
   bool check_memory(const Plan& plan);
+  // What a GPU of a group needs, from the memory pass's cells (slot: its index in the group).
+  MemoryUse memory_of(const Group& group, int slot) const;
+  // Says which GPU of the group is furthest over its capacity, and by how much, once the GPU
+  // at slot `first` was found over it.
+  [[gnu::cold]] void report_overflow(const Plan& plan, int group, int first);
   // Adds what one stage of a task needs on each of its GPUs (slots of the group).
   void add_stage_memory(workload::TaskKind kind, int role, const cost::StageMemory& mem,
                         std::span<const int> slots);
