@@ -158,24 +158,25 @@ bool Evaluator::check_memory(const Plan& plan) {
 }
 
 void Evaluator::report_overflow(const Plan& plan, int group, int first) {
-  // The group's GPU furthest over its capacity says why: the first found, or one after it.
+  // The group's GPU furthest over its capacity, as a fraction of it (as Prediction::overflow
+  // says), says why: the first found over it, or one after it.
   GroupPrediction& gp = prediction_.groups[group];
   const Group& g = plan.groups[group];
+  const auto over = [](const MemoryUse& m) { return (m.used() - m.capacity) / m.capacity; };
   for (int i = first + 1; i < static_cast<int>(g.gpus.size()); ++i) {
     const MemoryUse later = memory_of(g, i);
-    if (later.capacity - later.used() < gp.tightest.capacity - gp.tightest.used()) gp.tightest = later;
+    if (over(later) > over(gp.tightest)) gp.tightest = later;
   }
   const MemoryUse& use = gp.tightest;
   const hw::Cluster& cluster = model_.cluster();
   const hw::Node& node = cluster.nodes[use.gpu.node];
   constexpr double kGiB = core::kGiB;
-  const double over = use.used() - use.capacity;
-  prediction_.overflow = over / use.capacity;
+  prediction_.overflow = over(use);
   prediction_.infeasible = fmt::format(
       "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over (weights {:.1f}, "
       "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache {:.1f})",
       node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, group, use.used() / kGiB,
-      use.capacity / kGiB, over / kGiB, use.weights / kGiB, use.gradients / kGiB, use.optimizer / kGiB,
+      use.capacity / kGiB, (use.used() - use.capacity) / kGiB, use.weights / kGiB, use.gradients / kGiB, use.optimizer / kGiB,
       use.activations / kGiB, use.kv_cache / kGiB);
 }
 

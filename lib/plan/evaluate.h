@@ -82,7 +82,7 @@ class Evaluator {
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
   // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation;
-  // complete when that plan fit, up to the group with a GPU over its capacity otherwise.
+  // complete when that plan fit, up to the first GPU over its capacity otherwise.
   std::span<const MemoryUse> gpu_memory(int group) const {
     const std::size_t first = budget_offset_[group];
     const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())

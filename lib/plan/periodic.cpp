@@ -80,7 +80,8 @@ void PeriodSolver::walk(std::span<const CycleEdge> edges, std::size_t start, std
 
 void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order,
                     std::span<const double> seconds, std::span<const double> edge_transfer,
-                    std::span<const int> group, int groups, std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last) {
+                    std::span<const int> group, int groups, std::vector<CycleEdge>& out,
+                    std::vector<int>& first, std::vector<int>& last) {
   out.clear();
   for (std::size_t i = 0; i < graph.edges.size(); ++i) {
     const workload::Edge& e = graph.edges[i];

@@ -43,13 +43,15 @@ class PeriodSolver {
 };
 
 // The edges of an RL task graph's repeating schedule, into `out`: each data edge (weight: the
-// source's seconds plus `edge_transfer` of that edge; shift: the edge's lag, so the new weights
-// reach generation 1 + staleness iterations later), and each group's turns: its GPU tasks one after the other in `order`,
-// and its last task back to its first (shift 1). `group[t]`: the group of GPU task t, or -1
-// for CPU tasks, the weight sync and unplaced tasks. `first` and `last` are scratch.
+// source's seconds plus `edge_transfer` of that edge; shift: the edge's lag, so the new
+// weights reach generation 1 + staleness iterations later), and each group's turns: its GPU
+// tasks one after the other in `order`, and its last task back to its first (shift 1).
+// `group[t]`: the group of GPU task t, or -1 for CPU tasks, the weight sync and unplaced
+// tasks. `first` and `last` are scratch.
 void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order,
                     std::span<const double> seconds, std::span<const double> edge_transfer,
-                    std::span<const int> group, int groups, std::vector<CycleEdge>& out, std::vector<int>& first, std::vector<int>& last);
+                    std::span<const int> group, int groups, std::vector<CycleEdge>& out,
+                    std::vector<int>& first, std::vector<int>& last);
 
 // Start times within an iteration of a periodic schedule with the given period (which must be
 // at least the graph's period): longest paths with weights weight - shift x period.

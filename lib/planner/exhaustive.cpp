@@ -92,13 +92,12 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
               balance_shares(evaluator, candidate, 1);
               const plan::Prediction& prediction = evaluator.evaluate(candidate);
               ++result.evaluations;
-              if (params.goal.accepts(prediction) &&
-                  (!result.found || params.goal.better(prediction, result.prediction))) {
+              if (!params.goal.accepts(prediction)) {
+                rejected.see(prediction);
+              } else if (!result.found || params.goal.better(prediction, result.prediction)) {
                 result.found = true;
                 result.plan = candidate;
                 result.prediction = prediction;
-              } else if (!params.goal.accepts(prediction)) {
-                rejected.see(prediction);
               }
             }
             std::size_t i = 0;

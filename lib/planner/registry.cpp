@@ -48,7 +48,9 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
   const std::string summary = fmt::format("hybrid (warm start): {:.2f} s of the {} s limit\n{}", hybrid_seconds,
                                           request.time_limit, ilp_summary(outcome, request.goal, "hybrid"));
   PlannerResult result = std::move(outcome.result);
-  result.plan.planner.params.front() = {"time_limit", fmt::format("{}", request.time_limit)};
+  for (auto& [name, value] : result.plan.planner.params) {
+    if (name == "time_limit") value = fmt::format("{}", request.time_limit);  // the whole run's
+  }
   result.plan.planner.stats.emplace_back("warm_start_seconds", hybrid_seconds);
   result.summary = summary;
   return result;
@@ -61,11 +63,11 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   require_prices(model.cluster(), request.goal);
   const double start = clock.seconds();
   const std::vector<int> nodes = all_nodes(model.cluster());
-  std::vector<std::pair<std::string, PlannerResult>> results(4);
+  PlannerResult results[4];  // ranked in this order: hybrid first, so it wins a tie
   std::string spent;
   const auto run = [&](std::size_t slot, const char* name, auto&& plan) {
     const double began = clock.seconds();
-    results[slot] = {name, plan()};
+    results[slot] = plan();
     spent += fmt::format("{}{} {:.2f} s", spent.empty() ? "" : ", ", name, clock.seconds() - began);
   };
   run(1, "verl", [&] { return plan_verl(model, models, nodes); });
@@ -74,17 +76,17 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   const double left = std::max(0.0, request.time_limit - (clock.seconds() - start));
   run(0, "hybrid", [&] { return plan_hybrid(model, models, hybrid_params(request, left), clock, request.progress); });
   PlannerResult best;
-  for (auto& [name, result] : results) {
-    best.evaluations += result.evaluations;
+  long long evaluations = 0;
+  for (PlannerResult& result : results) {
+    evaluations += result.evaluations;
     if (result.found && request.goal.accepts(result.prediction) &&
         (!best.found || request.goal.better(result.prediction, best.prediction))) {
-      const long long evaluations = best.evaluations;
       best = std::move(result);
-      best.evaluations = evaluations;
     } else if (!best.found && best.why_not.empty()) {
       best.why_not = result.found ? "no plan meets the constraints" : result.why_not;
     }
   }
+  best.evaluations = evaluations;
   if (best.found) best.plan.planner.params.insert(best.plan.planner.params.begin(), {"chosen_by", "auto"});
   best.summary = fmt::format("auto: {} of the {} s limit; the best plan is {}'s", spent, request.time_limit,
                              best.found ? best.plan.planner.name : "nobody");

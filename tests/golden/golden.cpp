@@ -114,20 +114,19 @@ class Golden {
 
 // Whether two predictions agree bit for bit in every figure a plan file or the table shows.
 std::string first_difference(const plan::Prediction& a, const plan::Prediction& b, const workload::TaskGraph& graph) {
-  const auto differ = [](double x, double y) { return x != y; };
   if (a.feasible != b.feasible) return "feasible";
-  if (differ(a.iteration_seconds, b.iteration_seconds)) return "iteration_seconds";
-  if (differ(a.makespan_seconds, b.makespan_seconds)) return "makespan_seconds";
-  if (differ(a.samples_per_second, b.samples_per_second)) return "samples_per_second";
+  if (a.iteration_seconds != b.iteration_seconds) return "iteration_seconds";
+  if (a.makespan_seconds != b.makespan_seconds) return "makespan_seconds";
+  if (a.samples_per_second != b.samples_per_second) return "samples_per_second";
   if (a.price_per_hour != b.price_per_hour) return "price_per_hour";
   for (std::size_t t = 0; t < a.tasks.size(); ++t) {
-    if (differ(a.tasks[t].seconds, b.tasks[t].seconds) || differ(a.tasks[t].start, b.tasks[t].start)) {
+    if (a.tasks[t].seconds != b.tasks[t].seconds || a.tasks[t].start != b.tasks[t].start) {
       return "the seconds of " + graph.tasks[t].name;
     }
   }
   for (std::size_t g = 0; g < a.groups.size(); ++g) {
-    if (differ(a.groups[g].busy_seconds, b.groups[g].busy_seconds) ||
-        differ(a.groups[g].tightest.used(), b.groups[g].tightest.used())) {
+    if (a.groups[g].busy_seconds != b.groups[g].busy_seconds ||
+        a.groups[g].tightest.used() != b.groups[g].tightest.used()) {
       return fmt::format("group {}", g);
     }
   }

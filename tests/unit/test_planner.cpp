@@ -261,6 +261,30 @@ TEST_CASE("an infeasible plan names its GPU furthest over capacity, and the base
   CHECK(gib_over(verl.why_not) < gib_over(p.infeasible));
 }
 
+TEST_CASE("an infeasible plan names the GPU furthest over capacity, not the first found over it") {
+  // Node 0 (an A100) is over its capacity, node 1 (an L4, with less memory and the same load)
+  // further over it.
+  const testing::Fixture f(testing::make_cluster({"us-east-1a:1xA100-SXM-80G", "us-east-1a:1xL4"}),
+                           testing::ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const std::vector<int> nodes{0, 1};
+  plan::Plan p;
+  p.groups.emplace_back();
+  p.groups[0].gpus = planner::gpus_of(f.cluster, nodes);
+  for (int t : f.graph.gpu_tasks()) {
+    plan::TaskPlacement placement;
+    placement.task = t;
+    REQUIRE(planner::uniform_replicas(f.cluster, nodes, 1, 1, f.model.shape(t).layers, placement.replicas));
+    p.groups[0].tasks.push_back(placement);
+  }
+  plan::Evaluator evaluator(f.model);
+  const plan::Prediction& prediction = evaluator.evaluate(p);
+  REQUIRE_FALSE(prediction.feasible);
+  const plan::MemoryUse a100 = evaluator.gpu_memory(0)[0];  // the first GPU found over
+  CHECK(a100.used() > a100.capacity);
+  CHECK(prediction.infeasible.find("(L4, group 0)") != std::string::npos);
+  CHECK(prediction.overflow > (a100.used() - a100.capacity) / a100.capacity);
+}
+
 TEST_CASE("rejections say why nothing met the goal: the closest to fitting, or the constraint missed") {
   plan::Prediction near, far, slow, dear;
   near.infeasible = "near";
