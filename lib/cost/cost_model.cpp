@@ -259,8 +259,9 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   return out.total();
 }
 
-double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
-                               const TrainOptions& train, bool training, Breakdown& out) const {
+double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples,
+                               const DataParallel& dp, const TrainOptions& train, bool training,
+                               Breakdown& out) const {
   const ModelShape& shape = shapes_[task];
   if (samples <= 0) return 0;
   const int pp = static_cast<int>(stages.size());
@@ -274,8 +275,12 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
   const double factor = training ? (train.recompute ? 4.0 : 3.0) : 1.0;
   const double allreduces_per_layer = training ? (train.recompute ? 6.0 : 4.0) : 2.0;
 
+  // ZeRO-3 (FSDP) gathers every layer's weights for the forward and again for the backward
+  // and reduce-scatters its gradients, each micro-batch; prefetching the next layer hides the
+  // gathers behind the compute as far as they are shorter.
+  const bool gathers = training && train.zero_stage >= 3 && dp.replicas > 1;
   double worst = -1;
-  double worst_compute = 0, worst_tp = 0, worst_p2p = 0;
+  double worst_compute = 0, worst_tp = 0, worst_p2p = 0, worst_gather = 0;
   double optimizer = 0;
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
@@ -302,22 +307,33 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
       p2p = (training ? 2.0 : 1.0) *
             (bytes / stage_link_bandwidth(stage.node, next, stage.tp) + latency);
     }
-    const double total = compute + tp + p2p;
+    double gather = 0;  // exposed: beyond the compute it overlaps
+    if (gathers) {
+      const double bytes = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp;
+      const double per_layer = bytes / stage.layers;
+      gather = std::max(0.0, 3.0 * stage.layers * dp.all_gather_seconds(per_layer, params_.collective_latency) -
+                                 compute);
+    }
+    const double total = compute + gather + tp + p2p;
     if (total > worst) {
       worst = total;
       worst_compute = compute;
+      worst_gather = gather;
       worst_tp = tp;
       worst_p2p = p2p;
     }
     if (training) {
       const double params = shape.stage_params(stage.layers, s == 0, last) / stage.tp /
-                            (train.zero_stage >= 1 ? dp : 1);
+                            (train.zero_stage >= 1 ? dp.replicas : 1);
       optimizer = std::max(optimizer, params * params_.adam_bytes_per_param /
                                           (g.memory_bandwidth * g.efficiency.memory));
     }
   }
   const char* compute_name = training ? "forward + backward compute" : "forward compute";
   out.add(compute_name, steps * micro_batches * worst_compute);
+  if (worst_gather > 0) {
+    out.add("ZeRO-3 gathers beyond the compute", steps * micro_batches * worst_gather);
+  }
   if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
   if (pp > 1) out.add("pipeline bubble", steps * (pp - 1) * worst);
@@ -325,9 +341,9 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
   return out.total();
 }
 
-double CostModel::replica_seconds(int task, std::span<const Stage> stages, double samples, int dp,
-                                  const TrainOptions& train, std::span<const double> kv_budget,
-                                  Breakdown& out) const {
+double CostModel::replica_seconds(int task, std::span<const Stage> stages, double samples,
+                                  const DataParallel& dp, const TrainOptions& train,
+                                  std::span<const double> kv_budget, Breakdown& out) const {
   switch (graph_.tasks[task].kind) {
     case TaskKind::kGenerate: return generation_seconds(task, stages, samples, kv_budget, out);
     case TaskKind::kForward: return pass_seconds(task, stages, samples, dp, train, false, out);
@@ -347,6 +363,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
   const bool last = index == pp - 1;
   const double params = shape.stage_params(stage.layers, index == 0, last) / stage.tp;
   StageMemory m;
+  m.layout = layout_key(stage.tp, pp, index, stage.layers);
   const double micro = std::min(params_.micro_batch_tokens, samples_ * (prompt_ + mean_response_));
   switch (graph_.tasks[task].kind) {
     case TaskKind::kGenerate:
@@ -368,6 +385,8 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       m.weights = kBf16 * params / (train.zero_stage >= 3 ? shards : 1);
       m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
       m.optimizer = kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
+      // Sharded weights serve no forward pass of another task: it holds its own slice.
+      if (train.zero_stage >= 3 && dp > 1) m.layout |= kShardedLayout;
       // 1F1B keeps up to (pp - index) micro-batches in flight on stage `index`.
       const double in_flight = pp - index;
       m.activations = in_flight * micro * stage.layers *
@@ -376,6 +395,8 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
         m.activations += micro * activation_bytes_per_token_layer(task, stage.tp, false);
       }
       if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
+      // ZeRO-3: the layer running and the next one, gathered whole.
+      if (train.zero_stage >= 3 && dp > 1) m.activations += 2.0 * kBf16 * shape.layer_params / stage.tp;
       break;
     }
     case TaskKind::kCpu:
@@ -384,51 +405,51 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
   return m;
 }
 
+DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> replicas) const {
+  DataParallel out(static_cast<int>(replicas.size()));
+  if (out.replicas <= 1) return out;
+  int ranks = 1;  // GPUs per replica: parallel rings
+  for (const auto& stages : replicas) {
+    int gpus = 0;
+    for (const Stage& stage : stages) gpus += stage.tp;
+    ranks = std::max(ranks, gpus);
+  }
+  // One ring per GPU position of a replica (`ranks` rings in parallel), through the replicas
+  // in the given order: a hop inside a node uses its GPU link; a hop between nodes shares the
+  // smaller NIC and the zone link among the rings. The slowest hop sets the pace.
+  double bandwidth = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < out.replicas; ++r) {
+    const int a = replicas[r][0].node;
+    const int b = replicas[(r + 1) % out.replicas][0].node;
+    const hw::Node& na = cluster_.nodes[a];
+    double hop = na.intra_node.bandwidth;
+    if (a != b) {
+      const hw::Node& nb = cluster_.nodes[b];
+      const hw::Path path = cluster_.zone_path(na.zone, nb.zone);
+      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth, path.link.bandwidth}) / ranks;
+      out.hop_latency = std::max(out.hop_latency, path.link.latency);
+    }
+    bandwidth = std::min(bandwidth, hop * gpu(a).efficiency.collective);
+  }
+  out.bandwidth = bandwidth;
+  return out;
+}
+
 double CostModel::gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
                                         const TrainOptions& train, Breakdown& out) const {
-  const int dp = static_cast<int>(replicas.size());
-  if (dp <= 1) return 0;
+  if (replicas.size() <= 1 || train.zero_stage >= 3) return 0;
   const ModelShape& shape = shapes_[task];
-  double bytes = 0;          // gradient bytes per GPU, the largest
-  int ranks = 1;             // GPUs per replica: parallel rings
+  double bytes = 0;  // gradient bytes per GPU, the largest
   for (const auto& stages : replicas) {
     const int pp = static_cast<int>(stages.size());
-    int gpus = 0;
     for (int s = 0; s < pp; ++s) {
-      gpus += stages[s].tp;
       bytes = std::max(bytes, kBf16 * shape.stage_params(stages[s].layers, s == 0, s == pp - 1) /
                                   stages[s].tp);
     }
-    ranks = std::max(ranks, gpus);
   }
-  // NCCL-style rings through the replicas in the given order, one ring per GPU position of a
-  // replica (`ranks` rings in parallel): a hop inside a node uses its GPU link; a hop between
-  // nodes shares the smaller NIC and the zone link among the rings. The slowest hop sets the
-  // pace.
-  double bandwidth = std::numeric_limits<double>::infinity();
-  double latency = 0;
-  double efficiency = 1;
-  for (int r = 0; r < dp; ++r) {
-    const int a = replicas[r][0].node;
-    const int b = replicas[(r + 1) % dp][0].node;
-    double hop = cluster_.nodes[a].intra_node.bandwidth;
-    if (a != b) {
-      const hw::Node& na = cluster_.nodes[a];
-      const hw::Node& nb = cluster_.nodes[b];
-      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth,
-                      cluster_.zone_path(na.zone, nb.zone).link.bandwidth}) / ranks;
-    }
-    bandwidth = std::min(bandwidth, hop);
-    efficiency = std::min(efficiency, gpu(a).efficiency.collective);
-    if (a != b) {
-      latency = std::max(latency, cluster_.zone_path(cluster_.nodes[a].zone,
-                                                     cluster_.nodes[b].zone).link.latency);
-    }
-  }
-  // ZeRO-3 also gathers the weights for the forward and the backward pass.
-  const double volume = train.zero_stage >= 3 ? 1.5 : 1.0;
-  const double per_step = params_.collective_latency + 2.0 * (dp - 1) * latency +
-                          volume * 2.0 * (dp - 1) / dp * bytes / (bandwidth * efficiency);
+  // An all-reduce is a reduce-scatter and an all-gather.
+  const DataParallel ring = data_parallel(replicas);
+  const double per_step = 2.0 * ring.all_gather_seconds(bytes, params_.collective_latency / 2);
   const double steps = workload_.mini_batches * workload_.epochs;
   out.add("DP gradient all-reduce", steps * per_step);
   return out.total();

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,22 @@ struct Stage {
   int layers = 0;
 };
 
+// The data-parallel replicas of a task as their collectives see them: NCCL-style rings
+// through the replicas, one per GPU position of a replica, all at the pace of the slowest hop
+// (CostModel::data_parallel). From a count alone: replicas on links that cost nothing.
+struct DataParallel {
+  int replicas = 1;
+  double bandwidth = std::numeric_limits<double>::infinity();  // bytes/s per ring, achieved
+  double hop_latency = 0;  // seconds, the slowest hop's one-way latency
+  DataParallel(int count = 1) : replicas(count) {}  // NOLINT: a count is the common case
+  // Seconds of a ring all-gather (or reduce-scatter) of `bytes` per GPU of the whole, with the
+  // fixed cost of a collective.
+  double all_gather_seconds(double bytes, double fixed) const {
+    if (replicas <= 1) return 0;
+    return fixed + (replicas - 1) * hop_latency + (replicas - 1.0) / replicas * bytes / bandwidth;
+  }
+};
+
 // Named parts of an estimate. Collecting the terms is optional so the search's hot path pays
 // only for the sum.
 class Breakdown {
@@ -107,31 +124,47 @@ struct StageMemory {
   double optimizer = 0;
   double activations = 0;   // transient: needed only while the task runs
   double kv_cache_min = 0;  // generation: the cache one longest sequence needs
+  // Which slice of the model the GPU holds: TP degree, stage count, stage index and layers
+  // (layout_key). A forward pass holding the slice a training pass trains reads its weights.
+  std::uint64_t layout = 0;
   double resident() const { return weights + gradients + optimizer; }
 };
+
+// Marks a layout whose weights are sharded over data-parallel replicas (ZeRO-3).
+inline constexpr std::uint64_t kShardedLayout = std::uint64_t{1} << 63;
+// The slice of a model one GPU of a stage holds, as StageMemory::layout keeps it (never 0).
+inline std::uint64_t layout_key(int tp, int pp, int index, int layers) {
+  return (static_cast<std::uint64_t>(tp) << 48) | (static_cast<std::uint64_t>(pp) << 32) |
+         (static_cast<std::uint64_t>(index) << 16) | static_cast<std::uint64_t>(layers);
+}
 
 // What one role (actor, critic, reference, reward: each holds weights of its own, even when two
 // name the same architecture) keeps on one GPU over the tasks of a group that run there. The
 // tasks take turns, but a role's weights and training state stay between them: a role trained
-// on the GPU holds its training state and, when it also generates there, the generation
-// layout of its weights (its forward passes reuse the trained weights); a role only run
-// forward or generating holds the larger of its two layouts. Activations and KV cache are not
+// on the GPU holds its training state; its forward passes read the trained weights when they
+// hold the same whole slice of the model (the same layout on this GPU, not sharded by ZeRO-3),
+// and otherwise keep a copy in their own layout; its
+// generation keeps the generation layout (an inference engine's own copy). A role only run
+// forward or generating holds the larger of its layouts. Activations and KV cache are not
 // kept: a GPU needs the largest of its tasks' transient needs on top of its roles' memory.
 struct RoleMemory {
   // Training state is on the GPU. add() sets it; a caller that adds a role's tasks one by one
   // and wants every partial sum to be a floor of the whole sets it before adding the forward
-  // passes of a role it will train.
+  // passes of a role it will train (until the training layout is known, forward passes are
+  // taken to share it).
   bool trained = false;
   double train_weights = 0;
   double gradients = 0;
   double optimizer = 0;
-  double infer_weights = 0;
+  std::uint64_t train_layout = 0;  // 0 until a training pass is added
+  double infer_weights = 0;        // the largest forward layout
+  std::uint64_t infer_layout = 0;  // its layout; 0 when forward passes of two layouts were added
   double generate_weights = 0;
 
   void add(workload::TaskKind kind, const StageMemory& stage) {
     switch (kind) {
       case workload::TaskKind::kTrain: add_training(stage, stage.resident()); break;
-      case workload::TaskKind::kForward: infer_weights = std::max(infer_weights, stage.weights); break;
+      case workload::TaskKind::kForward: add_forward(stage); break;
       default: generate_weights = std::max(generate_weights, stage.weights); break;
     }
   }
@@ -147,14 +180,14 @@ struct RoleMemory {
         each([&](RoleMemory& m) { m.add_training(stage, resident); });
         break;
       }
-      case workload::TaskKind::kForward:
-        each([&](RoleMemory& m) { m.infer_weights = std::max(m.infer_weights, stage.weights); });
-        break;
+      case workload::TaskKind::kForward: each([&](RoleMemory& m) { m.add_forward(stage); }); break;
       default: each([&](RoleMemory& m) { m.generate_weights = std::max(m.generate_weights, stage.weights); }); break;
     }
   }
   double weights() const {
-    return trained ? train_weights + generate_weights : std::max(infer_weights, generate_weights);
+    if (!trained) return std::max(infer_weights, generate_weights);
+    const bool reads_trained = train_layout == 0 || (infer_layout != 0 && infer_layout == train_layout);
+    return train_weights + std::max(generate_weights, reads_trained ? 0.0 : infer_weights);
   }
   double resident() const { return weights() + gradients + optimizer; }
 
@@ -166,7 +199,16 @@ struct RoleMemory {
       train_weights = stage.weights;
       gradients = stage.gradients;
       optimizer = stage.optimizer;
+      train_layout = stage.layout;
     }
+  }
+  void add_forward(const StageMemory& stage) {
+    if (infer_weights == 0) {
+      infer_layout = stage.layout;
+    } else if (stage.layout != infer_layout) {
+      infer_layout = 0;
+    }
+    infer_weights = std::max(infer_weights, stage.weights);
   }
 };
 
@@ -188,17 +230,22 @@ class CostModel {
 
   // Seconds a replica takes for `samples` samples of a GPU task. For generation,
   // `kv_budget` is the memory per GPU of each stage left for the KV cache.
-  // For training, `dp` is the number of replicas (ZeRO shards the optimizer over them).
-  double replica_seconds(int task, std::span<const Stage> stages, double samples, int dp,
-                         const TrainOptions& train, std::span<const double> kv_budget,
-                         Breakdown& out) const;
+  // For training, `dp` says the replicas (ZeRO shards over them; ZeRO-3 gathers each layer's
+  // weights over their ring for every micro-batch's forward and backward).
+  double replica_seconds(int task, std::span<const Stage> stages, double samples,
+                         const DataParallel& dp, const TrainOptions& train,
+                         std::span<const double> kv_budget, Breakdown& out) const;
+
+  // The ring of a task's replicas (each a span of stages), as collectives between them see it.
+  DataParallel data_parallel(std::span<const std::span<const Stage>> replicas) const;
 
   // Memory per GPU of stage `index` of a replica of `task` with `dp` replicas.
   StageMemory stage_memory(int task, std::span<const Stage> stages, int index, int dp,
                            const TrainOptions& train) const;
 
   // The DP gradient all-reduce of a train task over its replicas, per optimizer step times
-  // the steps of an iteration.
+  // the steps of an iteration (ZeRO-0 to 2; ZeRO-3 reduce-scatters each micro-batch's
+  // gradients within its passes).
   double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
                                const TrainOptions& train, Breakdown& out) const;
 
@@ -307,7 +354,7 @@ class CostModel {
  private:
   double generation_seconds(int task, std::span<const Stage> stages, double samples,
                             std::span<const double> kv_budget, Breakdown& out) const;
-  double pass_seconds(int task, std::span<const Stage> stages, double samples, int dp,
+  double pass_seconds(int task, std::span<const Stage> stages, double samples, const DataParallel& dp,
                       const TrainOptions& train, bool training, Breakdown& out) const;
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
   const hw::GpuSpec& gpu(int node) const;

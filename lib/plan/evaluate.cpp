@@ -209,10 +209,10 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
   priced_.clear();
   double slowest = 0;
   int slowest_replica = 0;
-  for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
-    const Replica& replica = placement.replicas[r];
-    const int first = static_cast<int>(all_stages_.size());
-    stage_offsets_.push_back(first);
+  const bool train = graph.tasks[placement.task].kind == TaskKind::kTrain;
+  // All stages first: a training task's replicas form the ring its collectives run on.
+  for (const Replica& replica : placement.replicas) {
+    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
     for (const Stage& s : replica.stages) {
       const int tp_size = static_cast<int>(s.devices.size());
       all_stages_.push_back({s.node, tp_size, s.layers});
@@ -224,6 +224,15 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
       slot += tp_size;
       all_budgets_.push_back(budget);
     }
+  }
+  spans_.clear();
+  for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
+    spans_.emplace_back(all_stages_.data() + stage_offsets_[r], placement.replicas[r].stages.size());
+  }
+  const cost::DataParallel ring = train ? model_.data_parallel(spans_) : cost::DataParallel(dp);
+  for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
+    const Replica& replica = placement.replicas[r];
+    const int first = stage_offsets_[r];
     // Replicas alike for the cost model are priced once (most often, like the last one priced).
     double seconds = -1;
     for (std::size_t j = priced_.size(); j-- > 0;) {
@@ -237,13 +246,14 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
       cost::Breakdown breakdown;
       const std::span<const cost::Stage> stages(all_stages_.data() + first, replica.stages.size());
       const std::span<const double> budgets(all_budgets_.data() + first, replica.stages.size());
-      seconds = model_.replica_seconds(placement.task, stages, replica.share * samples, dp,
+      seconds = model_.replica_seconds(placement.task, stages, replica.share * samples, ring,
                                        placement.train, budgets, breakdown);
       priced_.push_back(static_cast<int>(r));
     }
     tp.replica_seconds[r] = seconds;
     if (explain && generate) {
-      tp.kv_budget.emplace_back(all_budgets_.begin() + first, all_budgets_.end());
+      tp.kv_budget.emplace_back(all_budgets_.begin() + first,
+                                all_budgets_.begin() + first + static_cast<std::ptrdiff_t>(replica.stages.size()));
     }
     if (seconds > slowest) {
       slowest = seconds;
@@ -251,13 +261,7 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
     }
   }
   cost::Breakdown sync(explain);
-  if (graph.tasks[placement.task].kind == TaskKind::kTrain && dp > 1) {
-    spans_.clear();
-    for (std::size_t r = 0; r < placement.replicas.size(); ++r) {
-      spans_.emplace_back(all_stages_.data() + stage_offsets_[r], placement.replicas[r].stages.size());
-    }
-    model_.gradient_sync_seconds(placement.task, spans_, placement.train, sync);
-  }
+  if (train && dp > 1) model_.gradient_sync_seconds(placement.task, spans_, placement.train, sync);
   if (explain) {
     // The slowest replica's terms, priced again with the terms kept.
     const Replica& replica = placement.replicas[slowest_replica];
@@ -266,7 +270,7 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
     const std::span<const double> budgets(all_budgets_.data() + stage_offsets_[slowest_replica],
                                           replica.stages.size());
     cost::Breakdown terms(true);
-    model_.replica_seconds(placement.task, stages, replica.share * samples, dp, placement.train,
+    model_.replica_seconds(placement.task, stages, replica.share * samples, ring, placement.train,
                            budgets, terms);
     tp.terms = terms.terms();
     tp.terms.insert(tp.terms.end(), sync.terms().begin(), sync.terms().end());

@@ -247,6 +247,81 @@ TEST_CASE("DP gradient sync crosses the slowest link; transfers share zone links
   CHECK(f.model.transfer_seconds(1e9, from, from) == doctest::Approx(1e9 / (400e9 / 8) + 0.015e-3));
 }
 
+TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden behind the compute where they are shorter") {
+  // Two A100 nodes in different regions (10 Gbps, 32 ms), one TP-8 replica on each.
+  const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",
+                                "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> a{{0, 8, 24}}, b{{1, 8, 24}};
+  const std::vector<std::span<const cost::Stage>> replicas{a, b};
+  const cost::DataParallel ring = f.model.data_parallel(replicas);
+  CHECK(ring.replicas == 2);
+  CHECK(ring.bandwidth == doctest::Approx(10e9 / 8 / 8 * 0.58));  // 8 rings share the 10 Gbps link
+  CHECK(ring.hop_latency == doctest::Approx(0.032));
+  const cost::TrainOptions zero3{3, false};
+  auto gathers = [&](double samples, const cost::DataParallel& dp) {
+    cost::Breakdown out(true);
+    f.model.replica_seconds(train, a, samples, dp, zero3, {}, out);
+    return std::pair{term_or_zero(out, "ZeRO-3 gathers beyond the compute"), term(out, "forward + backward compute")};
+  };
+  // 32 samples of 1024 tokens: 4 micro-batches; 64: 8. Each gathers the 24 layers three times
+  // (forward, backward, gradient reduce-scatter), 1/2 of each layer's shard over the ring.
+  const auto [four, compute4] = gathers(32, ring);
+  const auto [eight, compute8] = gathers(64, ring);
+  const double layer = 2.0 * f.model.shape(train).stage_params(24, true, true) / 8 / 24;
+  const double per_micro = 3 * 24 * (45e-6 + 0.032 + 0.5 * layer / ring.bandwidth);
+  CHECK(four == doctest::Approx(4 * per_micro - compute4).epsilon(1e-9));
+  CHECK(eight == doctest::Approx(2 * four).epsilon(1e-9));
+  // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
+  cost::Breakdown sync1(true), sync3(true);
+  f.model.gradient_sync_seconds(train, replicas, {1, false}, sync1);
+  f.model.gradient_sync_seconds(train, replicas, zero3, sync3);
+  CHECK(sync1.total() > 0);
+  CHECK(sync3.total() == 0);  // its reduce-scatters are in the passes
+  // On links that cost nothing, or one replica, the gathers hide behind the compute.
+  CHECK(gathers(64, cost::DataParallel(2)).first == 0);
+  CHECK(gathers(64, cost::DataParallel(1)).first == 0);
+  // Memory: a ZeRO-3 shard serves no forward pass, and holds two whole layers while it runs.
+  const cost::StageMemory m3 = f.model.stage_memory(train, a, 0, 2, zero3);
+  const cost::StageMemory m1 = f.model.stage_memory(train, a, 0, 2, {1, false});
+  CHECK((m3.layout & cost::kShardedLayout) != 0);
+  CHECK((m1.layout & cost::kShardedLayout) == 0);
+  CHECK(m3.activations - m1.activations == doctest::Approx(2 * 2.0 * f.model.shape(train).layer_params / 8));
+}
+
+TEST_CASE("a forward pass reads the trained weights only in the trainer's own, unsharded layout") {
+  const std::uint64_t tp2 = cost::layout_key(2, 1, 0, 28), tp1 = cost::layout_key(1, 1, 0, 28);
+  cost::StageMemory train{2, 2, 12, 5, 0, tp2};
+  cost::StageMemory generate{3, 0, 0, 0, 6, cost::layout_key(4, 1, 0, 28)};
+  cost::StageMemory same{2, 0, 0, 1, 0, tp2};
+  cost::StageMemory other{4, 0, 0, 1, 0, tp1};
+  cost::RoleMemory reads;
+  reads.add(workload::TaskKind::kTrain, train);
+  reads.add(workload::TaskKind::kGenerate, generate);
+  reads.add(workload::TaskKind::kForward, same);
+  CHECK(reads.weights() == 2 + 3);
+  cost::RoleMemory copies;
+  copies.add(workload::TaskKind::kForward, other);  // added before the training pass
+  copies.add(workload::TaskKind::kTrain, train);
+  CHECK(copies.weights() == 2 + 4);
+  copies.add(workload::TaskKind::kGenerate, generate);
+  CHECK(copies.weights() == 2 + 4);  // one inference copy: the larger layout
+  cost::StageMemory sharded = train;
+  sharded.layout |= cost::kShardedLayout;
+  cost::RoleMemory zero3;
+  zero3.add(workload::TaskKind::kTrain, sharded);
+  zero3.add(workload::TaskKind::kForward, same);
+  CHECK(zero3.weights() == 2 + 2);
+  // Marked trained before its layout is known, a forward pass counts nothing yet: a floor.
+  cost::RoleMemory marked;
+  marked.trained = true;
+  marked.add(workload::TaskKind::kForward, other);
+  CHECK(marked.weights() == 0);
+  marked.add(workload::TaskKind::kTrain, train);
+  CHECK(marked.weights() == copies.weights() - 0);
+}
+
 TEST_CASE("response lengths: the expected longest grows with the batch") {
   const workload::Workload w = long_tailed(ppo("Qwen2.5-0.5B", 64, 512, 512, 1), 1000, 8192);
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
