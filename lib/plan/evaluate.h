@@ -7,8 +7,10 @@
 // take turns); a CPU task runs on the host of the group that consumes its output; the weight
 // sync moves the trained actor to the generation group (a reshard when they are the same
 // group). Iterations repeat: the next generation waits only for the new weights (of the
-// previous iteration, or k + 1 iterations back with an async staleness bound k), and a group
-// runs its tasks in turn iteration after iteration; an iteration takes the period of that
+// previous iteration, or k + 1 iterations back with an async staleness bound k), a forward pass
+// of a trained role for the weights its training wrote the iteration before (sent over the
+// links between the groups when they differ), and a group runs its tasks in turn iteration
+// after iteration; an iteration takes the period of that
 // steady-state schedule (plan/periodic.h), what a long simulated run converges to.
 
 #include <optional>

@@ -85,8 +85,7 @@ void schedule_edges(const workload::TaskGraph& graph, std::span<const int> order
   out.clear();
   for (std::size_t i = 0; i < graph.edges.size(); ++i) {
     const workload::Edge& e = graph.edges[i];
-    out.push_back({e.from, e.to, seconds[e.from] + (e.previous_iteration() ? 0.0 : edge_transfer[i]),
-                   e.lag});
+    out.push_back({e.from, e.to, seconds[e.from] + edge_transfer[i], e.lag});
   }
   first.assign(groups, -1);
   last.assign(groups, -1);

@@ -43,8 +43,9 @@ class PeriodSolver {
 };
 
 // The edges of an RL task graph's repeating schedule, into `out`: each data edge (weight: the
-// source's seconds plus `edge_transfer` of that edge; shift: the edge's lag, so the new
-// weights reach generation 1 + staleness iterations later), and each group's turns: its GPU
+// source's seconds plus `edge_transfer` of that edge, the data or, for an edge that reads
+// weights, the weights crossing between groups; shift: the edge's lag, so the new weights
+// reach generation 1 + staleness iterations later), and each group's turns: its GPU
 // tasks one after the other in `order`, and its last task back to its first (shift 1).
 // `group[t]`: the group of GPU task t, or -1 for CPU tasks, the weight sync and unplaced
 // tasks. `first` and `last` are scratch.

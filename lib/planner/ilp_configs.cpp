@@ -144,6 +144,23 @@ const std::vector<Composer::Option>& Composer::options_for(int task, int allocat
       o.memory.push_back({use.weights, use.gradients, use.optimizer, use.activations, use.kv_cache});
       resident.push_back(use.weights + use.gradients + use.optimizer);
     }
+    // Which slice of the model each GPU holds, so a forward pass composed with its role's
+    // training reads the trained weights exactly when the evaluator says it does.
+    const plan::Group& g = p.groups[0];
+    const plan::TaskPlacement& placement = g.tasks[0];
+    const int dp = static_cast<int>(placement.replicas.size());
+    std::vector<cost::Stage> stages;
+    for (const plan::Replica& r : placement.replicas) {
+      stages.clear();
+      for (const plan::Stage& st : r.stages) stages.push_back({st.node, static_cast<int>(st.devices.size()), st.layers});
+      for (int index = 0; index < static_cast<int>(stages.size()); ++index) {
+        const std::uint64_t layout = model_.stage_memory(task, stages, index, dp, placement.train).layout;
+        for (int device : r.stages[index].devices) {
+          const auto slot = std::find(g.gpus.begin(), g.gpus.end(), plan::Gpu{r.stages[index].node, device}) - g.gpus.begin();
+          o.memory[static_cast<std::size_t>(slot)].layout = layout;
+        }
+      }
+    }
     o.signature = signatures.emplace(resident, static_cast<int>(signatures.size())).first->second;
     out.push_back(std::move(o));
   }

@@ -22,9 +22,9 @@ std::set<std::vector<int>> Instance::groups() const {
   return out;
 }
 
-double Instance::weight_transfer(int trainer, int reader) const {
+double Instance::weight_transfer(double bytes, int trainer, int reader) const {
   cost::Breakdown unused;
-  return model.weight_transfer_seconds(sync.bytes, allocations[trainer].set, allocations[reader].set, unused);
+  return model.weight_transfer_seconds(bytes, allocations[trainer].set, allocations[reader].set, unused);
 }
 
 namespace {
@@ -190,7 +190,8 @@ bool Builder::add_pairs(std::size_t p, const std::vector<int>& group_of) {
   pairs_.clear();
   for (std::size_t e = 0; e < graph_.edges.size(); ++e) {
     const workload::Edge& edge = graph_.edges[e];
-    if (!graph_.moves_data(edge)) continue;
+    const bool weights = graph_.reads_weights(edge);
+    if (!graph_.moves_data(edge) && !weights) continue;
     const int gu = x_.host[edge.from] >= 0 ? group_of[x_.host[edge.from]] : -1;
     const int gt = x_.host[edge.to] >= 0 ? group_of[x_.host[edge.to]] : -1;
     if (gu < 0 || gt < 0 || gu == gt) continue;
@@ -199,7 +200,7 @@ bool Builder::add_pairs(std::size_t p, const std::vector<int>& group_of) {
     for (const auto& [z, allocations] : *pairs) {
       const int from = gu < gt ? allocations.first : allocations.second;
       const int to = gu < gt ? allocations.second : allocations.first;
-      const double seconds = x_.transfer(edge.bytes, from, to);
+      const double seconds = weights ? x_.weight_transfer(edge.bytes, from, to) : x_.transfer(edge.bytes, from, to);
       edge_transfer_[e].emplace_back(z, seconds);
       longest_transfer_ = std::max(longest_transfer_, seconds);
     }
@@ -279,11 +280,8 @@ void Builder::add_schedule() {
     Terms terms{{f_.start[edge.from], -1.0}};
     for (const auto& [column, seconds] : duration_[edge.from]) terms.emplace_back(column, -seconds);
     terms.emplace_back(f_.start[edge.to], 1.0);
-    if (edge.previous_iteration()) {
-      terms.emplace_back(f_.t, edge.lag);
-    } else {
-      for (const auto& [z, seconds] : edge_transfer_[e]) terms.emplace_back(z, -seconds);
-    }
+    if (edge.previous_iteration()) terms.emplace_back(f_.t, edge.lag);
+    for (const auto& [z, seconds] : edge_transfer_[e]) terms.emplace_back(z, -seconds);
     m.add_greater_equal(fmt::format("after_{}_{}", graph_.tasks[edge.from].name, graph_.tasks[edge.to].name),
                         terms, duration_constant_[edge.from]);
   }
@@ -494,11 +492,13 @@ std::vector<double> warm_start(const Instance& x, const Formulation& f, plan::Ev
     const workload::Edge& e = graph.edges[i];
     const int gu = x.host[e.from] >= 0 ? group_of[x.host[e.from]] : -1;
     const int gt = x.host[e.to] >= 0 ? group_of[x.host[e.to]] : -1;
-    if (graph.moves_data(e) && gu >= 0 && gt >= 0 && gu != gt) {
+    const bool weights = graph.reads_weights(e);
+    if ((graph.moves_data(e) || weights) && gu >= 0 && gt >= 0 && gu != gt) {
       const int z = z_of(gu, gt);
       if (z < 0) return {};
       values[z] = 1;
-      edge_transfer[i] = x.transfer(e.bytes, chosen[gu].allocation, chosen[gt].allocation);
+      edge_transfer[i] = weights ? x.weight_transfer(e.bytes, chosen[gu].allocation, chosen[gt].allocation)
+                                 : x.transfer(e.bytes, chosen[gu].allocation, chosen[gt].allocation);
     }
   }
   // The periodic schedule of these durations, as the evaluator builds it.

@@ -34,7 +34,9 @@ struct Instance {
   double transfer(double bytes, int from, int to) const {
     return model.transfer_seconds(bytes, allocations[from].set, allocations[to].set);
   }
-  double weight_transfer(int trainer, int reader) const;
+  // The weight sync's bytes from the trainer's allocation to the reader's.
+  double weight_transfer(int trainer, int reader) const { return weight_transfer(sync.bytes, trainer, reader); }
+  double weight_transfer(double bytes, int trainer, int reader) const;
 };
 
 // The columns of one group of one partition.

@@ -215,10 +215,15 @@ class Run {
       if (consumer_iteration >= params_.iterations) continue;
       const int ck = key(consumer_iteration, e.to);
       const int gu = group_of_[task], gt = group_of_[e.to];
-      if (graph_.moves_data(e) && gu >= 0 && gt >= 0 && gu != gt && e.bytes > 0) {
+      const bool weights = graph_.reads_weights(e);
+      if ((graph_.moves_data(e) || weights) && gu >= 0 && gt >= 0 && gu != gt && e.bytes > 0) {
         const int to = e.to;
         const double bytes = e.bytes;
-        network_->start(bytes, gu, gt, std::numeric_limits<double>::infinity(),
+        // Weights reach every node of the reading group by a pipelined broadcast, as the
+        // weight sync's do.
+        const double broadcast = weights && sets_[gt].nodes > 1 ? sets_[gt].slowest_nic
+                                                                : std::numeric_limits<double>::infinity();
+        network_->start(bytes, gu, gt, broadcast,
                         [this, ck, iteration, task, to, gu, gt, bytes, end] {
                           transfer_done(iteration, task, to, gu, gt, bytes, end);
                           ready_at_[ck] = std::max(ready_at_[ck], queue_.now());

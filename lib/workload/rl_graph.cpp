@@ -128,7 +128,9 @@ TaskGraph build_task_graph(const Workload& workload, const AlgorithmCatalog& alg
       edge.from = from;
       edge.to = to;
       edge.payload = payload.name;
-      edge.lag = input.previous_iteration ? 1 + workload.staleness() : 0;
+      if (input.previous_iteration) {
+        edge.lag = 1 + (graph.tasks[to].kind == TaskKind::kGenerate ? workload.staleness() : 0);
+      }
       const double tokens = payload.tokens == TokenSpan::kResponse           ? response_tokens
                             : payload.tokens == TokenSpan::kPromptAndResponse ? all_tokens
                                                                              : 0.0;

@@ -6,7 +6,7 @@
 // The graph answers the questions every planner, the evaluator and the simulator ask of it:
 // which tasks run on GPUs, where a CPU task runs, which edges move data between groups, how
 // many iterations back an edge reaches (the staleness bound), and how the trained weights
-// reach generation (the weight sync).
+// reach generation (the weight sync) and the other tasks that read them (reads_weights).
 
 #include <optional>
 #include <string>
@@ -34,8 +34,9 @@ struct Edge {
   std::string payload;
   double bytes = 0;  // per iteration
   // Iterations between the producer's instance and the consumer's: 0 inside an iteration; for
-  // an input from the previous iteration (the new weights reaching generation), 1 plus the
-  // workload's staleness bound (0 when synchronous).
+  // an input from the previous iteration, 1, and for the new weights reaching generation 1 plus
+  // the workload's staleness bound (0 when synchronous): generation may run ahead, a forward
+  // pass scores with the weights its role was last trained to.
   int lag = 0;
   bool previous_iteration() const { return lag > 0; }
 };
@@ -71,6 +72,13 @@ struct TaskGraph {
   // are the weight sync's to move.
   bool moves_data(const Edge& edge) const {
     return !edge.previous_iteration() && tasks[edge.to].kind != TaskKind::kWeightSync;
+  }
+  // Whether the edge carries a trained role's weights straight to a GPU task that reads them
+  // in a later iteration (critic_value after critic_train, actor_logprob after actor_train): a
+  // transfer when the two run in different groups. The actor's weights reach generation
+  // through the weight sync instead.
+  bool reads_weights(const Edge& edge) const {
+    return edge.previous_iteration() && tasks[edge.from].kind == TaskKind::kTrain && tasks[edge.to].on_gpu();
   }
   WeightSync weight_sync() const;
 };

@@ -173,4 +173,26 @@ TEST_CASE("an async staleness bound k makes the weights reach generation 1 + k i
   CHECK(edge(g, "weight_sync", "generate").lag == 3);
   CHECK(g.weight_sync().lag == 3);
   CHECK(edge(g, "generate", "actor_train").lag == 0);
+  // A forward pass scores with the weights its role was last trained to, whatever the bound.
+  CHECK(edge(g, "actor_train", "actor_logprob").lag == 1);
+}
+
+TEST_CASE("forward passes of trained roles read the weights their training wrote the iteration before") {
+  const workload::TaskGraph g = graph_for(
+      "ppo", R"({"actor": "Qwen2.5-7B", "critic": "Qwen2.5-1.5B", "reference": "Qwen2.5-7B", "reward": "rule"})");
+  const workload::Edge& critic = edge(g, "critic_train", "critic_value");
+  const workload::Edge& actor = edge(g, "actor_train", "actor_logprob");
+  CHECK(critic.lag == 1);
+  CHECK(actor.lag == 1);
+  CHECK(g.reads_weights(critic));
+  CHECK(g.reads_weights(actor));
+  CHECK(critic.bytes ==
+        doctest::Approx(2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-1.5B", "").parameter_count())));
+  // The actor's weights reach generation through the weight sync; data edges read no weights.
+  CHECK_FALSE(g.reads_weights(edge(g, "weight_sync", "generate")));
+  CHECK_FALSE(g.reads_weights(edge(g, "actor_train", "weight_sync")));
+  CHECK_FALSE(g.reads_weights(edge(g, "generate", "critic_value")));
+  CHECK_FALSE(g.moves_data(critic));
+  // The reference is never trained: nothing feeds it weights.
+  CHECK_FALSE(has_edge(g, "actor_train", "ref_logprob"));
 }

@@ -215,3 +215,71 @@ TEST_CASE("transfers that leave together share the links; the links carry every 
     }
   }
 }
+
+#include "fixtures.h"
+
+TEST_CASE("a forward pass waits for the weights its role was trained to in another group, sent over the links") {
+  // PPO with Qwen2.5-1.5B everywhere; everything but critic_train on an A100 node in us-east,
+  // critic_train on one in us-west (10 Gbps, 32 ms between the regions): the critic's 3 GB of
+  // weights cross back every iteration before the next critic_value.
+  const testing::Fixture f(testing::make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",
+                                                  "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                           testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1));
+  auto spread = [&](const char* name, int node) {
+    plan::TaskPlacement t;
+    t.task = f.task(name);
+    for (int d = 0; d < 8; ++d) t.replicas.push_back({{{node, {d}, 28}}, 1.0 / 8});
+    return t;
+  };
+  plan::Plan p;
+  p.groups.resize(2);
+  for (int d = 0; d < 8; ++d) {
+    p.groups[0].gpus.push_back({0, d});
+    p.groups[1].gpus.push_back({1, d});
+  }
+  for (const char* name : {"generate", "actor_logprob", "ref_logprob", "critic_value", "actor_train"}) {
+    p.groups[0].tasks.push_back(spread(name, 0));
+  }
+  p.groups[1].tasks.push_back(spread("critic_train", 1));
+  p.validate(f.cluster, f.graph, testing::catalogs().models);
+
+  plan::Evaluator evaluator(f.model);
+  const plan::Prediction& prediction = evaluator.evaluate(p, true);
+  REQUIRE(prediction.feasible);
+  cost::CostModel::GpuSet east, west;
+  f.model.describe_gpu_set(std::vector<int>{8, 0}, east);
+  f.model.describe_gpu_set(std::vector<int>{0, 8}, west);
+  const double bytes = 2.0 * f.model.shape(f.task("critic_train")).total_params();
+  cost::Breakdown unused;
+  const double weights = f.model.weight_transfer_seconds(bytes, west, east, unused);
+  CHECK(weights > 2.0);  // 3 GB at 10 Gbps
+  const plan::TaskPrediction& value = prediction.tasks[f.task("critic_value")];
+  const auto received = std::find_if(value.terms.begin(), value.terms.end(), [](const cost::Breakdown::Term& t) {
+    return std::string(t.name) == "(receives its trained weights from another group)";
+  });
+  REQUIRE(received != value.terms.end());
+  CHECK(received->seconds == doctest::Approx(weights));
+  // The cycle critic_train -> weights -> critic_value -> GAE -> critic_train bounds the period.
+  const auto seconds = [&](const char* name) { return prediction.tasks[f.task(name)].seconds; };
+  CHECK(prediction.iteration_seconds >= seconds("critic_train") + weights + seconds("critic_value") - 1e-9);
+
+  // The simulator sends them too, and starts each critic_value only once they are in.
+  sim::Recorder recorder;
+  std::vector<sim::Listener*> listeners{&recorder};
+  sim::simulate(f.model, p, {3, 1, false}, listeners);
+  int sent = 0;
+  for (const sim::TransferRun& t : recorder.transfers) {
+    if (t.from_task != f.task("critic_train")) continue;
+    if (t.to_task != f.task("critic_value")) continue;
+    ++sent;
+    CHECK(t.bytes == doctest::Approx(bytes));
+    CHECK(t.end - t.start == doctest::Approx(weights).epsilon(1e-9));
+    double value_start = -1;
+    for (const sim::TaskRun& run : recorder.tasks) {
+      if (run.task == f.task("critic_value") && run.iteration == t.iteration + 1) value_start = run.start;
+    }
+    REQUIRE(value_start >= 0);
+    CHECK(value_start >= t.end - 1e-9);
+  }
+  CHECK(sent == 2);  // after iterations 0 and 1; iteration 2 has no successor
+}
