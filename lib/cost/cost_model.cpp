@@ -41,6 +41,13 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
     lm_head_.push_back(has_lm_head(task));
   }
+  for (const hw::GpuSpec& g : cluster_.gpu_types) {
+    switch (workload_.precision) {
+      case workload::Precision::kAuto: peak_flops_.push_back(g.tensor_flops()); break;
+      case workload::Precision::kBf16: peak_flops_.push_back(g.bf16_flops); break;
+      case workload::Precision::kFp16: peak_flops_.push_back(g.fp16_flops); break;
+    }
+  }
   samples_ = workload_.samples_per_iteration();
   prompt_ = workload_.prompt_length_tokens;
   mean_response_ = workload_.response.mean();
@@ -127,7 +134,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     d.flops_fixed = shape.layer_flops(stage.layers, 0) +
                     (last ? (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden) : 0.0);
     d.flops_per_context = shape.layer_flops(stage.layers, 1) - shape.layer_flops(stage.layers, 0);
-    d.rate = stage.tp * g.tensor_flops();
+    d.rate = stage.tp * peak_flops(stage.node);
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
     d.weight_seconds = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp /
@@ -183,7 +190,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     double flops = tokens * shape.layer_flops(stage.layers, prompt_ / 2);
     if (s == pp - 1) flops += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
     const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
-    const double compute = flops / (stage.tp * g.tensor_flops() * g.efficiency.gemm(chunk_tokens));
+    const double compute = flops / (stage.tp * peak_flops(stage.node) * g.efficiency.gemm(chunk_tokens));
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
                                 (node_allreduce_seconds(stage.node, stage.tp,
@@ -292,7 +299,7 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
       flops += lm_head_[task] ? response_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
     const double compute =
-        factor * flops / (stage.tp * g.tensor_flops() * g.efficiency.gemm(micro));
+        factor * flops / (stage.tp * peak_flops(stage.node) * g.efficiency.gemm(micro));
     const double tp = allreduces_per_layer * stage.layers *
                       node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     double p2p = 0;

@@ -212,6 +212,16 @@ struct RoleMemory {
   }
 };
 
+// The half-precision format a GPU computes a workload in: "bf16" or "fp16".
+inline const char* dtype_of(const hw::GpuSpec& gpu, workload::Precision precision) {
+  switch (precision) {
+    case workload::Precision::kBf16: return "bf16";
+    case workload::Precision::kFp16: return "fp16";
+    case workload::Precision::kAuto: break;
+  }
+  return gpu.bf16_flops > 0 ? "bf16" : "fp16";
+}
+
 class CostModel {
  public:
   CostModel(const hw::Cluster& cluster, const workload::Workload& workload,
@@ -225,6 +235,12 @@ class CostModel {
   // The shape of a task's model (GPU tasks only).
   const ModelShape& shape(int task) const { return shapes_[task]; }
   double usable_memory(int node) const;
+  // The dense tensor peak a node's GPUs run the workload's precision at (FLOP/s), and whether
+  // they run it at all (a GPU without BF16 cannot run a workload that asks for BF16).
+  double peak_flops(int node) const { return peak_flops_[cluster_.nodes[node].gpu_type]; }
+  bool runs_precision(int node) const { return peak_flops(node) > 0; }
+  // The format a node's GPUs compute in (dtype_of).
+  const char* dtype(int node) const { return dtype_of(gpu(node), workload_.precision); }
   // The mean response length of the workload's distribution, in tokens.
   double mean_response() const { return mean_response_; }
 
@@ -366,6 +382,7 @@ class CostModel {
   CostParams params_;
   std::vector<ModelShape> shapes_;  // per task (empty shape for CPU tasks)
   std::vector<bool> lm_head_;       // per task: logits over the vocabulary, or a scalar head
+  std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)
   double samples_ = 0;
   double prompt_ = 0;
   double mean_response_ = 0;

@@ -107,6 +107,16 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
     root.fail("mode", fmt::format("expected \"sync\" or \"async\", found {}", core::quoted(mode)));
   }
   w.max_staleness = static_cast<int>(root.optional_integer("max_staleness", 0, 1 << 10).value_or(0));
+  const std::string precision = root.optional_string("precision").value_or("auto");
+  if (precision == "auto") {
+    w.precision = workload::Precision::kAuto;
+  } else if (precision == "bf16") {
+    w.precision = workload::Precision::kBf16;
+  } else if (precision == "fp16") {
+    w.precision = workload::Precision::kFp16;
+  } else {
+    root.fail("precision", fmt::format("expected \"auto\", \"bf16\" or \"fp16\", found {}", core::quoted(precision)));
+  }
   root.finish();
   try {
     w.validate(algorithms, models);

@@ -44,6 +44,7 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   }
   for (std::size_t node = 0; node < cluster.nodes.size(); ++node) {
     usable_.push_back(model.usable_memory(static_cast<int>(node)));
+    every_node_runs_precision_ = every_node_runs_precision_ && model.runs_precision(static_cast<int>(node));
   }
 }
 
@@ -178,6 +179,26 @@ void Evaluator::report_overflow(const Plan& plan, int group, int first) {
       node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, group, use.used() / kGiB,
       use.capacity / kGiB, (use.used() - use.capacity) / kGiB, use.weights / kGiB, use.gradients / kGiB, use.optimizer / kGiB,
       use.activations / kGiB, use.kv_cache / kGiB);
+}
+
+bool Evaluator::runs_precision(const Plan& plan) {
+  if (every_node_runs_precision_) return true;
+  for (const Group& group : plan.groups) {
+    for (const Gpu& gpu : group.gpus) {
+      if (model_.runs_precision(gpu.node)) continue;
+      const hw::Cluster& cluster = model_.cluster();
+      const hw::Node& node = cluster.nodes[gpu.node];
+      prediction_.infeasible = fmt::format(
+          "GPU {}:{} ({}) has no {} tensor cores and the workload's precision is {}; \"precision\": \"auto\" "
+          "runs such GPUs in FP16",
+          node.name, gpu.device, cluster.gpu_types[node.gpu_type].name, model_.dtype(gpu.node),
+          workload::precision_name(model_.workload().precision));
+      // Below every plan that only overflows memory: the closest to running is one that does.
+      prediction_.overflow = std::numeric_limits<double>::infinity();
+      return false;
+    }
+  }
+  return true;
 }
 
 bool Evaluator::same_replica(const Replica& a, int a_first, const Replica& b, int b_first) const {
@@ -352,7 +373,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   }
   prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
   describe_groups(plan);
-  if (!check_memory(plan)) return prediction_;
+  if (!runs_precision(plan) || !check_memory(plan)) return prediction_;
 
   task_group_.assign(n, -1);
   int placement_index = 0;  // placements in check_memory's order, which kept their GPUs' slots

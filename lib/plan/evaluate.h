@@ -97,6 +97,8 @@ class Evaluator {
   // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
   // order of its replicas, stages and devices (what task_seconds reads).
   bool check_memory(const Plan& plan);
+  // False, saying why, when a GPU of the plan cannot compute in the workload's precision.
+  bool runs_precision(const Plan& plan);
   // What a GPU of a group needs, from the memory pass's cells (slot: its index in the group).
   MemoryUse memory_of(const Group& group, int slot) const;
   // Says which GPU of the group is furthest over its capacity, and by how much, once the GPU
@@ -136,6 +138,7 @@ class Evaluator {
   int max_gpus_per_node_ = 0;
   std::vector<double> gpu_price_;      // per node: USD per GPU-hour, -1 when unknown
   std::vector<double> usable_;         // per node: usable memory per GPU
+  bool every_node_runs_precision_ = true;
   // Scratch buffers, kept between calls.
   std::vector<cost::Stage> stages_;
   std::vector<cost::Stage> all_stages_;

@@ -101,6 +101,14 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
     for (const TaskPlacement& placement : group.tasks) {
       const TaskPrediction& tp = prediction.tasks[placement.task];
       std::string layout = layout_text(placement, cluster);
+      // Said only where it is not the usual BF16: one format for the whole task.
+      for (const Replica& replica : placement.replicas) {
+        const hw::GpuSpec& gpu = cluster.gpu_types[cluster.nodes[replica.stages[0].node].gpu_type];
+        if (std::string_view(cost::dtype_of(gpu, c.workload.precision)) == "fp16") {
+          layout += ", FP16";
+          break;
+        }
+      }
       if (c.graph.tasks[placement.task].kind == workload::TaskKind::kTrain) {
         layout += fmt::format(", ZeRO-{}{}", placement.train.zero_stage,
                               placement.train.recompute ? ", recompute" : "");

@@ -5,6 +5,16 @@
 #include "core/error.h"
 
 namespace hetrl::workload {
+
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::kAuto: return "auto";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "auto";
+}
+
 namespace {
 
 void at_least(long long value, long long minimum, std::string_view pointer) {

@@ -20,6 +20,12 @@ struct RoleModel {
 
 enum class Mode { kSync, kAsync };
 
+// The half-precision format weights, activations and tensor-core math use (fp32 accumulation
+// and optimizer state either way). kAuto: BF16 where a GPU has it, FP16 where it has not (V100,
+// T4: a plan mixing them runs its tasks in FP16 there, at the FP16 peak).
+enum class Precision { kAuto, kBf16, kFp16 };
+const char* precision_name(Precision precision);
+
 struct Workload {
   std::string algorithm;
   std::array<RoleModel, 4> roles;  // indexed by Role
@@ -31,6 +37,7 @@ struct Workload {
   int epochs = 1;
   Mode mode = Mode::kSync;
   int max_staleness = 0;  // async only: generation may run this many iterations ahead
+  Precision precision = Precision::kAuto;
 
   const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
   RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }

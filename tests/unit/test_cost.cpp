@@ -401,3 +401,36 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   const double seconds = m.weight_transfer_seconds(bytes, trainer, two, both);
   CHECK(seconds == doctest::Approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
 }
+
+TEST_CASE("precision: FP16 at its own peak where a GPU has no BF16; a BF16 workload does not run there") {
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  const hw::Cluster cluster = make_cluster({"a:4xT4", "a:8xA100-SXM-80G"});
+  const hw::GpuSpec& t4 = cluster.gpu_types[cluster.nodes[0].gpu_type];
+  const hw::GpuSpec& a100 = cluster.gpu_types[cluster.nodes[1].gpu_type];
+  REQUIRE(t4.bf16_flops == 0);
+  REQUIRE(t4.fp16_flops == doctest::Approx(65e12));
+  for (const workload::Precision p : {workload::Precision::kAuto, workload::Precision::kFp16}) {
+    w.precision = p;
+    const Fixture f(cluster, w);
+    CHECK(f.model.runs_precision(0));
+    CHECK(f.model.peak_flops(0) == t4.fp16_flops);
+    CHECK(std::string(f.model.dtype(0)) == "fp16");
+    CHECK(f.model.peak_flops(1) == (p == workload::Precision::kAuto ? a100.bf16_flops : a100.fp16_flops));
+    CHECK(std::string(f.model.dtype(1)) == (p == workload::Precision::kAuto ? "bf16" : "fp16"));
+  }
+  w.precision = workload::Precision::kBf16;
+  const Fixture f(cluster, w);
+  CHECK_FALSE(f.model.runs_precision(0));
+  CHECK(f.model.runs_precision(1));
+  // A forward pass's compute scales with the peak it runs at.
+  w.precision = workload::Precision::kAuto;
+  const Fixture automatic(cluster, w);
+  const std::vector<cost::Stage> on_t4{{0, 1, 24}};
+  cost::Breakdown b(true);
+  automatic.model.replica_seconds(automatic.task("ref_logprob"), on_t4, 8, 1, {}, {}, b);
+  const double flops = term(b, "forward compute") * t4.fp16_flops * t4.efficiency.gemm(8 * 1024.0);
+  CHECK(flops > 0);
+  CHECK(flops == doctest::Approx(8 * 1024.0 * automatic.model.shape(automatic.task("ref_logprob")).layer_flops(24, 512) +
+                                 8 * 512.0 * automatic.model.shape(automatic.task("ref_logprob")).head_flops())
+                     .epsilon(1e-9));
+}
