@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   try {
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(argv[1], argv[2], catalogs);
-    const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
+    const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
     const long long count = argc > 3 ? std::atoll(argv[3]) : 200000;
 
     // The pool: one plan per strategy for each split of the nodes into two groups, plus
@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
     plan::Evaluator evaluator(model);
     const std::vector<int> nodes = planner::all_nodes(in.cluster);
     for (const planner::PlannerResult& r :
-         {planner::plan_verl(model, catalogs.models, nodes),
-          planner::plan_streamrl(model, catalogs.models, nodes),
-          planner::plan_homogeneous(model, catalogs.models)}) {
+         {planner::plan_verl(model, in.workload.models, nodes),
+          planner::plan_streamrl(model, in.workload.models, nodes),
+          planner::plan_homogeneous(model, in.workload.models)}) {
       if (r.found) pool.push_back(r.plan);
     }
     // Variants: the same plans with perturbed shares, so the pool is not just three plans.

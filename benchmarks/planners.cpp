@@ -54,12 +54,12 @@ int main(int argc, char** argv) {
     try {
       const io::Inputs in = io::load_inputs((dir / "cluster.json").string(),
                                             (dir / "workload.json").string(), catalogs);
-      const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
+      const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
       const core::SteadyClock clock;
       for (const planner::PlannerEntry& entry : planner::planner_table()) {
         if (entry.kind != planner::PlannerKind::kBaseline && entry.kind != planner::PlannerKind::kSearch) continue;
         const double start = clock.seconds();
-        const planner::PlannerResult r = entry.run(model, catalogs.models, {}, clock);
+        const planner::PlannerResult r = entry.run(model, in.workload.models, {}, clock);
         const double seconds = clock.seconds() - start;
         std::string ilp = ",,,,";
         long long evaluations = r.evaluations;
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
           const plan::PlannerInfo& info = r.plan.planner;
           const std::string status = param(info, "status");
           const bool built = status != "refused" && status != "build time limit";
-          if (!built) evaluations = planner::ilp_configuration_count(model, catalogs.models, {});
+          if (!built) evaluations = planner::ilp_configuration_count(model, in.workload.models, {});
           ilp = built ? fmt::format("{},{:.3g},{:.3f},{:.3f},{}", status, stat(info, "gap"),
                                     stat(info, "build_seconds"), stat(info, "solve_seconds"),
                                     stat(info, "configurations_kept"))

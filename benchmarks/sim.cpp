@@ -41,10 +41,10 @@ int main(int argc, char** argv) {
         w.response.kind = workload::LengthKind::kFixed;
         w.response.fixed_tokens = mean;
       }
-      const workload::TaskGraph graph = workload::build_task_graph(w, catalogs.algorithms, catalogs.models);
-      const cost::CostModel model(in.cluster, w, graph, catalogs.models);
+      const workload::TaskGraph graph = workload::build_task_graph(w, catalogs.algorithms, in.workload.models);
+      const cost::CostModel model(in.cluster, w, graph, in.workload.models);
       const core::SteadyClock clock;
-      const planner::PlannerResult r = planner::plan_hybrid(model, catalogs.models, {}, clock);
+      const planner::PlannerResult r = planner::plan_hybrid(model, in.workload.models, {}, clock);
       if (!r.found) continue;
       const auto start = std::chrono::steady_clock::now();
       sim::SimParams params;

@@ -106,16 +106,16 @@ int main(int argc, char** argv) {
     if (min_throughput > 0) request.goal.min_throughput = min_throughput;
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
-    const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, catalogs.models);
+    const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, inputs.workload.models);
     plan::Plan chosen;
     if (evaluate->parsed()) {
-      chosen = io::read_plan(plan_path, inputs.cluster, inputs.graph, catalogs.models);
+      chosen = io::read_plan(plan_path, inputs.cluster, inputs.graph, inputs.workload.models);
     } else {
       const core::SteadyClock clock;
       bool shown = false;
       request.progress = progress_line(shown);
       const double start = clock.seconds();
-      planner::PlannerResult result = entry.run(model, catalogs.models, request, clock);
+      planner::PlannerResult result = entry.run(model, inputs.workload.models, request, clock);
       const double seconds = clock.seconds() - start;
       if (shown) std::fprintf(stderr, "\n");
       if (!result.found) throw core::JobError(fmt::format("no feasible plan ({} planner): {}", name, result.why_not));

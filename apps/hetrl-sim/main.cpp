@@ -83,18 +83,18 @@ int main(int argc, char** argv) {
     }
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
-    const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs.models);
+    const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
     const sim::RunLabels labels{plan_path, in.workload.name, in.cluster.name};
     if (!compare.empty()) {
       std::vector<std::pair<std::string, sim::PlanRun>> runs;
       for (const std::string& file : compare) {
-        const plan::Plan p = io::read_plan(file, in.cluster, in.graph, catalogs.models);
+        const plan::Plan p = io::read_plan(file, in.cluster, in.graph, in.workload.models);
         runs.emplace_back(file, sim::run_plan(model, p, params, file));
       }
       fmt::print("{}", sim::format_comparison(runs, params, labels));
       return apps::kExitOk;
     }
-    const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, catalogs.models);
+    const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
     const sim::PlanRun run = sim::run_plan(model, p, params, plan_path);
     if (!report_path.empty()) {
       io::write_file_atomic(report_path,

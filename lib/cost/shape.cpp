@@ -15,7 +15,8 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
       layers(arch.layers),
       heads(arch.heads),
       kv_heads(arch.kv_heads) {
-  layer_linear_params = hidden * q_dim * 2 + hidden * kv_dim * 2 + 3.0 * hidden * arch.ffn_hidden;
+  layer_linear_params =
+      hidden * q_dim * 2 + hidden * kv_dim * 2 + (arch.gated_mlp ? 3.0 : 2.0) * hidden * arch.ffn_hidden;
 }
 
 double ModelShape::total_params() const {

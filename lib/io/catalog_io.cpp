@@ -96,7 +96,7 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
   return catalog;
 }
 
-workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_view file) {
+workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_view file, bool user) {
   const detail::Json json = detail::parse_json(text, file);
   ObjectReader root(json, std::string(file), "");
   detail::check_schema(root, "hetrl.models/v1");
@@ -116,8 +116,15 @@ workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_vi
     m.tied_embeddings = r.boolean("tied_embeddings");
     m.qkv_bias = r.boolean("qkv_bias");
     m.qk_norm = r.boolean("qk_norm");
-    m.published_params = r.integer("published_params", 1, 1LL << 50);
-    m.source = r.string("source");
+    m.gated_mlp = r.optional_boolean("gated_mlp").value_or(true);
+    // The built-in catalogue states every count and source; a user's file may not.
+    if (user) {
+      m.published_params = r.optional_integer("published_params", 1, 1LL << 50).value_or(0);
+      m.source = r.optional_string("source").value_or("");
+    } else {
+      m.published_params = r.integer("published_params", 1, 1LL << 50);
+      m.source = r.string("source");
+    }
     r.finish();
     try {
       m.validate();

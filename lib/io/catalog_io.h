@@ -21,7 +21,9 @@ struct Catalogs {
 
 hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view instances_json,
                                    std::string_view networks_json);
-workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_view file);
+// A model catalogue (hetrl.models/v1). `user`: a file a workload names, whose models need no
+// published count or source.
+workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_view file, bool user = false);
 workload::AlgorithmCatalog parse_algorithm_catalog(std::string_view text, std::string_view file);
 
 // The embedded catalogues, parsed on first use.

@@ -21,9 +21,9 @@ Inputs load_inputs(const std::string& cluster_path, const std::string& workload_
     in.workload_hash = core::content_hash(text);
   } else {
     in.workload = read_workload(workload_path, catalogs.algorithms, catalogs.models);
-    in.workload_hash = core::content_hash(read_text_file(workload_path));
+    in.workload_hash = core::content_hash(read_text_file(workload_path) + in.workload.model_file_text);
   }
-  in.graph = workload::build_task_graph(in.workload.workload, catalogs.algorithms, catalogs.models);
+  in.graph = workload::build_task_graph(in.workload.workload, catalogs.algorithms, in.workload.models);
   return in;
 }
 

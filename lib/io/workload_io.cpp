@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
+#include "io/catalog_io.h"
 #include "io/files.h"
 #include "io/json_reader.h"
 
@@ -75,6 +76,25 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
       std::filesystem::path(std::string(file)).stem().string());
   detail::read_provenance(root);
   workload::Workload& w = loaded.workload;
+  loaded.models = models;
+  if (const auto model_file = root.optional_string("model_file")) {
+    // Architectures of the user's own, added to the catalogue's (a name it has is refused).
+    const std::filesystem::path path = std::filesystem::path(base_dir) / *model_file;
+    try {
+      loaded.model_file_text = read_text_file(path.string());
+    } catch (const core::InputError& e) {
+      root.fail("model_file", e.what());
+    }
+    const workload::ModelCatalog own = parse_model_catalog(loaded.model_file_text, path.string(), true);
+    for (const workload::ModelArch& m : own.models) {
+      if (models.find(m.name)) {
+        throw core::InputError(core::located(
+            path.string(), fmt::format("/models/{}: the catalogue has a model named {} already; choose another name",
+                                       m.name, core::quoted(m.name))));
+      }
+      loaded.models.models.push_back(m);
+    }
+  }
   w.algorithm = root.string("algorithm");
   algorithms.get(w.algorithm, root.where("algorithm"));
   ObjectReader roles = root.object("models");
@@ -86,7 +106,7 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
       given.kind = RoleModel::Kind::kRule;
     } else {
       given.kind = RoleModel::Kind::kModel;
-      given.model = models.get(*model, roles.where(workload::role_name(role))).name;
+      given.model = loaded.models.get(*model, roles.where(workload::role_name(role))).name;
     }
   }
   roles.finish();
@@ -119,7 +139,7 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
   }
   root.finish();
   try {
-    w.validate(algorithms, models);
+    w.validate(algorithms, loaded.models);
   } catch (const core::InputError& e) {
     throw core::InputError(core::located(file, e.what()));
   }

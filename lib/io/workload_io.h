@@ -29,6 +29,10 @@ namespace hetrl::io {
 struct LoadedWorkload {
   std::string name;
   workload::Workload workload;
+  // The catalogue's models with those of the workload's model_file, if it names one, added:
+  // what the task graph, the cost model and the planners look models up in.
+  workload::ModelCatalog models;
+  std::string model_file_text;  // the model file as read (empty without one), for the hash
 };
 
 // Parses and validates. `base_dir` resolves relative trace paths.

@@ -11,7 +11,7 @@ std::int64_t ModelArch::params_per_layer() const {
   const std::int64_t q = static_cast<std::int64_t>(heads) * head_dim;
   const std::int64_t kv = static_cast<std::int64_t>(kv_heads) * head_dim;
   std::int64_t count = h * q + 2 * h * kv + q * h;  // q, k, v, o projections
-  count += 3 * h * ffn_hidden;                      // gate, up, down
+  count += (gated_mlp ? 3 : 2) * h * ffn_hidden;    // gate, up, down (or up, down)
   count += 2 * h;                                   // input and post-attention norms
   if (qkv_bias) count += q + 2 * kv;
   if (qk_norm) count += 2 * static_cast<std::int64_t>(head_dim);
@@ -48,6 +48,20 @@ void ModelArch::validate() const {
     throw core::InputError(fmt::format("model {}: heads ({}) must be a multiple of kv_heads ({})",
                                        core::quoted(name), heads, kv_heads));
   }
+  const auto implausible = [&](std::string_view what) {
+    throw core::InputError(fmt::format("model {}: implausible architecture: {}", core::quoted(name), what));
+  };
+  const double width = static_cast<double>(heads) * head_dim;
+  if (width < hidden / 4.0 || width > hidden * 4.0) {
+    implausible(fmt::format("heads x head_dim ({} x {} = {:.0f}) should be within 4x of hidden ({})", heads,
+                            head_dim, width, hidden));
+  }
+  if (ffn_hidden < hidden / 4 || ffn_hidden > 16.0 * hidden) {
+    implausible(fmt::format("ffn_hidden ({}) should be between a quarter of and 16 times hidden ({})", ffn_hidden,
+                            hidden));
+  }
+  if (vocab < 256) implausible(fmt::format("vocab ({}) should be at least 256", vocab));
+  if (layers > 1024) implausible(fmt::format("layers ({}) should be at most 1024", layers));
 }
 
 const ModelArch* ModelCatalog::find(std::string_view name) const {

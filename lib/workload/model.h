@@ -17,7 +17,8 @@ struct ModelArch {
   int heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
-  int ffn_hidden = 0;  // gated MLP: gate and up project hidden -> ffn_hidden, down back
+  int ffn_hidden = 0;  // MLP width: gate and up (or up alone) project hidden -> ffn_hidden, down back
+  bool gated_mlp = true;  // SwiGLU-style gate and up, or one up projection (GPT, OPT, MPT)
   int vocab = 0;
   bool tied_embeddings = false;
   bool qkv_bias = false;
@@ -30,7 +31,9 @@ struct ModelArch {
   std::int64_t lm_head_params() const;    // 0 when tied
   std::int64_t parameter_count() const;
 
-  // Throws core::InputError naming the model and the field.
+  // Throws core::InputError naming the model and the field: counts below 1, heads not a
+  // multiple of kv_heads, or a shape no trained dense model has (attention width far from the
+  // hidden size, an MLP narrower than a quarter or wider than 16 times it, a tiny vocabulary).
   void validate() const;
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/units.h"
+#include "cost/shape.h"
 #include "io/catalog_io.h"
 
 using namespace hetrl;
@@ -86,6 +87,30 @@ TEST_CASE("Llama-3.1-8B's parameter count, by hand") {
   CHECK(m.params_per_layer() == per_layer);
   CHECK(m.parameter_count() == total);
   CHECK(total == 8030261248LL);  // safetensors metadata of meta-llama/Llama-3.1-8B
+}
+
+TEST_CASE("a user's model: a plain MLP counts two projections; implausible shapes are refused") {
+  const std::string text = R"({"schema": "hetrl.models/v1", "models": {
+      "GPT-1.7B": {"layers": 24, "hidden": 2048, "heads": 16, "kv_heads": 16, "head_dim": 128,
+                   "ffn_hidden": 8192, "gated_mlp": false, "vocab": 131072, "tied_embeddings": true,
+                   "qkv_bias": false, "qk_norm": false}}})";
+  const workload::ModelCatalog own = io::parse_model_catalog(text, "own.json", true);
+  const workload::ModelArch& m = own.get("GPT-1.7B", "");
+  // q, k, v, o 4 x 2048^2; up and down 2 x 2048 x 8192; two norms: 12 h^2 + 2h, the GPT layer.
+  CHECK(m.params_per_layer() == 12LL * 2048 * 2048 + 2 * 2048);
+  CHECK(m.parameter_count() == 131072LL * 2048 + 24 * m.params_per_layer() + 2048);
+  const cost::ModelShape shape(m);
+  CHECK(shape.layer_linear_params == doctest::Approx(12.0 * 2048 * 2048));
+  // The built-in catalogue must say where its counts come from; a user's file need not.
+  CHECK_THROWS_WITH_AS(io::parse_model_catalog(text, "models.json"),
+                       doctest::Contains("/models/GPT-1.7B: missing required field \"published_params\""),
+                       core::InputError);
+  std::string wide = text;
+  wide.replace(wide.find("\"head_dim\": 128"), 16, "\"head_dim\": 1024");
+  CHECK_THROWS_WITH_AS(io::parse_model_catalog(wide, "own.json", true),
+                       doctest::Contains("own.json: /models/GPT-1.7B: model \"GPT-1.7B\": implausible architecture: "
+                                         "heads x head_dim (16 x 1024 = 16384) should be within 4x of hidden (2048)"),
+                       core::InputError);
 }
 
 TEST_CASE("every model's count from its shape matches the published count within 1%") {
