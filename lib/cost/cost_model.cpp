@@ -51,6 +51,11 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   samples_ = workload_.samples_per_iteration();
   prompt_ = workload_.prompt_length_tokens;
   mean_response_ = workload_.response.mean();
+  // Log-probabilities of the response tokens in RL; with no generation (SFT, pre-training) the
+  // sequences are data and every token is a target.
+  const bool generates = std::any_of(graph_.tasks.begin(), graph_.tasks.end(),
+                                     [](const workload::Task& t) { return t.kind == TaskKind::kGenerate; });
+  head_fraction_ = generates ? mean_response_ / (prompt_ + mean_response_) : 1.0;
   max_response_ = workload_.response.max();
 
   // Survival of the response-length distribution on a grid over [0, max]: the fraction of
@@ -295,8 +300,8 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
     const bool last = s == pp - 1;
     double flops = micro * shape.layer_flops(stage.layers, sequence / 2);
     if (last) {
-      const double response_tokens = micro * mean_response_ / sequence;
-      flops += lm_head_[task] ? response_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
+      const double head_tokens = micro * head_fraction_;
+      flops += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
     const double compute =
         factor * flops / (stage.tp * peak_flops(stage.node) * g.efficiency.gemm(micro));

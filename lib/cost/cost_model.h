@@ -386,6 +386,7 @@ class CostModel {
   double samples_ = 0;
   double prompt_ = 0;
   double mean_response_ = 0;
+  double head_fraction_ = 0;  // of a training pass's tokens, those the LM head scores
   double max_response_ = 0;
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws

@@ -119,6 +119,9 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
       if (explain) print_terms(out, tp);
     }
   }
+  const bool host_tasks = std::any_of(c.graph.tasks.begin(), c.graph.tasks.end(),
+                                      [](const workload::Task& task) { return !task.on_gpu(); });
+  if (!host_tasks) return out;  // a training-only workload
   out += fmt::format("\nCPU tasks and weight sync\n  {:<16} {:>9} {:>9}\n", "task", "start s", "seconds");
   for (std::size_t t = 0; t < c.graph.tasks.size(); ++t) {
     const workload::Task& task = c.graph.tasks[t];

@@ -104,6 +104,10 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
   const std::vector<int> gen_tasks = gpu_tasks(graph, true);
   const std::vector<int> train_tasks = gpu_tasks(graph, false);
   PlannerResult result;
+  if (gen_tasks.empty()) {
+    result.why_not = "the workload has no generation to set apart from training (streamrl splits the two)";
+    return result;
+  }
   Rejections rejected;
   plan::Evaluator evaluator(model);
 

@@ -207,7 +207,14 @@ class Run {
       busy_[g] = false;
       ++next_in_group_[g];
     }
+    // An iteration ends with its weight sync; without one (SFT), with its last task.
     if (graph_.tasks[task].kind == TaskKind::kWeightSync) summary_.iteration_end.push_back(end);
+    if (!sync_.exists()) {
+      last_end_.resize(params_.iterations, 0.0);
+      done_.resize(params_.iterations, 0);
+      last_end_[iteration] = std::max(last_end_[iteration], end);
+      if (++done_[iteration] == n_) summary_.iteration_end.push_back(last_end_[iteration]);
+    }
     // Release the task's consumers.
     for (const workload::Edge& e : graph_.edges) {
       if (e.from != task) continue;
@@ -275,6 +282,8 @@ class Run {
   std::vector<double> group_free_;
   std::map<int, bool> busy_;
   std::map<int, double> tokens_;
+  std::vector<double> last_end_;  // per iteration, without a weight sync: its latest task end
+  std::vector<int> done_;         // per iteration, without a weight sync: its tasks finished
   std::vector<std::shared_ptr<ReplicaGeneration>> generations_;
   EventQueue queue_;
   std::unique_ptr<Network> network_;

@@ -78,7 +78,7 @@ class Listener {
 
 struct SimSummary {
   std::uint64_t events = 0;
-  double end = 0;                  // when the last iteration's weights reached generation
+  double end = 0;                  // when the last iteration ended (its weights reached generation)
   std::vector<double> iteration_end;
   double iteration_seconds = 0;    // steady: between the first and the last iteration's end
   double samples_per_second = 0;

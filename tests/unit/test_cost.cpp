@@ -434,3 +434,22 @@ TEST_CASE("precision: FP16 at its own peak where a GPU has no BF16; a BF16 workl
                                  8 * 512.0 * automatic.model.shape(automatic.task("ref_logprob")).head_flops())
                      .epsilon(1e-9));
 }
+
+TEST_CASE("SFT scores every token with the LM head; RL training only the response") {
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  const Fixture rl(make_cluster({"a:8xA100-SXM-80G"}), w);
+  w.algorithm = "sft";
+  for (workload::Role r : {workload::Role::kCritic, workload::Role::kReference, workload::Role::kReward}) {
+    w.role(r) = {};
+  }
+  w.validate(catalogs().algorithms, catalogs().models);
+  const Fixture sft(make_cluster({"a:8xA100-SXM-80G"}), w);
+  const std::vector<cost::Stage> one{{0, 1, 24}};
+  cost::Breakdown a(true), b(true);
+  rl.model.replica_seconds(rl.task("actor_train"), one, 64, 1, {1, false}, {}, a);
+  sft.model.replica_seconds(sft.task("train"), one, 64, 1, {1, false}, {}, b);
+  // The difference is the head over the 512 prompt tokens of each of the 64 sequences, x3.
+  const double head = 3 * 64 * 512 * rl.model.shape(rl.task("actor_train")).head_flops() / (312e12 * 0.70);
+  CHECK(term(b, "forward + backward compute") - term(a, "forward + backward compute") ==
+        doctest::Approx(head).epsilon(1e-9));
+}

@@ -177,6 +177,15 @@ TEST_CASE("an async staleness bound k makes the weights reach generation 1 + k i
   CHECK(edge(g, "actor_train", "actor_logprob").lag == 1);
 }
 
+TEST_CASE("SFT: one training task over the batch's sequences, nothing else") {
+  const workload::TaskGraph g = graph_for("sft", R"({"actor": "Qwen2.5-1.5B"})");
+  CHECK(names(g) == std::vector<std::string>{"train"});
+  CHECK(g.tasks[0].kind == TaskKind::kTrain);
+  CHECK(g.edges.empty());
+  CHECK_FALSE(g.weight_sync().exists());
+  CHECK(g.gpu_tasks() == std::vector<int>{0});
+}
+
 TEST_CASE("forward passes of trained roles read the weights their training wrote the iteration before") {
   const workload::TaskGraph g = graph_for(
       "ppo", R"({"actor": "Qwen2.5-7B", "critic": "Qwen2.5-1.5B", "reference": "Qwen2.5-7B", "reward": "rule"})");
