@@ -109,6 +109,23 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
   return params_.collective_latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
 }
 
+double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) const {
+  if (nodes <= 1) return node_allreduce_seconds(0, gpus_per_node, bytes);
+  const double inside = node_allreduce_seconds(0, gpus_per_node, bytes) - params_.collective_latency;
+  double nic = std::numeric_limits<double>::infinity();
+  double latency = 0;
+  for (int n = 0; n < nodes; ++n) {
+    const hw::Node& a = cluster_.nodes[n];
+    const hw::Node& b = cluster_.nodes[(n + 1) % nodes];
+    const hw::Path path = cluster_.zone_path(a.zone, b.zone);
+    nic = std::min({nic, a.nic_bandwidth, path.link.bandwidth});
+    latency = std::max(latency, path.link.latency);
+  }
+  const double between = 2.0 * (nodes - 1) / nodes * bytes / (nic * gpu(0).efficiency.collective) +
+                         2.0 * (nodes - 1) * latency;
+  return params_.collective_latency + std::max(inside, between);
+}
+
 double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const {
   if (node_a == node_b) return cluster_.nodes[node_a].intra_node.bandwidth;
   const hw::Node& a = cluster_.nodes[node_a];
@@ -223,7 +240,8 @@ double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
 
 double CostModel::concurrent_sequences(int task, std::span<const Stage> stages,
                                        std::span<const double> kv_budget) const {
-  return std::max(1.0, kv_capacity_tokens(task, stages, kv_budget) / (prompt_ + mean_response_));
+  const double room = kv_capacity_tokens(task, stages, kv_budget) / (prompt_ + mean_response_);
+  return std::max(1.0, std::min(room, params_.max_num_seqs));
 }
 
 double CostModel::generation_floor(int task, std::span<const Stage> stages) const {

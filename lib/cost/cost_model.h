@@ -64,6 +64,9 @@ struct CostParams {
   // Points of the midpoint quadrature over the draining decode batch: 16 is within 0.01% of
   // 1024 on the 64-GPU benchmark scenario.
   int decode_points = 16;
+  // Sequences an inference engine decodes at once, at most, whatever room the KV cache leaves:
+  // verl's rollout default (max_num_seqs 1024; vLLM's own default is 256).
+  double max_num_seqs = 1024;
 };
 
 struct TrainOptions {
@@ -316,6 +319,11 @@ class CostModel {
 
   // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.
   double node_allreduce_seconds(int node, int ranks, double bytes) const;
+  // Seconds of one all-reduce of `bytes` held by every GPU of the first `nodes` nodes, using
+  // `gpus_per_node` GPUs of each, as NCCL runs it hierarchically: a reduce inside each node,
+  // an all-reduce between the nodes over their NICs and the zone links, a broadcast inside
+  // each node, pipelined so that the slower of the two levels sets the pace.
+  double allreduce_seconds(int nodes, int gpus_per_node, double bytes) const;
 
   // The expected longest response among n, and the survival (fraction of sequences still
   // generating) at step k.
