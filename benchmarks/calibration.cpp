@@ -49,9 +49,20 @@ struct Outcome {
   std::string why_not;  // non-empty: the row cannot be expressed
 };
 
-hw::Cluster make_cluster(const std::string& gpu, int nodes, int gpus_per_node, double nic_gbps) {
+// `row` may give the GPUs' memory and bandwidth where the measured parts differ from the
+// catalogue's (torchtitan's 96 GB H100s).
+hw::Cluster make_cluster(const std::string& gpu, int nodes, int gpus_per_node, double nic_gbps,
+                         const Json& row = Json::object()) {
   const io::Catalogs& catalogs = io::builtin_catalogs();
   hw::ClusterBuildParams params = hw::default_build_params(catalogs.hardware);
+  if (row.contains("gpu_memory_gib")) {
+    hw::GpuTypeOverride o;
+    o.name = gpu;
+    o.memory = row.at("gpu_memory_gib").get<double>() * core::kGiB;
+    o.memory_bandwidth = row.at("memory_bandwidth_gbs").get<double>() * 1e9;
+    o.source = "the measured part";
+    hw::add_override(params, o);
+  }
   hw::NodeGroup group;
   group.zone = "z";
   group.node_count = nodes;
@@ -132,7 +143,8 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
   const int gpus = row.at("gpus"), per_node = row.at("gpus_per_node"), tp = row.at("tp"), pp = row.at("pp");
   const int sequence = row.at("sequence"), global = row.at("global_batch"), micro = row.at("micro_batch");
   if (gpus % (tp * pp) != 0 || per_node % tp != 0) return {0, "TP x PP does not divide the GPUs"};
-  const hw::Cluster cluster = make_cluster(row.at("gpu"), gpus / per_node, per_node, row.value("nic_gbps", 3200.0));
+  const hw::Cluster cluster =
+      make_cluster(row.at("gpu"), gpus / per_node, per_node, row.value("nic_gbps", 3200.0), row);
   workload::Workload w = base_workload("sft", global, 1, sequence / 2, Json{{"tokens", sequence - sequence / 2}});
   w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, arch.name};
   w.validate(io::builtin_catalogs().algorithms, models);

@@ -105,13 +105,26 @@ double CostModel::expected_max_length(double n) const {
 double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   const hw::Node& n = cluster_.nodes[node];
-  const double bandwidth = n.intra_node.bandwidth * gpu(node).efficiency.collective;
-  return params_.collective_latency + 2.0 * (ranks - 1) / ranks * bytes / bandwidth;
+  const double volume = n.intra_node.nvls ? bytes : 2.0 * (ranks - 1) / ranks * bytes;
+  const double small = params_.collective_latency + volume / (n.intra_node.bandwidth * params_.small_collective_efficiency);
+  const double large =
+      params_.large_collective_latency + volume / (n.intra_node.bandwidth * gpu(node).efficiency.collective);
+  return std::min(small, large);
+}
+
+double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
+  // Tensor parallelism splits one of a GEMM's two weight dimensions (the output of a column-
+  // parallel GEMM, the input of a row-parallel one) and keeps the other whole: the geometric
+  // mean of the two is the width.
+  const double width = shapes_[task].hidden / std::sqrt(static_cast<double>(tp));
+  const double d0 = params_.gemm_width_half;
+  const double scale = (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
+  return std::min(params_.max_gemm_efficiency, gpu(node).efficiency.gemm(tokens) * scale);
 }
 
 double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) const {
   if (nodes <= 1) return node_allreduce_seconds(0, gpus_per_node, bytes);
-  const double inside = node_allreduce_seconds(0, gpus_per_node, bytes) - params_.collective_latency;
+  const double inside = node_allreduce_seconds(0, gpus_per_node, bytes);
   double nic = std::numeric_limits<double>::infinity();
   double latency = 0;
   for (int n = 0; n < nodes; ++n) {
@@ -121,9 +134,11 @@ double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) 
     nic = std::min({nic, a.nic_bandwidth, path.link.bandwidth});
     latency = std::max(latency, path.link.latency);
   }
-  const double between = 2.0 * (nodes - 1) / nodes * bytes / (nic * gpu(0).efficiency.collective) +
-                         2.0 * (nodes - 1) * latency;
-  return params_.collective_latency + std::max(inside, between);
+  const double volume = 2.0 * (nodes - 1) / nodes * bytes;
+  const double between = 2.0 * (nodes - 1) * latency +
+                         std::min(params_.nic_small_latency + volume / (nic * params_.nic_small_efficiency),
+                                  params_.nic_collective_latency + volume / (nic * params_.nic_efficiency));
+  return std::max(inside, between);
 }
 
 double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const {
@@ -138,9 +153,10 @@ double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const 
 double CostModel::activation_bytes_per_token_layer(int task, int tp, bool recompute) const {
   const double hidden = shapes_[task].hidden;
   // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer
-  // without the attention-score term flash attention removes; of that, 24 x hidden is split
-  // by tensor parallelism. Full recompute keeps only each layer's bf16 input.
-  return recompute ? 2.0 * hidden : (10.0 + 24.0 / tp) * hidden;
+  // without the attention-score term flash attention removes; tensor parallelism splits 24 x
+  // hidden of it and sequence parallelism (which Megatron and verl's Megatron backend run
+  // with TP) the other 10. Full recompute keeps only each layer's bf16 input, split the same.
+  return (recompute ? 2.0 : 34.0) * hidden / tp;
 }
 
 void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const {
@@ -165,10 +181,12 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
                              (g.memory_bandwidth * g.efficiency.memory);
     if (stage.tp > 1) {
       // 2 all-reduces per layer of batch x hidden bf16 values: latency + volume / bandwidth.
-      const double bandwidth = cluster_.nodes[stage.node].intra_node.bandwidth * g.efficiency.collective;
+      // Decode's all-reduces are small: NCCL's low-latency protocol.
+      const hw::IntraNodeLink& link = cluster_.nodes[stage.node].intra_node;
+      const double bandwidth = link.bandwidth * params_.small_collective_efficiency;
+      const double volume = link.nvls ? 1.0 : 2.0 * (stage.tp - 1) / stage.tp;
       d.tp_fixed = 2.0 * stage.layers * params_.collective_latency;
-      d.tp_per_sequence = 2.0 * stage.layers * 2.0 * (stage.tp - 1) / stage.tp * shape.hidden *
-                          kBf16 / bandwidth;
+      d.tp_per_sequence = 2.0 * stage.layers * volume * shape.hidden * kBf16 / bandwidth;
     }
     if (s > 0) {
       const int prev = stages[s - 1].node;
@@ -209,10 +227,17 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
-    double flops = tokens * shape.layer_flops(stage.layers, prompt_ / 2);
-    if (s == pp - 1) flops += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
+    double linear = tokens * shape.linear_flops(stage.layers);
+    if (s == pp - 1) linear += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
     const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
-    const double compute = flops / (stage.tp * peak_flops(stage.node) * g.efficiency.gemm(chunk_tokens));
+    const double rate = stage.tp * peak_flops(stage.node);
+    const double bandwidth = g.memory_bandwidth * g.efficiency.memory;
+    // Each chunk's GEMMs take the longer of their compute and streaming the stage's weights.
+    const double weights = chunks * kBf16 * shape.stage_params(stage.layers, s == 0, s == pp - 1) / stage.tp / bandwidth;
+    const double compute =
+        std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens)), weights) +
+        tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention) +
+        tokens * stage.layers * shape.elementwise_bytes / stage.tp / bandwidth;
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
                                 (node_allreduce_seconds(stage.node, stage.tp,
@@ -301,8 +326,9 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
   const double micro_batches =
       std::max<double>(pp, std::ceil(batch_tokens / params_.micro_batch_tokens));
   const double micro = batch_tokens / micro_batches;
-  // Forward + backward (2x) + a recomputed forward.
+  // Forward + backward (2x) + a recomputed forward; fused attention's backward is 2.5 forwards.
   const double factor = training ? (train.recompute ? 4.0 : 3.0) : 1.0;
+  const double attention_factor = training ? (train.recompute ? 4.5 : 3.5) : 1.0;
   const double allreduces_per_layer = training ? (train.recompute ? 6.0 : 4.0) : 2.0;
 
   // ZeRO-3 (FSDP) gathers every layer's weights for the forward and again for the backward
@@ -316,13 +342,20 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
     const bool last = s == pp - 1;
-    double flops = micro * shape.layer_flops(stage.layers, sequence / 2);
+    // GEMMs at their efficiency, fused attention at its own (its backward is 2.5 forwards:
+    // FlashAttention recomputes the scores), and the memory-bound element-wise work at the
+    // memory bandwidth, split by TP (and sequence parallelism).
+    double linear = micro * shape.linear_flops(stage.layers);
     if (last) {
       const double head_tokens = micro * head_fraction_;
-      flops += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
+      linear += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
+    const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
+    const double rate = stage.tp * peak_flops(stage.node);
     const double compute =
-        factor * flops / (stage.tp * peak_flops(stage.node) * g.efficiency.gemm(micro));
+        factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
+        attention_factor * attention / (rate * g.efficiency.attention) +
+        factor * micro * stage.layers * shape.elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
     const double tp = allreduces_per_layer * stage.layers *
                       node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     double p2p = 0;
@@ -452,14 +485,14 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
     const int a = replicas[r][0].node;
     const int b = replicas[(r + 1) % out.replicas][0].node;
     const hw::Node& na = cluster_.nodes[a];
-    double hop = na.intra_node.bandwidth;
+    double hop = na.intra_node.bandwidth * gpu(a).efficiency.collective;
     if (a != b) {
       const hw::Node& nb = cluster_.nodes[b];
       const hw::Path path = cluster_.zone_path(na.zone, nb.zone);
-      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth, path.link.bandwidth}) / ranks;
+      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth, path.link.bandwidth}) / ranks * params_.nic_efficiency;
       out.hop_latency = std::max(out.hop_latency, path.link.latency);
     }
-    bandwidth = std::min(bandwidth, hop * gpu(a).efficiency.collective);
+    bandwidth = std::min(bandwidth, hop);
   }
   out.bandwidth = bandwidth;
   return out;

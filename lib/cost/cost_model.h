@@ -46,12 +46,33 @@ struct CostParams {
   // Memory no task may use: CUDA context, allocator fragmentation, framework buffers. vLLM's
   // default gpu_memory_utilization of 0.9 leaves the same tenth.
   double memory_reserve_fraction = 0.10;
-  // Fixed cost of one NCCL collective. With it, time = latency + ring volume / (link x
-  // collective efficiency) reproduces the published A100 all-reduce table (2 and 8 GPUs,
-  // 1-64 MiB, NVLink) within 15% (tested).
-  double collective_latency = 45e-6;
+  // NCCL runs small messages with a low-latency protocol and large ones with a high-bandwidth
+  // one and picks the faster: time = min(collective_latency + volume / (link x
+  // small_collective_efficiency), large_collective_latency + volume / (link x the GPU's
+  // collective efficiency)), volume the bus volume (2 (n - 1) / n of the bytes; the bytes with
+  // NVLS). Fitted on the 8-GPU A100 and H100 nccl-tests rows of the calibration set (1 MB to 8
+  // GB): small-message slopes 126 GB/s of NVLink 3's 300 and 189 GB/s of NVLink 4's 450 (0.42
+  // both), fixed costs 36-43 us and 131-197 us.
+  double collective_latency = 40e-6;
+  double small_collective_efficiency = 0.42;
+  double large_collective_latency = 160e-6;
+  // Of a node NIC's bandwidth, what NCCL's inter-node rings reach: 356 GB/s bus bandwidth on
+  // 4 to 16 p5.48xlarge nodes (3,200 Gb/s EFA each, calibration set) is 0.8 of it, after a
+  // fixed cost of 500 us; messages of tens of MB run at 0.29 of it after 120 us (the 32 MB
+  // all-reduce on 2 nodes; the 8-byte floor on A3 Mega is 123 us). The faster of the two.
+  double nic_efficiency = 0.8;
+  double nic_collective_latency = 500e-6;
+  double nic_small_efficiency = 0.29;
+  double nic_small_latency = 120e-6;
   // Tokens per micro-batch of forward and training passes (gradient accumulation beyond).
   double micro_batch_tokens = 8192;
+  // GEMMs narrower than the catalogue's measured width (hidden size over the square root of
+  // TP, hw::kGemmReferenceWidth) reach less of the peak, wider ones more: the efficiency scales by
+  // w / (w + gemm_width_half), relative to its value at the reference width, up to
+  // max_gemm_efficiency (cuBLAS at 8192^3 on A100: 81% of peak, published kernels table).
+  // Fitted on the calibration rows of the fit split (benchmarks/calibration).
+  double gemm_width_half = 1024;
+  double max_gemm_efficiency = 0.85;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
   // Bytes the Adam step reads and writes per parameter: fp32 master, momentum and variance
@@ -383,6 +404,9 @@ class CostModel {
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
   const hw::GpuSpec& gpu(int node) const;
   double activation_bytes_per_token_layer(int task, int tp, bool recompute) const;
+  // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
+  // CostParams::gemm_width_half).
+  double gemm_efficiency(int task, int node, int tp, double tokens) const;
 
   const hw::Cluster& cluster_;
   const workload::Workload& workload_;

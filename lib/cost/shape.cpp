@@ -17,6 +17,7 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
       kv_heads(arch.kv_heads) {
   layer_linear_params =
       hidden * q_dim * 2 + hidden * kv_dim * 2 + (arch.gated_mlp ? 3.0 : 2.0) * hidden * arch.ffn_hidden;
+  elementwise_bytes = 2.0 * (10 * hidden + 2 * (q_dim + kv_dim) + (arch.gated_mlp ? 3.0 : 2.0) * arch.ffn_hidden);
 }
 
 double ModelShape::total_params() const {

@@ -23,6 +23,11 @@ struct ModelShape {
   double vocab = 0;
   double q_dim = 0;                // heads x head_dim
   double kv_dim = 0;               // kv_heads x head_dim
+  // Bytes the forward pass reads and writes per token and layer outside the GEMMs and fused
+  // attention (bf16): two norms (read and write hidden each), two residual adds (read two,
+  // write one), rotary embedding of q and k (read and write), the MLP activation (gated: read
+  // gate and up, write one; plain: read one, write one). Memory-bound: priced at bandwidth.
+  double elementwise_bytes = 0;
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;
@@ -34,10 +39,13 @@ struct ModelShape {
   // Parameters of a stage holding `layers` layers; first and last say which ends it holds.
   double stage_params(int stage_layers, bool first, bool last) const;
 
-  // Forward FLOPs per token through `stage_layers` layers at the given attention context.
+  // Forward FLOPs per token through `stage_layers` layers at the given attention context: the
+  // GEMMs and the attention (scores and weighted sum).
   double layer_flops(int stage_layers, double context) const {
-    return stage_layers * (2.0 * layer_linear_params + 4.0 * q_dim * context);
+    return linear_flops(stage_layers) + attention_flops(stage_layers, context);
   }
+  double linear_flops(int stage_layers) const { return stage_layers * 2.0 * layer_linear_params; }
+  double attention_flops(int stage_layers, double context) const { return stage_layers * 4.0 * q_dim * context; }
   double head_flops() const { return 2.0 * hidden * vocab; }
 
   // KV-cache bytes per token per layer on one GPU of a TP group of `tp` (bf16 keys and

@@ -83,6 +83,7 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.gemm_small, "gemm_small", spec.name);
   require_fraction(spec.efficiency.memory, "memory", spec.name);
   require_fraction(spec.efficiency.collective, "collective", spec.name);
+  require_fraction(spec.efficiency.attention, "attention", spec.name);
 }
 
 GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {

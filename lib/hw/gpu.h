@@ -19,6 +19,9 @@ namespace hetrl::hw {
 struct IntraNodeLink {
   std::string name;
   double bandwidth = 0;  // bytes/s
+  // The switch reduces in the network (NVLink SHARP): an all-reduce moves each GPU's bytes
+  // across its link once each way instead of 2 (n - 1) / n times.
+  bool nvls = false;
   std::string source;
 };
 
@@ -27,6 +30,9 @@ struct IntraNodeLink {
 // profiling data, cost_models/gpus.json) at 256 and 2048 tokens.
 inline constexpr double kGemmSmallTokens = 256;
 inline constexpr double kGemmLargeTokens = 2048;
+// The width (hidden size per GPU) of the GEMMs those efficiencies were measured at: Llama-2-7B's
+// hidden size at TP 1.
+inline constexpr double kGemmReferenceWidth = 4096;
 
 // The fraction of the tensor peak a GEMM of `tokens` rows reaches: `small` up to
 // kGemmSmallTokens, `large` from kGemmLargeTokens, linear in log2(tokens) between the two
@@ -44,6 +50,7 @@ struct Efficiency {
   double gemm_small = 0;  // GEMMs of about kGemmSmallTokens tokens, of the dense tensor peak
   double memory = 0;      // streaming weights, of the memory bandwidth
   double collective = 0;  // NCCL bus bandwidth on large messages, of the link bandwidth
+  double attention = 0;   // fused (flash) attention's forward and backward, of the dense tensor peak
   std::string source;
 
   double gemm(double tokens) const { return gemm_efficiency(gemm_small, gemm_large, tokens); }

@@ -21,6 +21,7 @@ hw::Efficiency read_efficiency(ObjectReader& r, const hw::Efficiency& base) {
   if (auto v = r.optional_number("gemm_small", Range::kFraction)) e.gemm_small = *v;
   if (auto v = r.optional_number("memory", Range::kFraction)) e.memory = *v;
   if (auto v = r.optional_number("collective", Range::kFraction)) e.collective = *v;
+  if (auto v = r.optional_number("attention", Range::kFraction)) e.attention = *v;
   e.source = r.string("source");
   r.finish();
   return e;
@@ -52,12 +53,12 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
     detail::check_schema(root, "hetrl.gpus/v1");
     root.has("notes");
     for (auto& [name, r] : root.object_map("intra_node_links")) {
-      catalog.intra_node_links.push_back(
-          {name, r.number("bandwidth_gb_per_s", Range::kPositive) * core::kGBps, r.string("source")});
+      catalog.intra_node_links.push_back({name, r.number("bandwidth_gb_per_s", Range::kPositive) * core::kGBps,
+                                          r.optional_boolean("nvls").value_or(false), r.string("source")});
       r.finish();
     }
     ObjectReader defaults = root.object("default_efficiency");
-    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, ""});
+    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, ""});
     for (auto& [name, r] : root.object_map("gpus")) {
       hw::GpuSpec spec;
       spec.name = name;

@@ -21,6 +21,10 @@ struct Move {
   bool strategy = true;
   int task = 0;  // position in Candidate::tasks
   TaskChoice choice;
+  // A training strategy whose forward passes of the same role in the same group take its TP
+  // and PP too, so they read the trained weights instead of holding a copy: a joint move, as
+  // neither half alone may fit.
+  bool align = false;
   int cls = 0;
   int from = 0;
   int to = 0;
@@ -64,6 +68,8 @@ class Search {
   bool share_classes(Candidate& c) const;
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
+  void align_forward_passes(Candidate& c, std::size_t i) const;
+  double make_room(Candidate& c, std::size_t i);
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
   void next_sweep(Candidate& c);
@@ -242,6 +248,49 @@ bool Search::repair(Candidate& c) const {
   return true;
 }
 
+// A strategy for task i that does not fit may fit with a forward pass of its group spread
+// thinner (more GPUs a replica): tries each such partner move with it and keeps the best
+// (a joint move, as the partner's move alone is slower). Returns its score; c.choices holds
+// it, or task i's move alone when none fits.
+double Search::make_room(Candidate& c, std::size_t i) {
+  const workload::TaskGraph& graph = model_.graph();
+  const std::vector<int> nodes = group_nodes(c, c.task_group[i]);
+  double best = kWorst;
+  std::vector<TaskChoice> best_choices;
+  for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+    if (j == i || c.task_group[j] != c.task_group[i] || graph.tasks[c.tasks[j]].kind != workload::TaskKind::kForward) {
+      continue;
+    }
+    const TaskChoice was = c.choices[j];
+    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
+      if (choice.tp * choice.pp <= was.tp * was.pp) continue;
+      c.choices[j] = choice;
+      const double s = evaluate(c);
+      if (s > best) {
+        best = s;
+        best_choices = c.choices;
+      }
+    }
+    c.choices[j] = was;
+  }
+  if (best != kWorst) c.choices = best_choices;
+  return best;
+}
+
+// The forward passes of task i's role in its group take task i's TP and PP.
+void Search::align_forward_passes(Candidate& c, std::size_t i) const {
+  const workload::TaskGraph& graph = model_.graph();
+  for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+    const workload::Task& t = graph.tasks[c.tasks[j]];
+    if (j == i || c.task_group[j] != c.task_group[i] || t.kind != workload::TaskKind::kForward ||
+        t.role != graph.tasks[c.tasks[i]].role) {
+      continue;
+    }
+    c.choices[j].tp = c.choices[i].tp;
+    c.choices[j].pp = c.choices[i].pp;
+  }
+}
+
 // Moves one node of a class between groups (or the unused pool); false, changing nothing,
 // when the source has no node of that class left.
 bool Search::move_node(Candidate& c, const Move& m) const {
@@ -300,6 +349,10 @@ void Search::next_sweep(Candidate& c) {
       m.task = static_cast<int>(i);
       m.choice = choice;
       c.moves.push_back(m);
+      if (model_.graph().tasks[c.tasks[i]].kind == workload::TaskKind::kTrain && choice.train.zero_stage < 3) {
+        m.align = true;
+        c.moves.push_back(m);
+      }
     }
   }
   for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
@@ -375,6 +428,7 @@ void Search::search(Candidate& c, long long budget) {
     const std::vector<TaskChoice> choices = c.choices;
     if (m.strategy) {
       c.choices[m.task] = m.choice;
+      if (m.align) align_forward_passes(c, m.task);
     } else {
       if (!move_node(c, m) || !repair(c)) {
         c.counts = counts;
@@ -383,7 +437,11 @@ void Search::search(Candidate& c, long long budget) {
         continue;
       }
     }
-    const double s = evaluate(c);
+    double s = evaluate(c);
+    if (s == kWorst && m.strategy && !m.align && c.current != kWorst &&
+        model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain) {
+      s = make_room(c, m.task);
+    }
     const bool better = s > c.current && (c.current == kWorst || s - c.current > 1e-12 * std::abs(c.current));
     if (better) {
       c.current = s;

@@ -89,7 +89,7 @@ TEST_CASE("Llama-3.1-8B's parameter count, by hand") {
   CHECK(total == 8030261248LL);  // safetensors metadata of meta-llama/Llama-3.1-8B
 }
 
-TEST_CASE("a user's model: a plain MLP counts two projections; implausible shapes are refused") {
+TEST_CASE("a user's model: a plain MLP counts two projections, implausible shapes are refused") {
   const std::string text = R"({"schema": "hetrl.models/v1", "models": {
       "GPT-1.7B": {"layers": 24, "hidden": 2048, "heads": 16, "kv_heads": 16, "head_dim": 128,
                    "ffn_hidden": 8192, "gated_mlp": false, "vocab": 131072, "tied_embeddings": true,
@@ -106,7 +106,8 @@ TEST_CASE("a user's model: a plain MLP counts two projections; implausible shape
                        doctest::Contains("/models/GPT-1.7B: missing required field \"published_params\""),
                        core::InputError);
   std::string wide = text;
-  wide.replace(wide.find("\"head_dim\": 128"), 16, "\"head_dim\": 1024");
+  const std::string narrow = "\"head_dim\": 128";
+  wide.replace(wide.find(narrow), narrow.size(), "\"head_dim\": 1024");
   CHECK_THROWS_WITH_AS(io::parse_model_catalog(wide, "own.json", true),
                        doctest::Contains("own.json: /models/GPT-1.7B: model \"GPT-1.7B\": implausible architecture: "
                                          "heads x head_dim (16 x 1024 = 16384) should be within 4x of hidden (2048)"),

@@ -124,7 +124,7 @@ TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
   CHECK(compared == 30);
 }
 
-TEST_CASE("hybrid: the same seed gives the same plan; constraints and objectives hold") {
+TEST_CASE("hybrid: the same seed gives the same plan, constraints and objectives hold") {
   const io::Catalogs& c = catalogs();
   const hw::Cluster cluster = cluster_of({"us-east-1a:2x4xA100-SXM-80G", "us-east-1b:2x4xL4", "us-west-2a:1x4xH100-SXM"});
   const workload::Workload w = grpo("Qwen2.5-1.5B", 64, 8, 512, 1024);

@@ -119,7 +119,7 @@ TEST_CASE("no feasible plan says why") {
   CHECK(r.why_not.find("GiB over") != std::string::npos);
 }
 
-TEST_CASE("exhaustive: no plan of its space beats it; it refuses large instances") {
+TEST_CASE("exhaustive: no plan of its space beats it, it refuses large instances") {
   const Instance x("small3.json", "grpo_tiny.json");
   const planner::PlannerResult best = planner::plan_exhaustive(x.model, catalogs().models);
   REQUIRE(best.found);
