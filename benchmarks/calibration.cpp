@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -35,6 +36,7 @@
 #include "io/catalog_io.h"
 #include "io/files.h"
 #include "plan/evaluate.h"
+#include "plan/report.h"
 #include "planner/baselines.h"
 #include "planner/planner.h"
 #include "workload/rl_graph.h"
@@ -138,6 +140,16 @@ double source_flops_per_token(const std::string& convention, const workload::Mod
   return 6.0 * (l * linear + v * h) + 12.0 * l * h * sequence;
 }
 
+// The inference engine's fixed cost of a decode step (cost::CostParams::decode_step_overhead):
+// vLLM's is the cost model's default; engines replaying CUDA graphs from C++ pay none; the
+// DeepSpeed hybrid engine's is fitted on its fit rows (README.md).
+double decode_step_overhead(const Json& row) {
+  const std::string engine = row.value("engine", "vllm");
+  if (engine == "trtllm" || engine == "tgi") return 0;
+  if (engine == "deepspeed") return 8e-3;
+  return cost::CostParams{}.decode_step_overhead;
+}
+
 Outcome training(const Json& row, const workload::ModelCatalog& models) {
   const workload::ModelArch& arch = models.get(row.at("model").get<std::string>(), "/model");
   const int gpus = row.at("gpus"), per_node = row.at("gpus_per_node"), tp = row.at("tp"), pp = row.at("pp");
@@ -151,6 +163,8 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
   const workload::TaskGraph graph = workload::build_task_graph(w, io::builtin_catalogs().algorithms, models);
   cost::CostParams params;
   params.micro_batch_tokens = static_cast<double>(micro) * sequence;
+  params.megatron = row.value("trainer", "fsdp") == "megatron";
+  params.tp_overlap = row.value("tp_overlap", false);
   const cost::CostModel model(cluster, w, graph, models, params);
   plan::Plan p;
   p.groups.push_back(whole_cluster(cluster));
@@ -187,6 +201,7 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   const workload::TaskGraph graph = workload::build_task_graph(w, io::builtin_catalogs().algorithms, models);
   cost::CostParams params;
   if (row.contains("max_num_seqs")) params.max_num_seqs = row.at("max_num_seqs");
+  params.decode_step_overhead = decode_step_overhead(row);
   const cost::CostModel model(cluster, w, graph, models, params);
   const int task = graph.find("generate");
   const std::vector<cost::Stage> stages{{0, tp, models.get(model_name, "").layers}};
@@ -243,7 +258,9 @@ Outcome rl(const Json& row, const workload::ModelCatalog& models) {
   }
   w.validate(io::builtin_catalogs().algorithms, models);
   const workload::TaskGraph graph = workload::build_task_graph(w, io::builtin_catalogs().algorithms, models);
-  const cost::CostModel model(cluster, w, graph, models);
+  cost::CostParams params;
+  params.decode_step_overhead = decode_step_overhead(row);
+  const cost::CostModel model(cluster, w, graph, models, params);
   plan::Plan p;
   if (row.contains("generate_tp") && row.at("generate_tp").get<int>() > 1) {
     // The measured layout: generation at its TP, the other tasks one replica a GPU.
@@ -262,8 +279,11 @@ Outcome rl(const Json& row, const workload::ModelCatalog& models) {
     p = r.plan;
   }
   plan::Evaluator evaluator(model);
-  const plan::Prediction& prediction = evaluator.evaluate(p);
+  const plan::Prediction& prediction = evaluator.evaluate(p, true);
   if (!prediction.feasible) return {0, "does not fit: " + prediction.infeasible};
+  if (const char* id = std::getenv("HETRL_CALIBRATION_EXPLAIN"); id && row.at("id") == id) {
+    std::printf("%s\n", plan::format_plan(p, prediction, {row.at("id"), cluster, graph, w}, true).c_str());
+  }
   const std::string metric = row.at("metric");
   if (metric == "samples_per_s") return {prediction.samples_per_second, ""};
   if (metric == "iteration_s") return {prediction.iteration_seconds, ""};

@@ -28,6 +28,7 @@ bool has_lm_head(const workload::Task& task) {
 
 void CostModel::StepCost::add(const StepCost& other, double weight) {
   compute += other.compute * weight;
+  overhead += other.overhead * weight;
   memory += other.memory * weight;
   tp += other.tp * weight;
   p2p += other.p2p * weight;
@@ -213,6 +214,7 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
     cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
   }
+  cost.overhead = params_.decode_step_overhead;
   return cost;
 }
 
@@ -237,7 +239,8 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     const double compute =
         std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens)), weights) +
         tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention) +
-        tokens * stage.layers * shape.elementwise_bytes / stage.tp / bandwidth;
+        tokens * stage.layers * shape.elementwise_bytes / stage.tp / bandwidth +
+        chunks * stage.layers * params_.prefill_layer_overhead;
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
                                 (node_allreduce_seconds(stage.node, stage.tp,
@@ -274,6 +277,7 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
   decode_stages(task, stages, per_stage);
   double step = 0;
   for (const DecodeStage& d : per_stage) step += d.weight_seconds + d.tp_fixed + d.p2p_fixed;
+  step += params_.decode_step_overhead;
   // The quadrature adds `points` steps of longest / points each: allow for its rounding.
   return expected_max_length(samples_) * step * (1 - 1e-12);
 }
@@ -309,6 +313,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   }
   if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
   if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);
+  if (decode.overhead > 0) out.add("decode steps' engine overhead (scheduling, sampling)", decode.overhead);
   if (decode.tp > 0) out.add("decode TP all-reduce", decode.tp);
   if (decode.p2p > 0) out.add("decode pipeline sends", decode.p2p);
   return out.total();
@@ -351,13 +356,14 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
       linear += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
     const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
-    const double rate = stage.tp * peak_flops(stage.node);
+    const double rate = stage.tp * peak_flops(stage.node) * (params_.megatron ? 1.0 : g.efficiency.training);
     const double compute =
         factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
         attention_factor * attention / (rate * g.efficiency.attention) +
         factor * micro * stage.layers * shape.elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
-    const double tp = allreduces_per_layer * stage.layers *
-                      node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
+    double tp = allreduces_per_layer * stage.layers *
+                node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
+    if (params_.tp_overlap) tp = std::max(0.0, tp - compute);  // overlapped with the GEMMs
     double p2p = 0;
     if (!last) {
       const int next = stages[s + 1].node;

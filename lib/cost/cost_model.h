@@ -73,8 +73,27 @@ struct CostParams {
   // Fitted on the calibration rows of the fit split (benchmarks/calibration).
   double gemm_width_half = 1024;
   double max_gemm_efficiency = 0.85;
+  // The trainer: false, FSDP-style (verl's default, torchtitan, llm-foundry): training and
+  // scoring passes run at the GPU's training efficiency of the kernel rates; true, Megatron-
+  // style: the kernel rates.
+  bool megatron = false;
+  // TP all-reduces of training and scoring passes overlapped with the GEMMs (Megatron-Core's
+  // TP communication overlap), else exposed.
+  bool tp_overlap = false;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
+  // Fixed cost of one decode step of a replica outside the GPU's kernels: the inference
+  // engine's scheduling, sampling and launches. vLLM's, as verl runs it: 3 ms, fitted on the
+  // rollout of verl's GRPO row (its long tail runs ~27,000 steps of a handful of sequences:
+  // 80 s more than the kernels; fit split). Engines that replay CUDA graphs from C++
+  // (TensorRT-LLM, TGI) pay next to nothing: their rows fit with 0; DeepSpeed-Chat's hybrid
+  // engine, which does not, pays more (benchmarks/calibration/README.md lists the values).
+  double decode_step_overhead = 3e-3;
+  // Fixed cost of one layer of a prefill chunk's forward pass (kernel launches, the engine's
+  // scheduling): fitted on the first-token latency of a 128-token prompt on Llama-2-7B, A100
+  // (TensorRT-LLM, 16 ms measured against 9.3 ms of GEMMs and weight streaming: 0.21 ms a
+  // layer; fit split).
+  double prefill_layer_overhead = 0.2e-3;
   // Bytes the Adam step reads and writes per parameter: fp32 master, momentum and variance
   // read and written (24), fp32 gradient read (4), bf16 weight written (2).
   double adam_bytes_per_param = 30;
@@ -357,7 +376,8 @@ class CostModel {
     double memory = 0;   // steps bound by reading weights and KV cache
     double tp = 0;       // TP all-reduces
     double p2p = 0;      // sends between pipeline stages
-    double total() const { return compute + memory + tp + p2p; }
+    double overhead = 0;  // the engine's fixed cost of a step
+    double total() const { return compute + memory + tp + p2p + overhead; }
     void add(const StepCost& other, double weight);
   };
   // What a decode step costs on each stage, as coefficients of the batch and context, so

@@ -84,6 +84,7 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.memory, "memory", spec.name);
   require_fraction(spec.efficiency.collective, "collective", spec.name);
   require_fraction(spec.efficiency.attention, "attention", spec.name);
+  require_fraction(spec.efficiency.training, "training", spec.name);
 }
 
 GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {

@@ -51,6 +51,10 @@ struct Efficiency {
   double memory = 0;      // streaming weights, of the memory bandwidth
   double collective = 0;  // NCCL bus bandwidth on large messages, of the link bandwidth
   double attention = 0;   // fused (flash) attention's forward and backward, of the dense tensor peak
+  // Of the kernel-level rates above, what an FSDP-style trainer's step reaches end to end
+  // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
+  // reach the kernel rates (cost::CostParams::megatron).
+  double training = 0;
   std::string source;
 
   double gemm(double tokens) const { return gemm_efficiency(gemm_small, gemm_large, tokens); }

@@ -22,6 +22,7 @@ hw::Efficiency read_efficiency(ObjectReader& r, const hw::Efficiency& base) {
   if (auto v = r.optional_number("memory", Range::kFraction)) e.memory = *v;
   if (auto v = r.optional_number("collective", Range::kFraction)) e.collective = *v;
   if (auto v = r.optional_number("attention", Range::kFraction)) e.attention = *v;
+  if (auto v = r.optional_number("training", Range::kFraction)) e.training = *v;
   e.source = r.string("source");
   r.finish();
   return e;
@@ -58,7 +59,7 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
       r.finish();
     }
     ObjectReader defaults = root.object("default_efficiency");
-    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, ""});
+    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, 1, ""});
     for (auto& [name, r] : root.object_map("gpus")) {
       hw::GpuSpec spec;
       spec.name = name;

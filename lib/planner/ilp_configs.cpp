@@ -161,6 +161,9 @@ const std::vector<Composer::Option>& Composer::options_for(int task, int allocat
         }
       }
     }
+    // Options alike in memory share a signature: what each GPU keeps, and the slice it holds
+    // (which decides whether a forward pass composed with it reads its weights).
+    for (const cost::StageMemory& m : o.memory) resident.push_back(static_cast<double>(m.layout));
     o.signature = signatures.emplace(resident, static_cast<int>(signatures.size())).first->second;
     out.push_back(std::move(o));
   }

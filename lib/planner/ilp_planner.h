@@ -85,6 +85,8 @@ struct IlpOutcome {
   int columns = 0;
   int rows = 0;
   bool warm_started = false;  // the warm start was a feasible solution of the model
+  // The solution evaluated worse than the warm start, which is returned instead.
+  bool kept_incumbent = false;
 };
 
 // The group configurations of the space on this instance: for every group of the partitions
