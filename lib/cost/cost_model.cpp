@@ -49,6 +49,11 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
       case workload::Precision::kFp16: peak_flops_.push_back(g.fp16_flops); break;
     }
   }
+  for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
+    for (int tp = 0; tp < kWidthScales; ++tp) {
+      width_scale_.push_back(shapes_[t].hidden > 0 && tp > 0 ? gemm_width_scale(static_cast<int>(t), tp) : 1.0);
+    }
+  }
   samples_ = workload_.samples_per_iteration();
   prompt_ = workload_.prompt_length_tokens;
   mean_response_ = workload_.response.mean();
@@ -113,13 +118,18 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
   return std::min(small, large);
 }
 
-double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
+double CostModel::gemm_width_scale(int task, int tp) const {
   // Tensor parallelism splits one of a GEMM's two weight dimensions (the output of a column-
   // parallel GEMM, the input of a row-parallel one) and keeps the other whole: the geometric
   // mean of the two is the width.
   const double width = shapes_[task].hidden / std::sqrt(static_cast<double>(tp));
   const double d0 = params_.gemm_width_half;
-  const double scale = (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
+  return (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
+}
+
+double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
+  const double scale = tp < kWidthScales ? width_scale_[static_cast<std::size_t>(task) * kWidthScales + tp]
+                                         : gemm_width_scale(task, tp);
   return std::min(params_.max_gemm_efficiency, gpu(node).efficiency.gemm(tokens) * scale);
 }
 
@@ -505,7 +515,7 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
 }
 
 double CostModel::gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
-                                        const TrainOptions& train, Breakdown& out) const {
+                                        const DataParallel& ring, const TrainOptions& train, Breakdown& out) const {
   if (replicas.size() <= 1 || train.zero_stage >= 3) return 0;
   const ModelShape& shape = shapes_[task];
   double bytes = 0;  // gradient bytes per GPU, the largest
@@ -517,7 +527,6 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
     }
   }
   // An all-reduce is a reduce-scatter and an all-gather.
-  const DataParallel ring = data_parallel(replicas);
   const double per_step = 2.0 * ring.all_gather_seconds(bytes, params_.collective_latency / 2);
   const double steps = workload_.mini_batches * workload_.epochs;
   out.add("DP gradient all-reduce", steps * per_step);

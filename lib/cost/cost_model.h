@@ -14,7 +14,13 @@
 //     sequences run at once; beyond that, sequences queue (a steady phase at full batch).
 //   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, a
 //     bubble of (PP - 1) micro-batch times per flush, TP all-reduces per layer, pipeline
-//     sends between stages, and for training the optimizer step per mini-batch.
+//     sends between stages, and for training the optimizer step per mini-batch. A micro-batch
+//     is its GEMMs (at the GEMM efficiency for its tokens and width), its fused attention (at
+//     the attention efficiency), its element-wise work (at the memory bandwidth), the
+//     trainer's share of those kernel rates (Efficiency::training for FSDP-style trainers)
+//     and, under ZeRO-3, the layer gathers its compute does not hide.
+//   - Coefficients are fitted on published measurements and checked on others:
+//     benchmarks/calibration (README.md there says which coefficient comes from which rows).
 //   - gradient_sync_seconds: the DP all-reduce of a train task across its replicas, a ring at
 //     the slowest link it crosses (replicas may be of different GPU types and zones).
 //   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
@@ -306,6 +312,11 @@ class CostModel {
   // the steps of an iteration (ZeRO-0 to 2; ZeRO-3 reduce-scatters each micro-batch's
   // gradients within its passes).
   double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
+                               const TrainOptions& train, Breakdown& out) const {
+    return gradient_sync_seconds(task, replicas, data_parallel(replicas), train, out);
+  }
+  // The same over their ring, computed once by the caller.
+  double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas, const DataParallel& ring,
                                const TrainOptions& train, Breakdown& out) const;
 
   // Seconds of a CPU task.
@@ -427,6 +438,8 @@ class CostModel {
   // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
   // CostParams::gemm_width_half).
   double gemm_efficiency(int task, int node, int tp, double tokens) const;
+  double gemm_width_scale(int task, int tp) const;
+  static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task
 
   const hw::Cluster& cluster_;
   const workload::Workload& workload_;
@@ -435,6 +448,7 @@ class CostModel {
   std::vector<ModelShape> shapes_;  // per task (empty shape for CPU tasks)
   std::vector<bool> lm_head_;       // per task: logits over the vocabulary, or a scalar head
   std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)
+  std::vector<double> width_scale_;  // per task and TP below kWidthScales: gemm_width_scale
   double samples_ = 0;
   double prompt_ = 0;
   double mean_response_ = 0;

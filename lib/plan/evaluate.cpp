@@ -282,7 +282,7 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
     }
   }
   cost::Breakdown sync(explain);
-  if (train && dp > 1) model_.gradient_sync_seconds(placement.task, spans_, placement.train, sync);
+  if (train && dp > 1) model_.gradient_sync_seconds(placement.task, spans_, ring, placement.train, sync);
   if (explain) {
     // The slowest replica's terms, priced again with the terms kept.
     const Replica& replica = placement.replicas[slowest_replica];
@@ -415,7 +415,18 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
     double waited = 0;
     for (std::size_t i = 0; i < graph.edges.size(); ++i) {
       const workload::Edge& e = graph.edges[i];
-      if (e.to != t || e.previous_iteration()) continue;
+      if (e.to != t) continue;
+      if (e.previous_iteration()) {
+        // The weights it reads, trained in another group the iteration before: in the
+        // steady state only.
+        const int from_group = task_group_[e.from];
+        if (!graph.reads_weights(e) || from_group < 0 || task_group_[t] < 0 || from_group == task_group_[t]) continue;
+        cost::Breakdown weights;
+        edge_transfer_[i] = model_.weight_transfer_seconds(e.bytes, group_sets_[from_group],
+                                                           group_sets_[task_group_[t]], weights);
+        if (explain) tp.terms.push_back({"(receives its trained weights from another group)", edge_transfer_[i]});
+        continue;
+      }
       double arrive = finish_[e.from];
       const int from_group = task_group_[e.from];
       edge_transfer_[i] = 0;
@@ -429,17 +440,6 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
       ready = std::max(ready, arrive);
     }
     if (explain && waited > 0) tp.terms.push_back({"(waits for inputs from other groups)", waited});
-    // The weights it reads, trained in another group the iteration before: in the steady state.
-    for (std::size_t i = 0; i < graph.edges.size(); ++i) {
-      const workload::Edge& e = graph.edges[i];
-      if (e.to != t || !graph.reads_weights(e)) continue;
-      const int from_group = task_group_[e.from];
-      if (from_group < 0 || task_group_[t] < 0 || from_group == task_group_[t]) continue;
-      cost::Breakdown weights;
-      edge_transfer_[i] = model_.weight_transfer_seconds(e.bytes, group_sets_[from_group],
-                                                         group_sets_[task_group_[t]], weights);
-      if (explain) tp.terms.push_back({"(receives its trained weights from another group)", edge_transfer_[i]});
-    }
     // A GPU task of a partial plan (not placed) takes no time and no group.
     const bool in_group = graph.tasks[t].on_gpu() && tp.group >= 0;
     tp.start = in_group ? std::max(ready, group_free_[tp.group]) : ready;
