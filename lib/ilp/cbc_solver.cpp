@@ -200,8 +200,14 @@ SolveResult solve(const Model& model, const SolveParams& params) {
   SolveResult result = run_cbc(model, params, params.time_limit, true);
   // CBC's preprocessing can fail to map its solution back to the model ("postprocessed model
   // is infeasible - possible tolerance issue") and then report a worse one than the start it
-  // was given, as optimal; or, given a start, declare the rest infeasible and call it optimal
-  // without a bound to show for it. Where either shows, solve again without preprocessing.
+  // was given, as optimal, or one that breaks the model's rows at the same objective; or,
+  // given a start, declare the rest infeasible and call it optimal without a bound to show
+  // for it. Where any of these shows, solve again without preprocessing.
+  if (!result.values.empty() && !model.satisfied_by(result.values)) {
+    SolveResult again = run_cbc(model, params, params.time_limit - result.seconds, false);
+    again.seconds += result.seconds;
+    return again;
+  }
   const bool warm = !params.warm_start.empty() && params.warm_start.size() == model.columns().size() &&
                     model.satisfied_by(params.warm_start);
   if (warm) {
