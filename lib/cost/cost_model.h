@@ -110,6 +110,10 @@ struct CostParams {
   // Points of the midpoint quadrature over the draining decode batch: 16 is within 0.01% of
   // 1024 on the 64-GPU benchmark scenario.
   int decode_points = 16;
+  // Bytes per second between a GPU and host memory, each way, for offloaded weights and
+  // state: pinned copies over PCIe 4.0 x16 reach about 25 GB/s of its 31.5 (NVIDIA's
+  // bandwidthTest on A100 hosts reports 24-26 GB/s).
+  double host_bandwidth = 25e9;
   // Sequences an inference engine decodes at once, at most, whatever room the KV cache leaves:
   // verl's rollout default (max_num_seqs 1024; vLLM's own default is 256).
   double max_num_seqs = 1024;

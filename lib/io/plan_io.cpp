@@ -105,6 +105,7 @@ plan::Plan parse_plan(std::string_view text, std::string_view file, const hw::Cl
   for (ObjectReader& g : root.object_array("groups", false)) {
     plan::Group group;
     group.gpus = read_gpu_list(g, cluster);
+    group.offload = g.optional_boolean("offload").value_or(false);
     for (auto& [name, t] : g.object_map("tasks")) {
       plan::TaskPlacement placement;
       placement.task = graph.find(name);
@@ -186,6 +187,7 @@ std::string plan_to_json(const plan::Plan& p, const plan::Prediction& prediction
   for (const plan::Group& group : p.groups) {
     OrderedJson g;
     g["gpus"] = gpu_strings(group.gpus, cluster);
+    if (group.offload) g["offload"] = true;
     OrderedJson tasks = OrderedJson::object();
     for (const plan::TaskPlacement& placement : group.tasks) {
       OrderedJson t;

@@ -13,7 +13,9 @@
 //    "prediction": {...}}
 //
 // "prediction" is what the planner predicted; reading ignores it (evaluation recomputes it).
-// A stage's GPUs must sit on one node (TP stays inside a node).
+// A stage's GPUs must sit on one node (TP stays inside a node). A group may say
+// "offload": true: its tasks' weights and state wait in host memory between their turns
+// (plan::Group::offload).
 
 #include <string>
 #include <string_view>

@@ -51,10 +51,13 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
 void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemory& mem,
                                  std::span<const int> slots) {
   cost::RoleMemory::add(kind, mem, cells_.data() + role, slots, static_cast<std::size_t>(role_count_));
+  const double alone = mem.resident() + std::max(mem.activations, mem.kv_cache_min);
   for (int slot : slots) {
     Transient& t = transient_[slot];
     t.activations = std::max(t.activations, mem.activations);
     t.kv_cache = std::max(t.kv_cache, mem.kv_cache_min);
+    t.alone = std::max(t.alone, alone);
+    t.resident = std::max(t.resident, mem.resident());
   }
 }
 
@@ -62,6 +65,11 @@ inline MemoryUse Evaluator::memory_of(const Group& group, int slot) const {
   MemoryUse use;
   use.gpu = group.gpus[slot];
   use.capacity = usable_[use.gpu.node];
+  if (group.offload) {
+    // One task's weights and state at a time: the largest of them, counted as weights.
+    use.weights = transient_[slot].alone;
+    return use;
+  }
   const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(slot) * role_count_;
   for (int r = 0; r < role_count_; ++r) {
     use.weights += cells[r].weights();
@@ -84,6 +92,7 @@ bool Evaluator::check_memory(const Plan& plan) {
   budgets_all_.clear();
   gpu_memory_.clear();
   placement_slots_.clear();
+  placement_resident_.clear();
   // A task uses each GPU of its group at most once.
   std::size_t bound = 0;
   for (const Group& group : plan.groups) bound += group.gpus.size() * group.tasks.size();
@@ -100,6 +109,7 @@ bool Evaluator::check_memory(const Plan& plan) {
     transient_.assign(slots, Transient{});
     for (const TaskPlacement& placement : group.tasks) {
       placement_slots_.push_back(next_slot);
+      placement_resident_.push_back(0);
       const int role = role_of_task_[placement.task];
       const TaskKind kind = graph.tasks[placement.task].kind;
       const int dp = static_cast<int>(placement.replicas.size());
@@ -131,6 +141,7 @@ bool Evaluator::check_memory(const Plan& plan) {
           const int* slot_row = slot_of_gpu_.data() + stage.node * max_gpus_per_node_;
           for (int d = 0; d < tp; ++d) slot_out[d] = slot_row[stage.devices[d]];
           add_stage_memory(kind, role, mem, std::span<const int>(slot_out, tp));
+          placement_resident_.back() = std::max(placement_resident_.back(), mem.resident());
           slot_out += tp;
           next_slot += tp;
         }
@@ -142,7 +153,8 @@ bool Evaluator::check_memory(const Plan& plan) {
     double tightest = std::numeric_limits<double>::infinity();
     for (int i = 0; i < slots; ++i) {
       const MemoryUse use = memory_of(group, i);
-      budgets_all_.push_back(use.capacity - use.resident());
+      // Offloaded, generation's cache has what the largest task's state leaves.
+      budgets_all_.push_back(use.capacity - (group.offload ? transient_[i].resident : use.resident()));
       gpu_memory_.push_back(use);
       const double headroom = use.capacity - use.used();
       if (headroom < tightest) {
@@ -283,6 +295,11 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
   }
   cost::Breakdown sync(explain);
   if (train && dp > 1) model_.gradient_sync_seconds(placement.task, spans_, ring, placement.train, sync);
+  if (group_offload_) {
+    // Its weights and state come back from host memory before it runs and go back after.
+    sync.add("offload and reload (host memory)",
+             2.0 * placement_resident_[placement_index] / model_.params().host_bandwidth);
+  }
   if (explain) {
     // The slowest replica's terms, priced again with the terms kept.
     const Replica& replica = placement.replicas[slowest_replica];
@@ -381,6 +398,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     for (const TaskPlacement& placement : plan.groups[g].tasks) {
       TaskPrediction& tp = prediction_.tasks[placement.task];
       tp.group = static_cast<int>(g);
+      group_offload_ = plan.groups[g].offload;
       tp.seconds = task_seconds(static_cast<int>(g), placement_index++, placement, explain);
       task_group_[placement.task] = static_cast<int>(g);
     }

@@ -117,6 +117,8 @@ class Evaluator {
   struct Transient {  // one GPU: the largest need of the tasks that take turns on it
     double activations = 0;
     double kv_cache = 0;
+    double alone = 0;     // the most one task needs there, its state and transient together
+    double resident = 0;  // the most state one task keeps there
   };
   double weight_sync_seconds(const Plan& plan, bool explain);
   // The GPUs of each group per node, as transfers see them, and the plan's price.
@@ -152,6 +154,8 @@ class Evaluator {
   std::vector<Transient> transient_;  // per GPU slot
   std::vector<int> device_slots_;     // every placement's GPUs as slots of their group
   std::vector<int> placement_slots_;  // per placement: its first entry in device_slots_
+  std::vector<double> placement_resident_;  // per placement: its largest state on one GPU
+  bool group_offload_ = false;              // the group of the task being priced offloads
   std::vector<int> priced_;           // replicas of the task being priced that were priced
   std::vector<int> task_group_;
   std::vector<double> finish_;

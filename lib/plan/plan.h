@@ -48,6 +48,10 @@ struct TaskPlacement {
 struct Group {
   std::vector<Gpu> gpus;
   std::vector<TaskPlacement> tasks;
+  // The tasks' weights and training state live in host memory between their turns, as verl's
+  // hybrid engine offloads them: a GPU holds one task's at a time, and each task pays their
+  // reload before it runs and their offload after.
+  bool offload = false;
 };
 
 // Which planner made the plan, with what, and how the search went.

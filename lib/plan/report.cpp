@@ -92,10 +92,10 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
     const GroupPrediction& gp = prediction.groups[g];
     const MemoryUse& m = gp.tightest;
     out += fmt::format("\ngroup {}: {} GPUs on {} node{} ({}); busy {:.2f} s; tightest GPU {}:{} "
-                       "{:.1f} of {:.1f} GiB\n",
+                       "{:.1f} of {:.1f} GiB{}\n",
                        g, group.gpus.size(), nodes.size(), nodes.size() == 1 ? "" : "s", type_text, gp.busy_seconds,
                        cluster.nodes[m.gpu.node].name, m.gpu.device, m.used() / core::kGiB,
-                       m.capacity / core::kGiB);
+                       m.capacity / core::kGiB, group.offload ? "; offloads weights and state between tasks" : "");
     out += fmt::format("  {:<16} {:>9} {:>9} {:>8} {:>11}  {}\n", "task", "start s", "seconds",
                        "replicas", "share", "layout");
     for (const TaskPlacement& placement : group.tasks) {

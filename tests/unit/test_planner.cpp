@@ -333,3 +333,31 @@ TEST_CASE("a budget below the cheapest node is refused at once, naming the price
   goal.budget_per_hour = 1e6;
   CHECK_FALSE(goal.unreachable(x.in.cluster));
 }
+
+TEST_CASE("an offloading group holds one task's state at a time and pays its reload and offload") {
+  const io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/h100_64.json",
+                                        std::string(HETRL_TEST_DATA) + "/grpo_70b.json", catalogs());
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+  plan::Plan resident = io::read_plan(std::string(HETRL_TEST_DATA) + "/plan_70b_resident.json", in.cluster, in.graph,
+                                      in.workload.models);
+  const plan::Plan offload = io::read_plan(std::string(HETRL_TEST_DATA) + "/plan_70b_offload.json", in.cluster,
+                                           in.graph, in.workload.models);
+  REQUIRE(offload.groups[0].offload);
+  plan::Evaluator evaluator(model);
+  CHECK_FALSE(evaluator.evaluate(resident).feasible);
+  const plan::Prediction& p = evaluator.evaluate(offload, true);
+  REQUIRE(p.feasible);
+  // actor_train's state on one GPU: ZeRO-1 over 8 TP-8 replicas of Llama-3.1-70B.
+  const int train = in.graph.find("actor_train");
+  const std::vector<cost::Stage> tp8{{0, 8, 80}};
+  const double state = model.stage_memory(train, tp8, 0, 8, {1, true}).resident();
+  const auto& terms = p.tasks[train].terms;
+  const auto moved = std::find_if(terms.begin(), terms.end(), [](const cost::Breakdown::Term& t) {
+    return std::string(t.name) == "offload and reload (host memory)";
+  });
+  REQUIRE(moved != terms.end());
+  CHECK(moved->seconds == doctest::Approx(2 * state / model.params().host_bandwidth));
+  // The tightest GPU holds no more than the largest single task needs.
+  CHECK(p.groups[0].tightest.used() <= p.groups[0].tightest.capacity);
+  CHECK(p.groups[0].tightest.used() >= state);
+}
