@@ -49,13 +49,17 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
 }
 
 void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemory& mem,
-                                 std::span<const int> slots) {
+                                 std::span<const int> slots, bool offload) {
   cost::RoleMemory::add(kind, mem, cells_.data() + role, slots, static_cast<std::size_t>(role_count_));
-  const double alone = mem.resident() + std::max(mem.activations, mem.kv_cache_min);
   for (int slot : slots) {
     Transient& t = transient_[slot];
     t.activations = std::max(t.activations, mem.activations);
     t.kv_cache = std::max(t.kv_cache, mem.kv_cache_min);
+  }
+  if (!offload) return;
+  const double alone = mem.resident() + std::max(mem.activations, mem.kv_cache_min);
+  for (int slot : slots) {
+    Transient& t = transient_[slot];
     t.alone = std::max(t.alone, alone);
     t.resident = std::max(t.resident, mem.resident());
   }
@@ -140,8 +144,8 @@ bool Evaluator::check_memory(const Plan& plan) {
           assert(next_slot + tp <= static_cast<int>(device_slots_.size()));
           const int* slot_row = slot_of_gpu_.data() + stage.node * max_gpus_per_node_;
           for (int d = 0; d < tp; ++d) slot_out[d] = slot_row[stage.devices[d]];
-          add_stage_memory(kind, role, mem, std::span<const int>(slot_out, tp));
-          placement_resident_.back() = std::max(placement_resident_.back(), mem.resident());
+          add_stage_memory(kind, role, mem, std::span<const int>(slot_out, tp), group.offload);
+          if (group.offload) placement_resident_.back() = std::max(placement_resident_.back(), mem.resident());
           slot_out += tp;
           next_slot += tp;
         }

@@ -106,7 +106,7 @@ class Evaluator {
   [[gnu::cold]] void report_overflow(const Plan& plan, int group, int first);
   // Adds what one stage of a task needs on each of its GPUs (slots of the group).
   void add_stage_memory(workload::TaskKind kind, int role, const cost::StageMemory& mem,
-                        std::span<const int> slots);
+                        std::span<const int> slots, bool offload);
   // `placement_index` counts the placements of the plan in order, over all groups.
   double task_seconds(int group, int placement_index, const TaskPlacement& placement,
                       bool explain);
