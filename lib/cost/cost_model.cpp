@@ -278,7 +278,8 @@ double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
 
 double CostModel::concurrent_sequences(int task, std::span<const Stage> stages,
                                        std::span<const double> kv_budget) const {
-  const double room = kv_capacity_tokens(task, stages, kv_budget) / (prompt_ + mean_response_);
+  const double blocks = std::ceil((prompt_ + mean_response_) / params_.kv_block_tokens);
+  const double room = kv_capacity_tokens(task, stages, kv_budget) / (blocks * params_.kv_block_tokens);
   return std::max(1.0, std::min(room, params_.max_num_seqs));
 }
 

@@ -117,6 +117,9 @@ struct CostParams {
   // Sequences an inference engine decodes at once, at most, whatever room the KV cache leaves:
   // verl's rollout default (max_num_seqs 1024; vLLM's own default is 256).
   double max_num_seqs = 1024;
+  // The KV cache is allocated in blocks of this many tokens (vLLM's default block_size): a
+  // sequence holds its tokens rounded up to whole blocks.
+  double kv_block_tokens = 16;
 };
 
 struct TrainOptions {

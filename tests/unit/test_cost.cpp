@@ -503,3 +503,17 @@ TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overla
   CHECK(overlap_tp == doctest::Approx(std::max(0.0, megatron_tp - megatron_compute)));
   CHECK(overlap_tp < megatron_tp);
 }
+
+TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capped by max_num_seqs") {
+  // 100 prompt tokens and 100 response tokens take 13 blocks of 16 tokens (208 tokens).
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 100, 100, 1));
+  const int generate = f.task("generate");
+  const std::vector<cost::Stage> one{{0, 1, 24}};
+  const double per_token = 24 * f.model.shape(generate).kv_bytes_per_token_layer(1);
+  const std::vector<double> room_for_50{50 * 208 * per_token};
+  CHECK(f.model.concurrent_sequences(generate, one, room_for_50) == doctest::Approx(50));
+  const std::vector<double> huge{1e15};
+  CHECK(f.model.concurrent_sequences(generate, one, huge) == doctest::Approx(1024));  // verl's max_num_seqs
+  const std::vector<double> none{0};
+  CHECK(f.model.concurrent_sequences(generate, one, none) == 1);
+}
