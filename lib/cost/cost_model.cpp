@@ -38,6 +38,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
                      const workload::TaskGraph& graph, const workload::ModelCatalog& models,
                      CostParams params)
     : cluster_(cluster), workload_(workload), graph_(graph), params_(params) {
+  if (workload_.micro_batch_tokens > 0) params_.micro_batch_tokens = workload_.micro_batch_tokens;
   for (const workload::Task& task : graph_.tasks) {
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
     lm_head_.push_back(has_lm_head(task));

@@ -127,6 +127,8 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
     root.fail("mode", fmt::format("expected \"sync\" or \"async\", found {}", core::quoted(mode)));
   }
   w.max_staleness = static_cast<int>(root.optional_integer("max_staleness", 0, 1 << 10).value_or(0));
+  w.micro_batch_tokens =
+      static_cast<int>(root.optional_integer("micro_batch_tokens", 1, kMaxCount).value_or(0));
   const std::string precision = root.optional_string("precision").value_or("auto");
   if (precision == "auto") {
     w.precision = workload::Precision::kAuto;

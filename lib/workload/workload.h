@@ -38,6 +38,9 @@ struct Workload {
   Mode mode = Mode::kSync;
   int max_staleness = 0;  // async only: generation may run this many iterations ahead
   Precision precision = Precision::kAuto;
+  // Tokens per micro-batch of scoring and training passes (packed sequences, as verl's dynamic
+  // batch size packs them); 0: the cost model's default.
+  int micro_batch_tokens = 0;
 
   const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
   RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }

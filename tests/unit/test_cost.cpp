@@ -517,3 +517,22 @@ TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capp
   const std::vector<double> none{0};
   CHECK(f.model.concurrent_sequences(generate, one, none) == 1);
 }
+
+TEST_CASE("a workload's micro-batch tokens set how its passes are cut") {
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  const std::vector<cost::Stage> two{{0, 1, 12}, {0, 1, 12}};
+  auto bubble = [&](int tokens) {
+    w.micro_batch_tokens = tokens;
+    const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
+    cost::Breakdown b(true);
+    f.model.replica_seconds(f.task("ref_logprob"), two, 64, 1, {}, {}, b);
+    return std::pair{term(b, "pipeline bubble"), term(b, "forward compute")};
+  };
+  // 64 x 1024 tokens: 8 micro-batches of 8192 (the default), or 128 of 512: the bubble is one
+  // micro-batch's time, far shorter.
+  const auto [default_bubble, default_compute] = bubble(0);
+  const auto [small_bubble, small_compute] = bubble(512);
+  CHECK(default_bubble == doctest::Approx(bubble(8192).first));
+  CHECK(small_bubble < 0.5 * default_bubble);
+  CHECK(small_compute > default_compute);  // GEMMs of 512 tokens run less efficiently
+}
