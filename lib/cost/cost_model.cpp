@@ -18,6 +18,20 @@ constexpr double kAdamState = 12.0;
 constexpr int kSurvivalPoints = 1024;
 constexpr int kMaxLengthPoints = 40;
 
+// NCCL runs a collective with a low-latency protocol or a high-bandwidth one, whichever is
+// faster for its volume: each a fixed cost plus the volume at a share of the link's bandwidth.
+double faster_protocol(double volume, double bandwidth, double small_latency, double small_efficiency,
+                       double large_latency, double large_efficiency) {
+  return std::min(small_latency + volume / (bandwidth * small_efficiency),
+                  large_latency + volume / (bandwidth * large_efficiency));
+}
+
+// Of the bytes each GPU holds, what an all-reduce over `ranks` GPUs of a node moves across each
+// GPU's link: 2 (n - 1) / n on a ring, once with the switch reducing (NVLS).
+double allreduce_volume(const hw::IntraNodeLink& link, int ranks) {
+  return link.nvls ? 1.0 : 2.0 * (ranks - 1) / ranks;
+}
+
 // Roles whose model ends in a vocabulary-sized LM head (log-probabilities); the critic and a
 // reward model end in a scalar value head.
 bool has_lm_head(const workload::Task& task) {
@@ -112,11 +126,9 @@ double CostModel::expected_max_length(double n) const {
 double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   const hw::Node& n = cluster_.nodes[node];
-  const double volume = n.intra_node.nvls ? bytes : 2.0 * (ranks - 1) / ranks * bytes;
-  const double small = params_.collective_latency + volume / (n.intra_node.bandwidth * params_.small_collective_efficiency);
-  const double large =
-      params_.large_collective_latency + volume / (n.intra_node.bandwidth * gpu(node).efficiency.collective);
-  return std::min(small, large);
+  return faster_protocol(allreduce_volume(n.intra_node, ranks) * bytes, n.intra_node.bandwidth,
+                         params_.collective_latency, params_.small_collective_efficiency,
+                         params_.large_collective_latency, gpu(node).efficiency.collective);
 }
 
 double CostModel::gemm_width_scale(int task, int tp) const {
@@ -146,10 +158,10 @@ double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) 
     nic = std::min({nic, a.nic_bandwidth, path.link.bandwidth});
     latency = std::max(latency, path.link.latency);
   }
-  const double volume = 2.0 * (nodes - 1) / nodes * bytes;
   const double between = 2.0 * (nodes - 1) * latency +
-                         std::min(params_.nic_small_latency + volume / (nic * params_.nic_small_efficiency),
-                                  params_.nic_collective_latency + volume / (nic * params_.nic_efficiency));
+                         faster_protocol(2.0 * (nodes - 1) / nodes * bytes, nic, params_.nic_small_latency,
+                                         params_.nic_small_efficiency, params_.nic_collective_latency,
+                                         params_.nic_efficiency);
   return std::max(inside, between);
 }
 
@@ -195,10 +207,9 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
       // 2 all-reduces per layer of batch x hidden bf16 values: latency + volume / bandwidth.
       // Decode's all-reduces are small: NCCL's low-latency protocol.
       const hw::IntraNodeLink& link = cluster_.nodes[stage.node].intra_node;
-      const double bandwidth = link.bandwidth * params_.small_collective_efficiency;
-      const double volume = link.nvls ? 1.0 : 2.0 * (stage.tp - 1) / stage.tp;
       d.tp_fixed = 2.0 * stage.layers * params_.collective_latency;
-      d.tp_per_sequence = 2.0 * stage.layers * volume * shape.hidden * kBf16 / bandwidth;
+      d.tp_per_sequence = 2.0 * stage.layers * allreduce_volume(link, stage.tp) * shape.hidden * kBf16 /
+                          (link.bandwidth * params_.small_collective_efficiency);
     }
     if (s > 0) {
       const int prev = stages[s - 1].node;
@@ -467,7 +478,8 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
       m.optimizer = kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
       // Sharded weights serve no forward pass of another task: it holds its own slice.
-      if (train.zero_stage >= 3 && dp > 1) m.layout |= kShardedLayout;
+      const bool sharded = train.zero_stage >= 3 && dp > 1;
+      if (sharded) m.layout |= kShardedLayout;
       // 1F1B keeps up to (pp - index) micro-batches in flight on stage `index`.
       const double in_flight = pp - index;
       m.activations = in_flight * micro * stage.layers *
@@ -477,7 +489,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       }
       if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
       // ZeRO-3: the layer running and the next one, gathered whole.
-      if (train.zero_stage >= 3 && dp > 1) m.activations += 2.0 * kBf16 * shape.layer_params / stage.tp;
+      if (sharded) m.activations += 2.0 * kBf16 * shape.layer_params / stage.tp;
       break;
     }
     case TaskKind::kCpu:

@@ -62,10 +62,11 @@ struct CostParams {
   double collective_latency = 40e-6;
   double small_collective_efficiency = 0.42;
   double large_collective_latency = 160e-6;
-  // Of a node NIC's bandwidth, what NCCL's inter-node rings reach: 356 GB/s bus bandwidth on
-  // 4 to 16 p5.48xlarge nodes (3,200 Gb/s EFA each, calibration set) is 0.8 of it, after a
-  // fixed cost of 500 us; messages of tens of MB run at 0.29 of it after 120 us (the 32 MB
-  // all-reduce on 2 nodes; the 8-byte floor on A3 Mega is 123 us). The faster of the two.
+  // Of a node NIC's bandwidth, what NCCL's inter-node all-reduces reach: 0.8 of it after a
+  // fixed cost of 500 us reproduces the 355-357 GB/s bus bandwidth of 8 GB on 8 and 16
+  // p5.48xlarge nodes (3,200 Gb/s EFA each, calibration set) within 7%; messages of tens of MB
+  // run at 0.29 of it after 120 us (the 32 MB all-reduce on 2 nodes; the 8-byte floor on A3
+  // Mega is 123 us). The faster of the two.
   double nic_efficiency = 0.8;
   double nic_collective_latency = 500e-6;
   double nic_small_efficiency = 0.29;
@@ -90,8 +91,8 @@ struct CostParams {
   double prefill_chunk_tokens = 8192;
   // Fixed cost of one decode step of a replica outside the GPU's kernels: the inference
   // engine's scheduling, sampling and launches. vLLM's, as verl runs it: 3 ms, fitted on the
-  // rollout of verl's GRPO row (its long tail runs ~27,000 steps of a handful of sequences:
-  // 80 s more than the kernels; fit split). Engines that replay CUDA graphs from C++
+  // rollout of verl's GRPO row (fit split: 181 s predicted without it against 261 s measured,
+  // most of the steps those of the long tail's handful of sequences). Engines that replay CUDA graphs from C++
   // (TensorRT-LLM, TGI) pay next to nothing: their rows fit with 0; DeepSpeed-Chat's hybrid
   // engine, which does not, pays more (benchmarks/calibration/README.md lists the values).
   double decode_step_overhead = 3e-3;

@@ -206,17 +206,6 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
       result.found = result.prediction.feasible;
       result.plan.groups = std::move(p.groups);
     }
-    // Never worse than the incumbent it was given: where the formulation and the evaluator
-    // disagree on a plan, the evaluator decides.
-    if (incumbent) {
-      const plan::Prediction& kept = evaluator.evaluate(*incumbent);
-      if (params.goal.accepts(kept) && (!result.found || params.goal.better(kept, result.prediction))) {
-        result.prediction = kept;
-        result.found = true;
-        result.plan.groups = incumbent->groups;
-        outcome.kept_incumbent = true;
-      }
-    }
   }
   if (!result.found) {
     result.why_not = status == ilp::Status::kInfeasible
@@ -249,8 +238,7 @@ std::string ilp_summary(const IlpOutcome& o, const Goal& goal, const std::string
       "ilp: {}; {}; bound {:.6f}; gap {:.2g}; {} nodes; {} configurations composed, {} kept; {} columns, "
       "{} rows; build {:.2f} s, solve {:.2f} s{}",
       ilp::status_name(s.status), objective, s.bound, s.gap, s.nodes, o.configs, o.kept_configs, o.columns,
-      o.rows, o.build_seconds, s.seconds, o.warm_started ? fmt::format("; warm-started from {}", warm_from) : "") +
-         (o.kept_incumbent ? fmt::format("; its solution evaluated worse than {}'s plan, which is kept", warm_from) : "");
+      o.rows, o.build_seconds, s.seconds, o.warm_started ? fmt::format("; warm-started from {}", warm_from) : "");
 }
 
 }  // namespace hetrl::planner

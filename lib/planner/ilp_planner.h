@@ -19,12 +19,13 @@
 //            class, and so per zone and type); the periodic schedule of the repeating
 //            iterations: S_t + lag T >= S_u + D_u + transfer_{u,t} for each edge u -> t of the
 //            RL graph (lag 0 inside an iteration; 1 + k for the weights reaching the next
-//            generation, k the async staleness bound, 0 for sync); colocated tasks take turns in
-//            topological order, S_next >= S_prev + D_prev - M (1 - y_p), and a group's first
-//            task waits for its last of the previous iteration, S_first + T >= S_last + D_last
-//            - M (1 - y_p); T >= sum_{t in g} D_t over the columns of p (each group's busy
-//            time); optional budget sum price(a) * a_{p,g,a} <= B and
-//            T <= samples / min_throughput.
+//            generation, k the async staleness bound, 0 for sync; 1 for the weights a scoring
+//            pass reads from its trainer, sent between groups when they differ); colocated
+//            tasks take turns in topological order, S_next >= S_prev + D_prev - M (1 - y_p),
+//            and a group's first task waits for its last of the previous iteration,
+//            S_first + T >= S_last + D_last - M (1 - y_p); T >= sum_{t in g} D_t over the
+//            columns of p (each group's busy time); optional budget sum price(a) *
+//            a_{p,g,a} <= B and T <= samples / min_throughput.
 //   Objective  minimise T, the period (samples/s = samples / T). The durations D are sums of
 //            x and z times their priced values and the evaluator takes the same periodic
 //            schedule, so for the space's plans T equals the evaluator's iteration time: the
@@ -85,8 +86,6 @@ struct IlpOutcome {
   int columns = 0;
   int rows = 0;
   bool warm_started = false;  // the warm start was a feasible solution of the model
-  // The solution evaluated worse than the warm start, which is returned instead.
-  bool kept_incumbent = false;
 };
 
 // The group configurations of the space on this instance: for every group of the partitions
