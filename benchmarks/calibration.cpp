@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -150,6 +151,24 @@ double decode_step_overhead(const Json& row) {
   return cost::CostParams{}.decode_step_overhead;
 }
 
+// A row's trainer kernels: "fused" (the default) or "eager".
+workload::TrainerKernels kernels_of(const Json& row) {
+  const std::string kernels = row.value("kernels", "fused");
+  if (kernels != "fused" && kernels != "eager") throw std::runtime_error("kernels: " + kernels);
+  return kernels == "eager" ? workload::TrainerKernels::kEager : workload::TrainerKernels::kFused;
+}
+
+// A row's activation recompute: false, true (full) or "selective" (torchtitan's per-op policy).
+cost::Recompute recompute_of(const Json& row) {
+  if (!row.contains("recompute")) return cost::Recompute::kNone;
+  const Json& v = row.at("recompute");
+  if (v.is_string()) {
+    if (v.get<std::string>() != "selective") throw std::runtime_error("recompute: " + v.get<std::string>());
+    return cost::Recompute::kSelective;
+  }
+  return v.get<bool>() ? cost::Recompute::kFull : cost::Recompute::kNone;
+}
+
 Outcome training(const Json& row, const workload::ModelCatalog& models) {
   const workload::ModelArch& arch = models.get(row.at("model").get<std::string>(), "/model");
   const int gpus = row.at("gpus"), per_node = row.at("gpus_per_node"), tp = row.at("tp"), pp = row.at("pp");
@@ -159,6 +178,7 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
       make_cluster(row.at("gpu"), gpus / per_node, per_node, row.value("nic_gbps", 3200.0), row);
   workload::Workload w = base_workload("sft", global, 1, sequence / 2, Json{{"tokens", sequence - sequence / 2}});
   w.role(workload::Role::kActor) = {workload::RoleModel::Kind::kModel, arch.name};
+  w.trainer_kernels = kernels_of(row);
   w.validate(io::builtin_catalogs().algorithms, models);
   const workload::TaskGraph graph = workload::build_task_graph(w, io::builtin_catalogs().algorithms, models);
   cost::CostParams params;
@@ -169,7 +189,7 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
   plan::Plan p;
   p.groups.push_back(whole_cluster(cluster));
   plan::TaskPlacement t = spread(cluster, graph.find("train"), gpus, tp, pp, arch.layers);
-  t.train = {row.at("zero").get<int>(), row.at("recompute").get<bool>()};
+  t.train = {row.at("zero").get<int>(), recompute_of(row)};
   p.groups[0].tasks.push_back(std::move(t));
   p.validate(cluster, graph, models);
   plan::Evaluator evaluator(model);
@@ -249,6 +269,7 @@ Outcome rl(const Json& row, const workload::ModelCatalog& models) {
   workload::Workload w = base_workload(row.at("algorithm"), row.at("prompts"), row.value("samples_per_prompt", 1),
                                        row.at("prompt"), row.at("response"));
   w.mini_batches = row.value("mini_batches", 1);
+  w.trainer_kernels = kernels_of(row);
   for (const auto& [role_name, model_name] : row.at("models").items()) {
     const auto role = workload::role_from_name(role_name);
     if (!role) return {0, "unknown role " + role_name};
@@ -269,7 +290,7 @@ Outcome rl(const Json& row, const workload::ModelCatalog& models) {
       const int layers = model.shape(t).layers;
       const bool generate = graph.tasks[t].kind == workload::TaskKind::kGenerate;
       plan::TaskPlacement placement = spread(cluster, t, gpus, generate ? row.at("generate_tp").get<int>() : 1, 1, layers);
-      placement.train = {row.value("zero", 3), row.value("recompute", false)};
+      placement.train = {row.value("zero", 3), recompute_of(row)};
       p.groups[0].tasks.push_back(std::move(placement));
     }
   } else {

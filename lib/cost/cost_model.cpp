@@ -40,6 +40,15 @@ bool has_lm_head(const workload::Task& task) {
 
 }  // namespace
 
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
 void CostModel::StepCost::add(const StepCost& other, double weight) {
   compute += other.compute * weight;
   overhead += other.overhead * weight;
@@ -174,13 +183,19 @@ double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const 
   return std::min(nic, path.link.bandwidth / std::max(1, ranks));
 }
 
-double CostModel::activation_bytes_per_token_layer(int task, int tp, bool recompute) const {
+double CostModel::activation_bytes_per_token_layer(int task, int tp, Recompute recompute) const {
   const double hidden = shapes_[task].hidden;
   // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer
   // without the attention-score term flash attention removes; tensor parallelism splits 24 x
   // hidden of it and sequence parallelism (which Megatron and verl's Megatron backend run
-  // with TP) the other 10. Full recompute keeps only each layer's bf16 input, split the same.
-  return (recompute ? 2.0 : 34.0) * hidden / tp;
+  // with TP) the other 10. Full recompute keeps only each layer's bf16 input, split the same;
+  // selective keeps what ModelShape::selective_activation_bytes counts.
+  switch (recompute) {
+    case Recompute::kNone: return 34.0 * hidden / tp;
+    case Recompute::kSelective: return shapes_[task].selective_activation_bytes / tp;
+    case Recompute::kFull: return 2.0 * hidden / tp;
+  }
+  return 34.0 * hidden / tp;
 }
 
 void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const {
@@ -354,10 +369,19 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
   const double micro_batches =
       std::max<double>(pp, std::ceil(batch_tokens / params_.micro_batch_tokens));
   const double micro = batch_tokens / micro_batches;
-  // Forward + backward (2x) + a recomputed forward; fused attention's backward is 2.5 forwards.
-  const double factor = training ? (train.recompute ? 4.0 : 3.0) : 1.0;
-  const double attention_factor = training ? (train.recompute ? 4.5 : 3.5) : 1.0;
-  const double allreduces_per_layer = training ? (train.recompute ? 6.0 : 4.0) : 2.0;
+  // Forward + backward (2x) + what the backward recomputes: full recompute runs the whole
+  // forward again (its TP all-reduces too); selective recomputes every second GEMM and the
+  // element-wise work, not the fused attention nor the collectives whose outputs it keeps.
+  // Fused attention's backward is 2.5 forwards.
+  const bool full = train.recompute == Recompute::kFull;
+  const bool selective = train.recompute == Recompute::kSelective;
+  const double factor = training ? (full ? 4.0 : selective ? 3.5 : 3.0) : 1.0;
+  const double attention_factor = training ? (full ? 4.5 : 3.5) : 1.0;
+  const double elementwise_factor = training ? (full || selective ? 4.0 : 3.0) : 1.0;
+  const double allreduces_per_layer = training ? (full ? 6.0 : 4.0) : 2.0;
+  const double elementwise_bytes = workload_.trainer_kernels == workload::TrainerKernels::kEager
+                                       ? shape.eager_elementwise_bytes
+                                       : shape.elementwise_bytes;
 
   // ZeRO-3 (FSDP) gathers every layer's weights for the forward and again for the backward
   // and reduce-scatters its gradients, each micro-batch; prefetching the next layer hides the
@@ -383,7 +407,7 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
     const double compute =
         factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
         attention_factor * attention / (rate * g.efficiency.attention) +
-        factor * micro * stage.layers * shape.elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
+        elementwise_factor * micro * stage.layers * elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
     double tp = allreduces_per_layer * stage.layers *
                 node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     if (params_.tp_overlap) tp = std::max(0.0, tp - compute);  // overlapped with the GEMMs
@@ -466,7 +490,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
     case TaskKind::kForward:
       m.weights = kBf16 * params;
       // One layer's activations at a time, and the last stage's logits.
-      m.activations = micro * activation_bytes_per_token_layer(task, stage.tp, false);
+      m.activations = micro * activation_bytes_per_token_layer(task, stage.tp, Recompute::kNone);
       if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
       break;
     case TaskKind::kTrain: {
@@ -484,8 +508,8 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       const double in_flight = pp - index;
       m.activations = in_flight * micro * stage.layers *
                       activation_bytes_per_token_layer(task, stage.tp, train.recompute);
-      if (train.recompute) {
-        m.activations += micro * activation_bytes_per_token_layer(task, stage.tp, false);
+      if (train.recompute != Recompute::kNone) {  // the layer being recomputed, whole
+        m.activations += micro * activation_bytes_per_token_layer(task, stage.tp, Recompute::kNone);
       }
       if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
       // ZeRO-3: the layer running and the next one, gathered whole.

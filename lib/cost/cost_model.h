@@ -123,9 +123,16 @@ struct CostParams {
   double kv_block_tokens = 16;
 };
 
+// Activation recompute of a training pass: none keeps every activation the backward reads;
+// selective keeps the fused attention's output and every second GEMM's and recomputes the rest
+// in the backward (torchtitan's per-op policy: "selective", "op"); full keeps each layer's input
+// only and runs the whole forward again.
+enum class Recompute : std::uint8_t { kNone, kSelective, kFull };
+const char* recompute_name(Recompute r);  // "none", "selective", "full"
+
 struct TrainOptions {
-  int zero_stage = 1;      // 0: none; 1: optimizer state; 2: + gradients; 3: + weights
-  bool recompute = false;  // full activation recompute
+  int zero_stage = 1;  // 0: none; 1: optimizer state; 2: + gradients; 3: + weights
+  Recompute recompute = Recompute::kNone;
   friend bool operator==(const TrainOptions&, const TrainOptions&) = default;
 };
 
@@ -442,7 +449,7 @@ class CostModel {
                       const TrainOptions& train, bool training, Breakdown& out) const;
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
   const hw::GpuSpec& gpu(int node) const;
-  double activation_bytes_per_token_layer(int task, int tp, bool recompute) const;
+  double activation_bytes_per_token_layer(int task, int tp, Recompute recompute) const;
   // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
   // CostParams::gemm_width_half).
   double gemm_efficiency(int task, int node, int tp, double tokens) const;

@@ -28,6 +28,16 @@ struct ModelShape {
   // write one), rotary embedding of q and k (read and write), the MLP activation (gated: read
   // gate and up, write one; plain: read one, write one). Memory-bound: priced at bandwidth.
   double elementwise_bytes = 0;
+  // The same work one eager PyTorch operator at a time (Hugging Face's Llama modules): RMSNorm
+  // upcasts, squares, averages, scales, downcasts and multiplies by its weight (36 bytes per
+  // element against 4 fused), rotary embedding builds the rotated half and two products and
+  // their sum (24 against 4 per q and k element), the gated activation and its product are two
+  // operators (10 against 6 per ffn element); the residual adds are the same.
+  double eager_elementwise_bytes = 0;
+  // Bytes per token and layer a training pass under selective recompute keeps for the backward
+  // (bf16): the layer's input, the fused attention's output, and every second GEMM output of
+  // q, k, v, o, gate, up, down (torchtitan's per-op policy saves alternate matmuls).
+  double selective_activation_bytes = 0;
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;

@@ -51,6 +51,24 @@ std::vector<plan::Gpu> parse_gpus(const std::string& text, const hw::Cluster& cl
   return gpus;
 }
 
+// A training task's "recompute": "none", "selective" or "full"; the booleans older plans wrote
+// read as "none" and "full".
+cost::Recompute read_recompute(ObjectReader& t) {
+  if (!t.has("recompute")) return cost::Recompute::kNone;
+  const Json& v = t.value("recompute");
+  if (v.is_boolean()) return v.get<bool>() ? cost::Recompute::kFull : cost::Recompute::kNone;
+  const std::vector<std::string> names{"none", "selective", "full"};
+  if (v.is_string()) {
+    const std::string name = v.get<std::string>();
+    for (cost::Recompute r : {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
+      if (name == cost::recompute_name(r)) return r;
+    }
+    t.fail("recompute", fmt::format("expected \"none\", \"selective\" or \"full\", found {}{}",
+                                    core::quoted(name), core::did_you_mean(name, names)));
+  }
+  t.fail("recompute", "expected \"none\", \"selective\" or \"full\", found " + detail::describe(v));
+}
+
 std::vector<plan::Gpu> read_gpu_list(ObjectReader& r, const hw::Cluster& cluster) {
   std::vector<plan::Gpu> gpus;
   const std::vector<std::string> items = r.string_array("gpus");
@@ -116,7 +134,7 @@ plan::Plan parse_plan(std::string_view text, std::string_view file, const hw::Cl
       }
       placement.train.zero_stage =
           static_cast<int>(t.optional_integer("zero_stage", 0, 3).value_or(placement.train.zero_stage));
-      placement.train.recompute = t.optional_boolean("recompute").value_or(false);
+      placement.train.recompute = read_recompute(t);
       for (ObjectReader& r : t.object_array("replicas", false)) {
         plan::Replica replica;
         replica.share = r.number("share", detail::Range::kPositive);
@@ -193,7 +211,7 @@ std::string plan_to_json(const plan::Plan& p, const plan::Prediction& prediction
       OrderedJson t;
       if (graph.tasks[placement.task].kind == workload::TaskKind::kTrain) {
         t["zero_stage"] = placement.train.zero_stage;
-        t["recompute"] = placement.train.recompute;
+        t["recompute"] = cost::recompute_name(placement.train.recompute);
       }
       OrderedJson replicas = OrderedJson::array();
       for (const plan::Replica& replica : placement.replicas) {

@@ -9,9 +9,11 @@
 //       "tasks": {
 //         "generate": {"replicas": [
 //             {"share": 0.5, "stages": [{"gpus": ["node-a:0-1"], "layers": 28}]}, ...]},
-//         "actor_train": {"zero_stage": 1, "recompute": false, "replicas": [...]}}}],
+//         "actor_train": {"zero_stage": 1, "recompute": "none", "replicas": [...]}}}],
 //    "prediction": {...}}
 //
+// "recompute" is "none", "selective" or "full" (cost::Recompute); true and false, as plans
+// before selective recompute wrote it, read as "full" and "none".
 // "prediction" is what the planner predicted; reading ignores it (evaluation recomputes it).
 // A stage's GPUs must sit on one node (TP stays inside a node). A group may say
 // "offload": true: its tasks' weights and state wait in host memory between their turns

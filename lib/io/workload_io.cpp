@@ -139,6 +139,14 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
   } else {
     root.fail("precision", fmt::format("expected \"auto\", \"bf16\" or \"fp16\", found {}", core::quoted(precision)));
   }
+  const std::string kernels = root.optional_string("trainer_kernels").value_or("fused");
+  if (kernels == "fused") {
+    w.trainer_kernels = workload::TrainerKernels::kFused;
+  } else if (kernels == "eager") {
+    w.trainer_kernels = workload::TrainerKernels::kEager;
+  } else {
+    root.fail("trainer_kernels", fmt::format("expected \"fused\" or \"eager\", found {}", core::quoted(kernels)));
+  }
   root.finish();
   try {
     w.validate(algorithms, loaded.models);

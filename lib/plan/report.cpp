@@ -110,8 +110,10 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
         }
       }
       if (c.graph.tasks[placement.task].kind == workload::TaskKind::kTrain) {
-        layout += fmt::format(", ZeRO-{}{}", placement.train.zero_stage,
-                              placement.train.recompute ? ", recompute" : "");
+        layout += fmt::format(", ZeRO-{}", placement.train.zero_stage);
+        if (placement.train.recompute != cost::Recompute::kNone) {
+          layout += fmt::format(", {} recompute", cost::recompute_name(placement.train.recompute));
+        }
       }
       out += fmt::format("  {:<16} {:>9.2f} {:>9.2f} {:>8} {:>11}  {}\n",
                          c.graph.tasks[placement.task].name, tp.start, tp.seconds,

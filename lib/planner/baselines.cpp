@@ -70,7 +70,9 @@ std::vector<int> gpu_tasks(const workload::TaskGraph& graph, bool generation) {
 
 std::string strategy_text(const TaskChoice& s) {
   return fmt::format("TP{} PP{} ZeRO-{}{}", s.tp, s.pp, s.train.zero_stage,
-                     s.train.recompute ? " recompute" : "");
+                     s.train.recompute == cost::Recompute::kNone
+                         ? ""
+                         : fmt::format(" {} recompute", cost::recompute_name(s.train.recompute)));
 }
 
 }  // namespace

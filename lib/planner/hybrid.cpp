@@ -206,7 +206,7 @@ TaskChoice Search::start_choice(int task, const std::vector<int>& nodes) const {
   const int zero = params_.space.zero_stages.back();
   for (const TaskChoice& c : choices) {
     if (c.pp != 1 || (c.train.zero_stage != zero && model_.graph().tasks[task].kind == workload::TaskKind::kTrain) ||
-        c.train.recompute) {
+        c.train.recompute != cost::Recompute::kNone) {
       continue;
     }
     const std::vector<cost::Stage> stage{{nodes.front(), c.tp, layers}};

@@ -16,7 +16,7 @@ std::vector<TaskChoice> strategies(const SearchSpace& space, std::span<const int
         continue;
       }
       for (int zero : space.zero_stages) {
-        for (bool recompute : space.recompute) out.push_back({tp, pp, {zero, recompute}});
+        for (cost::Recompute recompute : space.recompute) out.push_back({tp, pp, {zero, recompute}});
       }
     }
   }

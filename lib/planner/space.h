@@ -22,7 +22,8 @@ namespace hetrl::planner {
 struct SearchSpace {
   std::vector<int> pipeline = {1, 2};
   std::vector<int> zero_stages = {1, 2, 3};
-  std::vector<bool> recompute = {false, true};
+  std::vector<cost::Recompute> recompute = {cost::Recompute::kNone, cost::Recompute::kSelective,
+                                            cost::Recompute::kFull};
 };
 
 // One strategy of one task: TP x PP, and for training the ZeRO stage and recompute.

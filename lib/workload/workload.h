@@ -26,6 +26,12 @@ enum class Mode { kSync, kAsync };
 enum class Precision { kAuto, kBf16, kFp16 };
 const char* precision_name(Precision precision);
 
+// How the trainer runs the element-wise work of scoring and training passes (norms, rotary
+// embedding, the MLP activation, casts): fused kernels (Megatron, torch.compile, Liger) or one
+// PyTorch operator at a time on Hugging Face models (eager mode: verl's and OpenRLHF's FSDP
+// workers by default), each operator reading and writing memory. Generation engines fuse.
+enum class TrainerKernels { kFused, kEager };
+
 struct Workload {
   std::string algorithm;
   std::array<RoleModel, 4> roles;  // indexed by Role
@@ -41,6 +47,7 @@ struct Workload {
   // Tokens per micro-batch of scoring and training passes (packed sequences, as verl's dynamic
   // batch size packs them); 0: the cost model's default.
   int micro_batch_tokens = 0;
+  TrainerKernels trainer_kernels = TrainerKernels::kFused;
 
   const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
   RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }

@@ -86,14 +86,14 @@ TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO") 
     const int train = f.task("actor_train");
     const double params = static_cast<double>(catalogs().models.get(name, "").parameter_count());
     const std::vector<cost::Stage> one{{0, 1, catalogs().models.get(name, "").layers}};
-    cost::TrainOptions none{0, false};
+    cost::TrainOptions none{0, cost::Recompute::kNone};
     const cost::StageMemory full = f.model.stage_memory(train, one, 0, 8, none);
     // 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master, momentum, variance).
     CHECK(full.resident() == doctest::Approx(16 * params));
     CHECK(full.weights == doctest::Approx(2 * params));
     // ZeRO-3 over 8 replicas: everything / 8; ZeRO-1: only the optimizer state.
-    CHECK(f.model.stage_memory(train, one, 0, 8, {3, false}).resident() == doctest::Approx(2 * params));
-    CHECK(f.model.stage_memory(train, one, 0, 8, {1, false}).resident() ==
+    CHECK(f.model.stage_memory(train, one, 0, 8, {3, cost::Recompute::kNone}).resident() == doctest::Approx(2 * params));
+    CHECK(f.model.stage_memory(train, one, 0, 8, {1, cost::Recompute::kNone}).resident() ==
           doctest::Approx((4 + 12.0 / 8) * params));
     // TP 2 halves every part.
     const std::vector<cost::Stage> tp2{{0, 2, catalogs().models.get(name, "").layers}};
@@ -190,7 +190,7 @@ TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by ha
   const int train = f.task("actor_train");
   const std::vector<cost::Stage> one{{0, 1, 24}};
   cost::Breakdown b(true);
-  f.model.replica_seconds(train, one, 64, 1, {1, false}, {}, b);
+  f.model.replica_seconds(train, one, 64, 1, {1, cost::Recompute::kNone}, {}, b);
   // A mini-batch: 32 x 1024 tokens = 4 micro-batches of 8192 tokens. GEMMs (3 passes) at the
   // large-GEMM efficiency scaled for a hidden size of 896 ((896 / 1920) / (4096 / 5120)),
   // attention at context 512 (3.5 passes: its backward recomputes the scores) at its own, the
@@ -206,6 +206,63 @@ TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by ha
   CHECK(term(b, "forward + backward compute") == doctest::Approx(compute).epsilon(1e-9));
   const double params = 494032768.0;
   CHECK(term(b, "optimizer step") == doctest::Approx(2 * params * 30 / (2039e9 * 0.75)).epsilon(1e-9));
+}
+
+TEST_CASE("selective recompute: every second GEMM and the element-wise work again, by hand") {
+  // Same pass as above; torchtitan's per-op policy keeps the fused attention's output and
+  // alternate GEMM outputs, so the backward reruns half the GEMMs and all element-wise work.
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> one{{0, 1, 24}};
+  cost::Breakdown none(true), selective(true), full(true);
+  f.model.replica_seconds(train, one, 64, 1, {1, cost::Recompute::kNone}, {}, none);
+  f.model.replica_seconds(train, one, 64, 1, {1, cost::Recompute::kSelective}, {}, selective);
+  f.model.replica_seconds(train, one, 64, 1, {1, cost::Recompute::kFull}, {}, full);
+  const double linear = 896.0 * 896 * 2 + 896.0 * 128 * 2 + 3 * 896.0 * 4864;
+  const double gemm = 8192 * 24 * 2 * linear + 4096 * 2 * 896.0 * 151936;
+  const double attention = 8192 * 24 * 4 * 896.0 * 512;
+  const double elementwise = 8192 * 24 * 2.0 * (10 * 896 + 2 * (896 + 128) + 3 * 4864);
+  const double gemm_rate = 312e12 * 0.93 * 0.70 * (896.0 / 1920) / (4096.0 / 5120);
+  const double per_micro = 3.5 * gemm / gemm_rate + 3.5 * attention / (312e12 * 0.93 * 0.6) +
+                           4 * elementwise / (2039e9 * 0.75);
+  CHECK(term(selective, "forward + backward compute") == doctest::Approx(2 * 4 * per_micro).epsilon(1e-9));
+  CHECK(term(none, "forward + backward compute") < term(selective, "forward + backward compute"));
+  CHECK(term(selective, "forward + backward compute") < term(full, "forward + backward compute"));
+
+  // Memory: per token and layer the layer's input (896), the attention output (896) and half
+  // of the GEMM outputs q 896, k 128, v 128, o 896, gate 4864, up 4864, down 896, in bf16;
+  // plus one layer's whole activations (34 x hidden) while it is recomputed, and the logits.
+  const auto memory = [&](cost::Recompute r) { return f.model.stage_memory(train, one, 0, 1, {1, r}).activations; };
+  const double kept = 2.0 * (896 + 896 + (896 + 128 + 128 + 896 + 4864 + 4864 + 896) / 2.0);
+  const double selective_bytes = memory(cost::Recompute::kSelective);
+  const double full_bytes = memory(cost::Recompute::kFull);
+  // Full keeps 2 x hidden per token and layer; the difference is the kept tensors only.
+  CHECK(selective_bytes - full_bytes == doctest::Approx(8192 * 24 * (kept - 2 * 896)).epsilon(1e-9));
+  CHECK(selective_bytes < memory(cost::Recompute::kNone));
+}
+
+TEST_CASE("eager trainer kernels read and write memory once per PyTorch operator, by hand") {
+  // The pass of "a training pass ... by hand" with the element-wise work run eagerly: the GEMMs
+  // and attention are the same; norms, rotary embedding and the gated MLP's activation move
+  // 84 x hidden + 24 x (q + kv) + 10 x ffn bytes per token and layer instead of the fused 20, 4, 6.
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
+  const Fixture fused(make_cluster({"a:8xA100-SXM-80G"}), w);
+  w.trainer_kernels = workload::TrainerKernels::kEager;
+  const Fixture eager(make_cluster({"a:8xA100-SXM-80G"}), w);
+  const std::vector<cost::Stage> one{{0, 1, 24}};
+  cost::Breakdown a(true), b(true);
+  fused.model.replica_seconds(fused.task("actor_train"), one, 64, 1, {1, cost::Recompute::kNone}, {}, a);
+  eager.model.replica_seconds(eager.task("actor_train"), one, 64, 1, {1, cost::Recompute::kNone}, {}, b);
+  const double fused_bytes = 8192 * 24 * (20.0 * 896 + 4.0 * (896 + 128) + 6.0 * 4864);
+  const double eager_bytes = 8192 * 24 * (84.0 * 896 + 24.0 * (896 + 128) + 10.0 * 4864);
+  const double extra = 2 /* mini-batches */ * 4 /* micro */ * 3 * (eager_bytes - fused_bytes) / (2039e9 * 0.75);
+  CHECK(term(b, "forward + backward compute") - term(a, "forward + backward compute") ==
+        doctest::Approx(extra).epsilon(1e-9));
+  // Generation is the inference engine's and fuses either way.
+  cost::Breakdown g1(true), g2(true);
+  const std::vector<double> budget{40 * core::kGiB};
+  CHECK(fused.model.replica_seconds(fused.task("generate"), one, 64, 1, {}, budget, g1) ==
+        eager.model.replica_seconds(eager.task("generate"), one, 64, 1, {}, budget, g2));
 }
 
 TEST_CASE("pipeline bubble and TP all-reduces") {
@@ -236,7 +293,7 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   const std::vector<cost::Stage> a{{0, 8, 24}}, b{{1, 8, 24}};
   const std::vector<std::span<const cost::Stage>> replicas{a, b};
   cost::Breakdown sync(true);
-  f.model.gradient_sync_seconds(train, replicas, {1, false}, sync);
+  f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync);
   const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
   const double ring = std::min(400e9 / 8, 10e9 / 8) / 8;  // 8 rings share the NIC and link
   const double per_step = 40e-6 + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.8);
@@ -258,7 +315,7 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   }
   const std::vector<std::span<const cost::Stage>> spans(sixteen.begin(), sixteen.end());
   cost::Breakdown dp16(true);
-  same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, false}, dp16);
+  same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, cost::Recompute::kNone}, dp16);
   const double full = 2.0 * 494032768.0;
   CHECK(term(dp16, "DP gradient all-reduce") ==
         doctest::Approx(40e-6 + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
@@ -278,7 +335,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   CHECK(ring.replicas == 2);
   CHECK(ring.bandwidth == doctest::Approx(10e9 / 8 / 8 * 0.8));  // 8 rings share the 10 Gbps link
   CHECK(ring.hop_latency == doctest::Approx(0.032));
-  const cost::TrainOptions zero3{3, false};
+  const cost::TrainOptions zero3{3, cost::Recompute::kNone};
   auto gathers = [&](double samples, const cost::DataParallel& dp) {
     cost::Breakdown out(true);
     f.model.replica_seconds(train, a, samples, dp, zero3, {}, out);
@@ -294,7 +351,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   CHECK(eight == doctest::Approx(2 * four).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
   cost::Breakdown sync1(true), sync3(true);
-  f.model.gradient_sync_seconds(train, replicas, {1, false}, sync1);
+  f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync1);
   f.model.gradient_sync_seconds(train, replicas, zero3, sync3);
   CHECK(sync1.total() > 0);
   CHECK(sync3.total() == 0);  // its reduce-scatters are in the passes
@@ -303,7 +360,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   CHECK(gathers(64, cost::DataParallel(1)).first == 0);
   // Memory: a ZeRO-3 shard serves no forward pass, and holds two whole layers while it runs.
   const cost::StageMemory m3 = f.model.stage_memory(train, a, 0, 2, zero3);
-  const cost::StageMemory m1 = f.model.stage_memory(train, a, 0, 2, {1, false});
+  const cost::StageMemory m1 = f.model.stage_memory(train, a, 0, 2, {1, cost::Recompute::kNone});
   CHECK((m3.layout & cost::kShardedLayout) != 0);
   CHECK((m1.layout & cost::kShardedLayout) == 0);
   CHECK(m3.activations - m1.activations == doctest::Approx(2 * 2.0 * f.model.shape(train).layer_params / 8));
@@ -467,8 +524,8 @@ TEST_CASE("SFT scores every token with the LM head, RL training only the respons
   const Fixture sft(make_cluster({"a:8xA100-SXM-80G"}), w);
   const std::vector<cost::Stage> one{{0, 1, 24}};
   cost::Breakdown a(true), b(true);
-  rl.model.replica_seconds(rl.task("actor_train"), one, 64, 1, {1, false}, {}, a);
-  sft.model.replica_seconds(sft.task("train"), one, 64, 1, {1, false}, {}, b);
+  rl.model.replica_seconds(rl.task("actor_train"), one, 64, 1, {1, cost::Recompute::kNone}, {}, a);
+  sft.model.replica_seconds(sft.task("train"), one, 64, 1, {1, cost::Recompute::kNone}, {}, b);
   // The difference is the head over the 512 prompt tokens of each of the 64 sequences, x3, at
   // the GEMM efficiency for a hidden size of 896 ((896 / 1920) / (4096 / 5120) of 0.70).
   const double head = 3 * 64 * 512 * rl.model.shape(rl.task("actor_train")).head_flops() /
@@ -488,7 +545,7 @@ TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overla
     const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
     const cost::CostModel m(cluster, w, graph, catalogs().models, params);
     cost::Breakdown b(true);
-    m.replica_seconds(graph.find("actor_train"), tp4, 64, 1, {1, false}, {}, b);
+    m.replica_seconds(graph.find("actor_train"), tp4, 64, 1, {1, cost::Recompute::kNone}, {}, b);
     return std::pair{term(b, "forward + backward compute"), term_or_zero(b, "TP all-reduce")};
   };
   const auto [fsdp_compute, fsdp_tp] = train(false, false);

@@ -350,7 +350,7 @@ TEST_CASE("an offloading group holds one task's state at a time and pays its rel
   // actor_train's state on one GPU: ZeRO-1 over 8 TP-8 replicas of Llama-3.1-70B.
   const int train = in.graph.find("actor_train");
   const std::vector<cost::Stage> tp8{{0, 8, 80}};
-  const double state = model.stage_memory(train, tp8, 0, 8, {1, true}).resident();
+  const double state = model.stage_memory(train, tp8, 0, 8, {1, cost::Recompute::kFull}).resident();
   const auto& terms = p.tasks[train].terms;
   const auto moved = std::find_if(terms.begin(), terms.end(), [](const cost::Breakdown::Term& t) {
     return std::string(t.name) == "offload and reload (host memory)";
