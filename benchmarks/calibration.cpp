@@ -169,6 +169,16 @@ cost::Recompute recompute_of(const Json& row) {
   return v.get<bool>() ? cost::Recompute::kFull : cost::Recompute::kNone;
 }
 
+// A GPU's room for the KV cache beside `weights`. vLLM (and the cost model) take a share of the
+// GPU's whole memory (gpu_memory_utilization, 0.9) less the weights; TensorRT-LLM takes 0.9 of
+// what is free once the engine's weights, its activation workspace and the CUDA context are in
+// (KvCacheConfig::free_gpu_memory_fraction, default 0.9, NVIDIA's "How to Change KV Cache
+// Behavior"), taken here as 2 GiB for those last two.
+double kv_budget(const Json& row, const cost::CostModel& model, double weights, double gpu_memory) {
+  if (row.value("engine", "vllm") == "trtllm") return 0.9 * (gpu_memory - weights - 2 * core::kGiB);
+  return model.usable_memory(0) - weights;
+}
+
 Outcome training(const Json& row, const workload::ModelCatalog& models) {
   const workload::ModelArch& arch = models.get(row.at("model").get<std::string>(), "/model");
   const int gpus = row.at("gpus"), per_node = row.at("gpus_per_node"), tp = row.at("tp"), pp = row.at("pp");
@@ -226,7 +236,7 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   const int task = graph.find("generate");
   const std::vector<cost::Stage> stages{{0, tp, models.get(model_name, "").layers}};
   const cost::StageMemory memory = model.stage_memory(task, stages, 0, 1, {});
-  const double budget = model.usable_memory(0) - memory.weights;
+  const double budget = kv_budget(row, model, memory.weights, cluster.gpu_types[0].memory);
   if (budget < memory.kv_cache_min) return {0, "the weights leave no room for one sequence's KV cache"};
   const std::string kind = row.at("kind");
   if (kind == "prefill") {
@@ -236,6 +246,9 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   cost::Breakdown terms(true);
   const std::vector<double> budgets{budget};
   const double seconds = model.replica_seconds(task, stages, batch, 1, {}, budgets, terms);
+  if (const char* id = std::getenv("HETRL_CALIBRATION_EXPLAIN"); id && row.at("id") == id) {
+    for (const cost::Breakdown::Term& term : terms.terms()) std::printf("%-56s %10.3f s\n", term.name, term.seconds);
+  }
   double decode_seconds = seconds;
   if (kind == "stream") {
     for (const cost::Breakdown::Term& term : terms.terms()) {
