@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cassert>
 
 #include "core/error.h"
@@ -157,7 +158,8 @@ workload::AlgorithmCatalog parse_algorithm_catalog(std::string_view text, std::s
       } else if (tokens == "prompt_and_response") {
         p.tokens = TokenSpan::kPromptAndResponse;
       } else {
-        r.fail("tokens", "expected \"response\" or \"prompt_and_response\", found " + core::quoted(tokens));
+        constexpr std::array<std::string_view, 2> spans{"response", "prompt_and_response"};
+        r.fail_choice("tokens", spans, tokens);
       }
     }
     p.bytes_per_sample = r.optional_number("bytes_per_sample", Range::kPositive).value_or(0);

@@ -105,6 +105,20 @@ std::string ObjectReader::where(std::string_view key) const {
   return file_ + ": " + pointer_ + "/" + pointer_token(key);
 }
 
+std::string one_of(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += core::quoted(names[i]);
+  }
+  return out;
+}
+
+void ObjectReader::fail_choice(std::string_view key, std::span<const std::string_view> names,
+                               std::string_view found) const {
+  fail(key, fmt::format("expected {}, found {}", one_of(names), core::quoted(found)));
+}
+
 void ObjectReader::fail(std::string_view key, std::string_view message) const {
   throw core::InputError(core::located(where(key), message));
 }

@@ -9,10 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <initializer_list>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/provenance.h"
@@ -24,6 +27,8 @@ using OrderedJson = nlohmann::ordered_json;
 
 // "the string \"x\"", "the number 3", "an array", "an object", "null", "true".
 std::string describe(const Json& value);
+// "\"a\", \"b\" or \"c\"": the names a member may take, for its error message.
+std::string one_of(std::span<const std::string_view> names);
 
 // Parses JSON text. Throws core::InputError "file:line:column: malformed JSON: ...".
 Json parse_json(std::string_view text, std::string_view file);
@@ -47,6 +52,22 @@ class ObjectReader {
   bool has(std::string_view key);
   std::string string(std::string_view key);
   std::optional<std::string> optional_string(std::string_view key);
+  // An optional string naming one of `choices`: its value, `fallback` when absent; any other
+  // name fails with "expected "a", "b" or "c", found "x"".
+  template <class T>
+  T optional_choice(std::string_view key, std::initializer_list<std::pair<std::string_view, T>> choices,
+                    T fallback) {
+    const std::optional<std::string> name = optional_string(key);
+    if (!name) return fallback;
+    std::vector<std::string_view> names;
+    for (const auto& [choice, value] : choices) {
+      if (choice == *name) return value;
+      names.push_back(choice);
+    }
+    fail_choice(key, names, *name);
+  }
+  [[noreturn]] void fail_choice(std::string_view key, std::span<const std::string_view> names,
+                                std::string_view found) const;
   double number(std::string_view key, Range range = Range::kAny);
   std::optional<double> optional_number(std::string_view key, Range range = Range::kAny);
   // An optional positive quantity in file units (the key names them), times `unit` to SI.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -57,16 +58,17 @@ cost::Recompute read_recompute(ObjectReader& t) {
   if (!t.has("recompute")) return cost::Recompute::kNone;
   const Json& v = t.value("recompute");
   if (v.is_boolean()) return v.get<bool>() ? cost::Recompute::kFull : cost::Recompute::kNone;
-  const std::vector<std::string> names{"none", "selective", "full"};
-  if (v.is_string()) {
-    const std::string name = v.get<std::string>();
-    for (cost::Recompute r : {cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull}) {
-      if (name == cost::recompute_name(r)) return r;
-    }
-    t.fail("recompute", fmt::format("expected \"none\", \"selective\" or \"full\", found {}{}",
-                                    core::quoted(name), core::did_you_mean(name, names)));
+  constexpr std::array kinds{cost::Recompute::kNone, cost::Recompute::kSelective, cost::Recompute::kFull};
+  std::vector<std::string> names;
+  for (cost::Recompute r : kinds) names.emplace_back(cost::recompute_name(r));
+  const std::vector<std::string_view> views(names.begin(), names.end());
+  const std::string expected = "expected " + detail::one_of(views) + ", found ";
+  if (!v.is_string()) t.fail("recompute", expected + detail::describe(v));
+  const std::string name = v.get<std::string>();
+  for (cost::Recompute r : kinds) {
+    if (name == cost::recompute_name(r)) return r;
   }
-  t.fail("recompute", "expected \"none\", \"selective\" or \"full\", found " + detail::describe(v));
+  t.fail("recompute", expected + core::quoted(name) + core::did_you_mean(name, names));
 }
 
 std::vector<plan::Gpu> read_gpu_list(ObjectReader& r, const hw::Cluster& cluster) {

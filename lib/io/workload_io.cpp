@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <filesystem>
 
@@ -54,8 +55,8 @@ workload::ResponseLengths read_lengths(ObjectReader& r, const std::string& base_
       throw core::InputError(core::located(r.where("file"), e.what()));
     }
   } else {
-    r.fail("distribution", fmt::format("expected \"fixed\", \"lognormal\" or \"trace\", found {}",
-                                       core::quoted(kind)));
+    constexpr std::array<std::string_view, 3> kinds{"fixed", "lognormal", "trace"};
+    r.fail_choice("distribution", kinds, kind);
   }
   r.finish();
   return lengths;
@@ -118,35 +119,19 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
   w.response = read_lengths(lengths, base_dir);
   w.mini_batches = static_cast<int>(root.optional_integer("mini_batches", 1, kMaxCount).value_or(1));
   w.epochs = static_cast<int>(root.optional_integer("epochs", 1, 1 << 10).value_or(1));
-  const std::string mode = root.optional_string("mode").value_or("sync");
-  if (mode == "sync") {
-    w.mode = workload::Mode::kSync;
-  } else if (mode == "async") {
-    w.mode = workload::Mode::kAsync;
-  } else {
-    root.fail("mode", fmt::format("expected \"sync\" or \"async\", found {}", core::quoted(mode)));
-  }
+  w.mode = root.optional_choice("mode", {{"sync", workload::Mode::kSync}, {"async", workload::Mode::kAsync}},
+                                workload::Mode::kSync);
   w.max_staleness = static_cast<int>(root.optional_integer("max_staleness", 0, 1 << 10).value_or(0));
   w.micro_batch_tokens =
       static_cast<int>(root.optional_integer("micro_batch_tokens", 1, kMaxCount).value_or(0));
-  const std::string precision = root.optional_string("precision").value_or("auto");
-  if (precision == "auto") {
-    w.precision = workload::Precision::kAuto;
-  } else if (precision == "bf16") {
-    w.precision = workload::Precision::kBf16;
-  } else if (precision == "fp16") {
-    w.precision = workload::Precision::kFp16;
-  } else {
-    root.fail("precision", fmt::format("expected \"auto\", \"bf16\" or \"fp16\", found {}", core::quoted(precision)));
-  }
-  const std::string kernels = root.optional_string("trainer_kernels").value_or("fused");
-  if (kernels == "fused") {
-    w.trainer_kernels = workload::TrainerKernels::kFused;
-  } else if (kernels == "eager") {
-    w.trainer_kernels = workload::TrainerKernels::kEager;
-  } else {
-    root.fail("trainer_kernels", fmt::format("expected \"fused\" or \"eager\", found {}", core::quoted(kernels)));
-  }
+  using workload::Precision;
+  w.precision = root.optional_choice(
+      "precision", {{"auto", Precision::kAuto}, {"bf16", Precision::kBf16}, {"fp16", Precision::kFp16}},
+      Precision::kAuto);
+  using workload::TrainerKernels;
+  w.trainer_kernels = root.optional_choice(
+      "trainer_kernels", {{"fused", TrainerKernels::kFused}, {"eager", TrainerKernels::kEager}},
+      TrainerKernels::kFused);
   root.finish();
   try {
     w.validate(algorithms, loaded.models);
