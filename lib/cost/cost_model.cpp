@@ -132,11 +132,15 @@ double CostModel::expected_max_length(double n) const {
   return max_length_table_[i] * (1 - f) + max_length_table_[i + 1] * f;
 }
 
+double CostModel::small_allreduce_latency(int node, int ranks) const {
+  return params_.collective_latency + 2.0 * (ranks - 1) * cluster_.nodes[node].intra_node.hop_latency;
+}
+
 double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   const hw::Node& n = cluster_.nodes[node];
   return faster_protocol(allreduce_volume(n.intra_node, ranks) * bytes, n.intra_node.bandwidth,
-                         params_.collective_latency, params_.small_collective_efficiency,
+                         small_allreduce_latency(node, ranks), params_.small_collective_efficiency,
                          params_.large_collective_latency, gpu(node).efficiency.collective);
 }
 
@@ -222,7 +226,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
       // 2 all-reduces per layer of batch x hidden bf16 values: latency + volume / bandwidth.
       // Decode's all-reduces are small: NCCL's low-latency protocol.
       const hw::IntraNodeLink& link = cluster_.nodes[stage.node].intra_node;
-      d.tp_fixed = 2.0 * stage.layers * params_.collective_latency;
+      d.tp_fixed = 2.0 * stage.layers * small_allreduce_latency(stage.node, stage.tp);
       d.tp_per_sequence = 2.0 * stage.layers * allreduce_volume(link, stage.tp) * shape.hidden * kBf16 /
                           (link.bandwidth * params_.small_collective_efficiency);
     }
@@ -282,7 +286,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
                           ? 2.0 * stage.layers *
                                 (node_allreduce_seconds(stage.node, stage.tp,
                                                         tokens * shape.hidden * kBf16) +
-                                 (chunks - 1) * params_.collective_latency)
+                                 (chunks - 1) * small_allreduce_latency(stage.node, stage.tp))
                           : 0.0;
     // Chunks flow through the stages; the slowest stage sets the pace.
     compute_max = std::max(compute_max, compute);
@@ -292,13 +296,18 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
   return {compute_max * fill, tp_max * fill};
 }
 
+double CostModel::generation_workspace(int task, const Stage& stage) const {
+  return params_.engine_reserve +
+         params_.prefill_chunk_tokens * activation_bytes_per_token_layer(task, stage.tp, Recompute::kNone);
+}
+
 double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
                                      std::span<const double> kv_budget) const {
   const ModelShape& shape = shapes_[task];
   double capacity = std::numeric_limits<double>::infinity();
   for (std::size_t s = 0; s < stages.size(); ++s) {
     const double per_token = stages[s].layers * shape.kv_bytes_per_token_layer(stages[s].tp);
-    capacity = std::min(capacity, kv_budget[s] / per_token);
+    capacity = std::min(capacity, std::max(0.0, kv_budget[s] - generation_workspace(task, stages[s])) / per_token);
   }
   return capacity;
 }
@@ -403,7 +412,7 @@ double CostModel::pass_seconds(int task, std::span<const Stage> stages, double s
       linear += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
     }
     const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
-    const double rate = stage.tp * peak_flops(stage.node) * (params_.megatron ? 1.0 : g.efficiency.training);
+    const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
     const double compute =
         factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
         attention_factor * attention / (rate * g.efficiency.attention) +
@@ -484,8 +493,8 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
   switch (graph_.tasks[task].kind) {
     case TaskKind::kGenerate:
       m.weights = kBf16 * params;
-      m.kv_cache_min = (prompt_ + max_response_) * stage.layers *
-                       shape.kv_bytes_per_token_layer(stage.tp);
+      m.kv_cache_min = generation_workspace(task, stage) +
+                       (prompt_ + max_response_) * stage.layers * shape.kv_bytes_per_token_layer(stage.tp);
       break;
     case TaskKind::kForward:
       m.weights = kBf16 * params;

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "core/units.h"
 #include "cost/shape.h"
 #include "hw/cluster.h"
 #include "workload/model.h"
@@ -48,18 +49,39 @@
 namespace hetrl::cost {
 
 // Documented defaults; each can be changed by whoever builds a CostModel.
+// The framework a training or scoring pass runs in. FSDP-style trainers (verl's default,
+// torchtitan, llm-foundry) reach the GPU's Efficiency::training of the kernel rates;
+// Megatron-style trainers the kernel rates; DeepSpeed's engine, running Hugging Face modules
+// with its ZeRO hooks (DeepSpeed-Chat), kDeepSpeedTrainingFraction of the FSDP-style rate.
+enum class Trainer : std::uint8_t { kFsdp, kMegatron, kDeepSpeed };
+// Fitted on the one DeepSpeed-Chat run whose phases are measured (16 V100, OPT-1.3B actor and
+// OPT-350M critic, ZeRO-2, 4 samples of 512 tokens a GPU: training 1.0-1.1 s a step against
+// 0.44 s at the FSDP-style rate; benchmarks/calibration/README.md).
+inline constexpr double kDeepSpeedTrainingFraction = 0.39;
+// Of the kernel rates, what a trainer reaches on a GPU of `training_efficiency`
+// (hw::Efficiency::training).
+inline double trainer_rate_fraction(Trainer trainer, double training_efficiency) {
+  switch (trainer) {
+    case Trainer::kMegatron: return 1.0;
+    case Trainer::kDeepSpeed: return kDeepSpeedTrainingFraction * training_efficiency;
+    case Trainer::kFsdp: break;
+  }
+  return training_efficiency;
+}
+
 struct CostParams {
   // Memory no task may use: CUDA context, allocator fragmentation, framework buffers. vLLM's
   // default gpu_memory_utilization of 0.9 leaves the same tenth.
   double memory_reserve_fraction = 0.10;
   // NCCL runs small messages with a low-latency protocol and large ones with a high-bandwidth
-  // one and picks the faster: time = min(collective_latency + volume / (link x
-  // small_collective_efficiency), large_collective_latency + volume / (link x the GPU's
-  // collective efficiency)), volume the bus volume (2 (n - 1) / n of the bytes; the bytes with
-  // NVLS). Fitted on the 8-GPU A100 and H100 nccl-tests rows of the calibration set (1 MB to 8
-  // GB): small-message slopes 126 GB/s of NVLink 3's 300 and 189 GB/s of NVLink 4's 450 (0.42
-  // both), fixed costs 36-43 us and 131-197 us.
-  double collective_latency = 40e-6;
+  // one and picks the faster: time = min(collective_latency + 2 (n - 1) x the link's
+  // hop_latency + volume / (link x small_collective_efficiency), large_collective_latency +
+  // volume / (link x the GPU's collective efficiency)), volume the bus volume (2 (n - 1) / n of
+  // the bytes; the bytes with NVLS). Fitted on the 8-GPU A100 and H100 nccl-tests rows of the
+  // calibration set (1 MB to 8 GB): small-message slopes 126 GB/s of NVLink 3's 300 and 189
+  // GB/s of NVLink 4's 450 (0.42 both), fixed costs 36-43 us (33 us and 14 NVLink hops of
+  // 0.5 us) and 131-197 us.
+  double collective_latency = 33e-6;
   double small_collective_efficiency = 0.42;
   double large_collective_latency = 160e-6;
   // Of a node NIC's bandwidth, what NCCL's inter-node all-reduces reach: 0.8 of it after a
@@ -80,15 +102,19 @@ struct CostParams {
   // Fitted on the calibration rows of the fit split (benchmarks/calibration).
   double gemm_width_half = 1024;
   double max_gemm_efficiency = 0.85;
-  // The trainer: false, FSDP-style (verl's default, torchtitan, llm-foundry): training and
-  // scoring passes run at the GPU's training efficiency of the kernel rates; true, Megatron-
-  // style: the kernel rates.
-  bool megatron = false;
+  // The trainer's framework, which sets what share of the kernel rates its training and
+  // scoring passes reach (trainer_rate_fraction).
+  Trainer trainer = Trainer::kFsdp;
   // TP all-reduces of training and scoring passes overlapped with the GEMMs (Megatron-Core's
   // TP communication overlap), else exposed.
   bool tp_overlap = false;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
+  // What an inference engine holds besides its weights and KV cache whatever the model:
+  // CUDA graphs, NCCL and sampler buffers (an estimate, not fitted). The activations of one
+  // prefill chunk through a layer come on top (generation_workspace): vLLM profiles that
+  // peak before it sizes the cache, TensorRT-LLM reserves it.
+  double engine_reserve = 1.0 * core::kGiB;
   // Fixed cost of one decode step of a replica outside the GPU's kernels: the inference
   // engine's scheduling, sampling and launches. vLLM's, as verl runs it: 3 ms, fitted on the
   // rollout of verl's GRPO row (fit split: 181 s predicted without it against 261 s measured,
@@ -187,7 +213,8 @@ struct StageMemory {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;   // transient: needed only while the task runs
-  double kv_cache_min = 0;  // generation: the cache one longest sequence needs
+  // Generation: the engine's workspace and the KV cache of one longest sequence.
+  double kv_cache_min = 0;
   // Which slice of the model the GPU holds: TP degree, stage count, stage index and layers
   // (layout_key). A forward pass holding the slice a training pass trains reads its weights.
   std::uint64_t layout = 0;
@@ -385,6 +412,9 @@ class CostModel {
 
   // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.
   double node_allreduce_seconds(int node, int ranks, double bytes) const;
+  // The fixed cost of NCCL's low-latency protocol for an all-reduce over `ranks` GPUs of a
+  // node: CostParams::collective_latency and 2 (ranks - 1) steps of the node's GPU link.
+  double small_allreduce_latency(int node, int ranks) const;
   // Seconds of one all-reduce of `bytes` held by every GPU of the first `nodes` nodes, using
   // `gpus_per_node` GPUs of each, as NCCL runs it hierarchically: a reduce inside each node,
   // an all-reduce between the nodes over their NICs and the zone links, a broadcast inside
@@ -431,8 +461,11 @@ class CostModel {
   // TP all-reduce seconds.
   std::pair<double, double> prefill_seconds(int task, std::span<const Stage> stages,
                                             double samples) const;
-  // Tokens of KV cache a replica holds, given the memory per GPU of each stage left for it, and
-  // how many sequences run at once at the mean context (at least one).
+  // Memory per GPU of a generation stage besides weights and KV cache: the engine's reserve
+  // and one prefill chunk's activations through a layer.
+  double generation_workspace(int task, const Stage& stage) const;
+  // Tokens of KV cache a replica holds, given the memory per GPU of each stage left for its
+  // workspace and cache, and how many sequences run at once at the mean context (at least one).
   double kv_capacity_tokens(int task, std::span<const Stage> stages,
                             std::span<const double> kv_budget) const;
   double concurrent_sequences(int task, std::span<const Stage> stages,

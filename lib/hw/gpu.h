@@ -22,6 +22,10 @@ struct IntraNodeLink {
   // The switch reduces in the network (NVLink SHARP): an all-reduce moves each GPU's bytes
   // across its link once each way instead of 2 (n - 1) / n times.
   bool nvls = false;
+  // Seconds each step of a ring collective's low-latency protocol adds (an all-reduce over n
+  // GPUs takes 2 (n - 1) steps): NCCL's own tuning model puts it near 0.5 us on NVLink
+  // (hwLat, ring LL, NVIDIA/nccl src/graph/tuning.cc); PCIe is fitted (cost_models/gpus.json).
+  double hop_latency = 0;
   std::string source;
 };
 

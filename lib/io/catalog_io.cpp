@@ -55,8 +55,13 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
     detail::check_schema(root, "hetrl.gpus/v1");
     root.has("notes");
     for (auto& [name, r] : root.object_map("intra_node_links")) {
-      catalog.intra_node_links.push_back({name, r.number("bandwidth_gb_per_s", Range::kPositive) * core::kGBps,
-                                          r.optional_boolean("nvls").value_or(false), r.string("source")});
+      hw::IntraNodeLink link;
+      link.name = name;
+      link.bandwidth = r.number("bandwidth_gb_per_s", Range::kPositive) * core::kGBps;
+      link.nvls = r.optional_boolean("nvls").value_or(false);
+      link.hop_latency = r.number("hop_latency_us", Range::kNonNegative) * 1e-6;
+      link.source = r.string("source");
+      catalog.intra_node_links.push_back(std::move(link));
       r.finish();
     }
     ObjectReader defaults = root.object("default_efficiency");

@@ -191,7 +191,7 @@ void Evaluator::report_overflow(const Plan& plan, int group, int first) {
   prediction_.overflow = over(use);
   prediction_.infeasible = fmt::format(
       "GPU {}:{} ({}, group {}) needs {:.1f} GiB of its {:.1f} GiB usable, {:.1f} GiB over (weights {:.1f}, "
-      "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache {:.1f})",
+      "gradients {:.1f}, optimizer {:.1f}, activations {:.1f}, KV cache and engine workspace {:.1f})",
       node.name, use.gpu.device, cluster.gpu_types[node.gpu_type].name, group, use.used() / kGiB,
       use.capacity / kGiB, (use.used() - use.capacity) / kGiB, use.weights / kGiB, use.gradients / kGiB, use.optimizer / kGiB,
       use.activations / kGiB, use.kv_cache / kGiB);

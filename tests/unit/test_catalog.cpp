@@ -136,13 +136,22 @@ TEST_CASE("broken catalogues are rejected with the place of the fault") {
   const std::string instances(io::builtin_file("instances.json"));
   const std::string networks(io::builtin_file("networks.json"));
   const std::string gpus = R"({"schema": "hetrl.gpus/v1",
-    "intra_node_links": {"pcie4": {"bandwidth_gb_per_s": 32, "source": "s"}},
+    "intra_node_links": {"pcie4": {"bandwidth_gb_per_s": 32, "hop_latency_us": 2, "source": "s"}},
     "default_efficiency": {"gemm_large": 0.7, "gemm_small": 0.5, "memory": 0.75,
                            "collective": 0.6, "source": "s"},
     "gpus": {"X": {"memory_gib": 24, "memory_bandwidth_gb_per_s": 300, "fp16_dense_tflops": 100,
                    "fp32_tflops": 30, "intra_node_link": "pcie4", "source": "s", "colour": "red"}}})";
   CHECK_THROWS_WITH_AS(io::parse_hardware_catalog(gpus, instances, networks),
                        "gpus.json: /gpus/X/colour: unknown field \"colour\"", core::InputError);
+  // A link's step latency is a duration: not negative.
+  std::string negative_hop = gpus;
+  negative_hop.replace(negative_hop.find("\"hop_latency_us\": 2"), 19, "\"hop_latency_us\": -1");
+  try {
+    io::parse_hardware_catalog(negative_hop, instances, networks);
+    FAIL("a negative hop latency was accepted");
+  } catch (const core::InputError& e) {
+    CHECK(std::string(e.what()).starts_with("gpus.json: /intra_node_links/pcie4/hop_latency_us: "));
+  }
   const std::string models = R"({"schema": "hetrl.models/v1", "models": {"M": {"layers": 2,
     "hidden": 64, "heads": 6, "kv_heads": 4, "head_dim": 16, "ffn_hidden": 128, "vocab": 100,
     "tied_embeddings": true, "qkv_bias": false, "qk_norm": false, "published_params": 1,

@@ -296,7 +296,7 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync);
   const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
   const double ring = std::min(400e9 / 8, 10e9 / 8) / 8;  // 8 rings share the NIC and link
-  const double per_step = 40e-6 + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.8);
+  const double per_step = cost::CostParams{}.collective_latency + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.8);
   CHECK(term(sync, "DP gradient all-reduce") == doctest::Approx(2 * per_step).epsilon(1e-9));
 
   // 1 GB from node 0's GPUs to node 1's: the cross-region link (10 Gbps) binds, plus 32 ms.
@@ -318,7 +318,7 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, cost::Recompute::kNone}, dp16);
   const double full = 2.0 * 494032768.0;
   CHECK(term(dp16, "DP gradient all-reduce") ==
-        doctest::Approx(40e-6 + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
+        doctest::Approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
   // Inside one node's GPUs the NIC binds (no zone link crossed).
   CHECK(f.model.transfer_seconds(1e9, from, from) == doctest::Approx(1e9 / (400e9 / 8) + 0.015e-3));
 }
@@ -346,7 +346,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const auto [four, compute4] = gathers(32, ring);
   const auto [eight, compute8] = gathers(64, ring);
   const double layer = 2.0 * f.model.shape(train).stage_params(24, true, true) / 8 / 24;
-  const double per_micro = 3 * 24 * (40e-6 + 0.032 + 0.5 * layer / ring.bandwidth);
+  const double per_micro = 3 * 24 * (cost::CostParams{}.collective_latency + 0.032 + 0.5 * layer / ring.bandwidth);
   CHECK(four == doctest::Approx(4 * per_micro - compute4).epsilon(1e-9));
   CHECK(eight == doctest::Approx(2 * four).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
@@ -540,7 +540,7 @@ TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overla
   const std::vector<cost::Stage> tp4{{0, 4, 28}};
   auto train = [&](bool megatron, bool overlap) {
     cost::CostParams params;
-    params.megatron = megatron;
+    params.trainer = megatron ? cost::Trainer::kMegatron : cost::Trainer::kFsdp;
     params.tp_overlap = overlap;
     const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
     const cost::CostModel m(cluster, w, graph, catalogs().models, params);
@@ -561,13 +561,81 @@ TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overla
   CHECK(overlap_tp < megatron_tp);
 }
 
+TEST_CASE("DeepSpeed's trainer reaches a fitted share of the FSDP-style rate on GEMMs and attention, not on element-wise work") {
+  const workload::Workload w = ppo("Qwen2.5-7B", 64, 512, 512, 1);
+  const hw::Cluster cluster = make_cluster({"a:8xH100-SXM"});
+  const std::vector<cost::Stage> tp1{{0, 1, 28}};
+  auto compute = [&](cost::Trainer trainer) {
+    cost::CostParams params;
+    params.trainer = trainer;
+    const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+    const cost::CostModel m(cluster, w, graph, catalogs().models, params);
+    cost::Breakdown b(true);
+    m.replica_seconds(graph.find("actor_train"), tp1, 8, 1, {1, cost::Recompute::kNone}, {}, b);
+    return term(b, "forward + backward compute");
+  };
+  // Megatron: G + E, FSDP: G / e + E, DeepSpeed: G / (0.39 e) + E, with G the GEMMs and
+  // attention at the kernel rates, E the element-wise work and e the H100's 0.73.
+  const double megatron = compute(cost::Trainer::kMegatron);
+  const double fsdp = compute(cost::Trainer::kFsdp);
+  const double deepspeed = compute(cost::Trainer::kDeepSpeed);
+  const double e = 0.73, f = cost::kDeepSpeedTrainingFraction;
+  CHECK(f == 0.39);
+  CHECK((deepspeed - fsdp) / (fsdp - megatron) == doctest::Approx((1 / f - 1) / (1 - e)).epsilon(1e-9));
+  CHECK(cost::trainer_rate_fraction(cost::Trainer::kDeepSpeed, e) == doctest::Approx(f * e));
+  CHECK(cost::trainer_rate_fraction(cost::Trainer::kMegatron, e) == 1.0);
+}
+
+TEST_CASE("a small all-reduce pays a fixed cost and a step latency for each of its ring's steps: more over PCIe than over NVLink") {
+  const Fixture f(make_cluster({"a:8xA10G", "a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 8, 64, 64, 1));
+  const double fixed = cost::CostParams{}.collective_latency;
+  // A10G: PCIe 4, 2.3 us a step; A100: NVLink 3, 0.5 us a step (cost_models/gpus.json).
+  CHECK(f.model.small_allreduce_latency(0, 8) == doctest::Approx(fixed + 14 * 2.3e-6));
+  CHECK(f.model.small_allreduce_latency(0, 4) == doctest::Approx(fixed + 6 * 2.3e-6));
+  CHECK(f.model.small_allreduce_latency(1, 8) == doctest::Approx(fixed + 14 * 0.5e-6));
+  // 8 KB (one token's hidden state of a 4096-wide model) over 8 A10Gs: the low-latency protocol,
+  // 2 x 7 / 8 of the bytes at 0.42 of PCIe 4's 32 GB/s.
+  const double bytes = 8192;
+  CHECK(f.model.node_allreduce_seconds(0, 8, bytes) ==
+        doctest::Approx(fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * bytes / (32e9 * 0.42)));
+  // Decode at TP 8 pays it twice a layer a step.
+  const int generate = f.task("generate");
+  const std::vector<cost::Stage> tp8{{0, 8, 24}};
+  cost::Breakdown b(true);
+  const std::vector<double> roomy{20 * core::kGiB};
+  f.model.replica_seconds(generate, tp8, 1, 1, {}, roomy, b);
+  const double steps = 64;  // one sequence of 64 fixed-length tokens
+  CHECK(term(b, "decode TP all-reduce") ==
+        doctest::Approx(steps * 2 * 24 * (fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * 896 * 2 / (32e9 * 0.42))).epsilon(1e-6));
+}
+
+TEST_CASE("generation holds an engine workspace beside its KV cache: the reserve and one prefill chunk's activations through a layer") {
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const int generate = f.task("generate");
+  const std::vector<cost::Stage> tp2{{0, 2, 28}};
+  const cost::CostParams params;
+  // 8192 tokens x 34 x hidden (3584) bytes, split by TP 2, and 1 GiB.
+  const double workspace = 1.0 * core::kGiB + 8192.0 * 34 * 3584 / 2;
+  CHECK(f.model.generation_workspace(generate, tp2[0]) == doctest::Approx(workspace));
+  CHECK(params.engine_reserve == 1.0 * core::kGiB);
+  const cost::StageMemory m = f.model.stage_memory(generate, tp2, 0, 1, {});
+  const double per_token = 28 * f.model.shape(generate).kv_bytes_per_token_layer(2);
+  CHECK(m.kv_cache_min == doctest::Approx(workspace + 1024 * per_token));
+  // The cache gets what the workspace leaves: none when the workspace takes it all.
+  const std::vector<double> budget{workspace + 1e6 * per_token};
+  CHECK(f.model.kv_capacity_tokens(generate, tp2, budget) == doctest::Approx(1e6));
+  const std::vector<double> only_workspace{0.5 * workspace};
+  CHECK(f.model.kv_capacity_tokens(generate, tp2, only_workspace) == 0);
+}
+
 TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capped by max_num_seqs") {
   // 100 prompt tokens and 100 response tokens take 13 blocks of 16 tokens (208 tokens).
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 100, 100, 1));
   const int generate = f.task("generate");
   const std::vector<cost::Stage> one{{0, 1, 24}};
   const double per_token = 24 * f.model.shape(generate).kv_bytes_per_token_layer(1);
-  const std::vector<double> room_for_50{50 * 208 * per_token};
+  // The room beyond the engine's workspace.
+  const std::vector<double> room_for_50{50 * 208 * per_token + f.model.generation_workspace(generate, one[0])};
   CHECK(f.model.concurrent_sequences(generate, one, room_for_50) == doctest::Approx(50));
   const std::vector<double> huge{1e15};
   CHECK(f.model.concurrent_sequences(generate, one, huge) == doctest::Approx(1024));  // verl's max_num_seqs

@@ -84,7 +84,7 @@ TEST_CASE("the KV cache caps the batch: sequences wait and run in waves") {
   const std::vector<cost::Stage> one{{0, 1, 28}};
   // Room for two sequences of 512 + 512 tokens: 28 layers x 2 x 4 KV heads x 128 x 2 bytes.
   const double per_token = 28 * 2 * 4 * 128 * 2.0;
-  const std::vector<double> small{2.5 * 1024 * per_token};
+  const std::vector<double> small{2.5 * 1024 * per_token + g.model.generation_workspace(g.task, one[0])};
   sim::EventQueue queue;
   sim::ReplicaGeneration replica(g.model, g.task, one, small, std::vector<int>(8, 512));
   replica.start(queue, [] {});
