@@ -132,10 +132,6 @@ double CostModel::expected_max_length(double n) const {
   return max_length_table_[i] * (1 - f) + max_length_table_[i + 1] * f;
 }
 
-double CostModel::small_allreduce_latency(int node, int ranks) const {
-  return params_.collective_latency + 2.0 * (ranks - 1) * cluster_.nodes[node].intra_node.hop_latency;
-}
-
 double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) const {
   if (ranks <= 1) return 0;
   const hw::Node& n = cluster_.nodes[node];
@@ -185,21 +181,6 @@ double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const 
   const double nic = std::min(a.nic_bandwidth / a.gpu_count, b.nic_bandwidth / b.gpu_count);
   const hw::Path path = cluster_.zone_path(a.zone, b.zone);
   return std::min(nic, path.link.bandwidth / std::max(1, ranks));
-}
-
-double CostModel::activation_bytes_per_token_layer(int task, int tp, Recompute recompute) const {
-  const double hidden = shapes_[task].hidden;
-  // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer
-  // without the attention-score term flash attention removes; tensor parallelism splits 24 x
-  // hidden of it and sequence parallelism (which Megatron and verl's Megatron backend run
-  // with TP) the other 10. Full recompute keeps only each layer's bf16 input, split the same;
-  // selective keeps what ModelShape::selective_activation_bytes counts.
-  switch (recompute) {
-    case Recompute::kNone: return 34.0 * hidden / tp;
-    case Recompute::kSelective: return shapes_[task].selective_activation_bytes / tp;
-    case Recompute::kFull: return 2.0 * hidden / tp;
-  }
-  return 34.0 * hidden / tp;
 }
 
 void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const {
@@ -296,11 +277,6 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
   return {compute_max * fill, tp_max * fill};
 }
 
-double CostModel::generation_workspace(int task, const Stage& stage) const {
-  return params_.engine_reserve +
-         params_.prefill_chunk_tokens * activation_bytes_per_token_layer(task, stage.tp, Recompute::kNone);
-}
-
 double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
                                      std::span<const double> kv_budget) const {
   const ModelShape& shape = shapes_[task];
@@ -366,7 +342,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   return out.total();
 }
 
-double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples,
+// Flattened: its all-reduce and GEMM-efficiency helpers inlined (the evaluator's hot path).
+[[gnu::flatten]] double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples,
                                const DataParallel& dp, const TrainOptions& train, bool training,
                                Breakdown& out) const {
   const ModelShape& shape = shapes_[task];

@@ -414,7 +414,9 @@ class CostModel {
   double node_allreduce_seconds(int node, int ranks, double bytes) const;
   // The fixed cost of NCCL's low-latency protocol for an all-reduce over `ranks` GPUs of a
   // node: CostParams::collective_latency and 2 (ranks - 1) steps of the node's GPU link.
-  double small_allreduce_latency(int node, int ranks) const;
+  double small_allreduce_latency(int node, int ranks) const {
+    return params_.collective_latency + 2.0 * (ranks - 1) * cluster_.nodes[node].intra_node.hop_latency;
+  }
   // Seconds of one all-reduce of `bytes` held by every GPU of the first `nodes` nodes, using
   // `gpus_per_node` GPUs of each, as NCCL runs it hierarchically: a reduce inside each node,
   // an all-reduce between the nodes over their NICs and the zone links, a broadcast inside
@@ -463,7 +465,10 @@ class CostModel {
                                             double samples) const;
   // Memory per GPU of a generation stage besides weights and KV cache: the engine's reserve
   // and one prefill chunk's activations through a layer.
-  double generation_workspace(int task, const Stage& stage) const;
+  double generation_workspace(int task, const Stage& stage) const {
+    return params_.engine_reserve +
+           params_.prefill_chunk_tokens * activation_bytes_per_token_layer(task, stage.tp, Recompute::kNone);
+  }
   // Tokens of KV cache a replica holds, given the memory per GPU of each stage left for its
   // workspace and cache, and how many sequences run at once at the mean context (at least one).
   double kv_capacity_tokens(int task, std::span<const Stage> stages,
@@ -482,7 +487,19 @@ class CostModel {
                       const TrainOptions& train, bool training, Breakdown& out) const;
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
   const hw::GpuSpec& gpu(int node) const;
-  double activation_bytes_per_token_layer(int task, int tp, Recompute recompute) const;
+  // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer
+  // without the attention-score term flash attention removes; tensor parallelism splits 24 x
+  // hidden of it and sequence parallelism (which Megatron and verl's Megatron backend run
+  // with TP) the other 10. Full recompute keeps only each layer's bf16 input, split the same;
+  // selective keeps what ModelShape::selective_activation_bytes counts.
+  double activation_bytes_per_token_layer(int task, int tp, Recompute recompute) const {
+    switch (recompute) {
+      case Recompute::kSelective: return shapes_[task].selective_activation_bytes / tp;
+      case Recompute::kFull: return 2.0 * shapes_[task].hidden / tp;
+      case Recompute::kNone: break;
+    }
+    return 34.0 * shapes_[task].hidden / tp;
+  }
   // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
   // CostParams::gemm_width_half).
   double gemm_efficiency(int task, int node, int tp, double tokens) const;
