@@ -427,8 +427,15 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     if (training) {
       const double params = shape.stage_params(stage.layers, s == 0, last) / stage.tp /
                             (train.zero_stage >= 1 ? dp.replicas : 1);
-      optimizer = std::max(optimizer, params * params_.adam_bytes_per_param /
-                                          (g.memory_bandwidth * g.efficiency.memory));
+      const double step =
+          train.optimizer_offload
+              // Gradients out and weights back over PCIe, Adam in the node's memory, which its
+              // GPUs share.
+              ? 2.0 * kBf16 * params / params_.host_bandwidth +
+                    params * params_.adam_bytes_per_param /
+                        (params_.host_memory_bandwidth / cluster_.nodes[stage.node].gpu_count)
+              : params * params_.adam_bytes_per_param / (g.memory_bandwidth * g.efficiency.memory);
+      optimizer = std::max(optimizer, step);
     }
   }
   const char* compute_name = training ? "forward + backward compute" : "forward compute";
@@ -439,7 +446,11 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
   if (pp > 1) out.add("pipeline bubble", steps * (pp - 1) * worst);
-  if (training) out.add("optimizer step", steps * optimizer);
+  if (training) {
+    out.add(train.optimizer_offload ? "optimizer step on the CPU (gradients out, Adam, weights back)"
+                                    : "optimizer step",
+            steps * optimizer);
+  }
   return out.total();
 }
 
@@ -486,7 +497,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       const double shards = std::max(1, dp);
       m.weights = kBf16 * params / (train.zero_stage >= 3 ? shards : 1);
       m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
-      m.optimizer = kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
+      m.optimizer = train.optimizer_offload ? 0.0 : kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
       // Sharded weights serve no forward pass of another task: it holds its own slice.
       const bool sharded = train.zero_stage >= 3 && dp > 1;
       if (sharded) m.layout |= kShardedLayout;

@@ -141,6 +141,10 @@ struct CostParams {
   // state: pinned copies over PCIe 4.0 x16 reach about 25 GB/s of its 31.5 (NVIDIA's
   // bandwidthTest on A100 hosts reports 24-26 GB/s).
   double host_bandwidth = 25e9;
+  // Bytes per second a node's CPUs read and write their memory running an offloaded Adam step
+  // (DeepSpeed's vectorised CPU Adam is bound by it), shared by the node's GPUs: two sockets of
+  // eight DDR4-3200 channels peak near 410 GB/s; half of it is an estimate, not fitted.
+  double host_memory_bandwidth = 200e9;
   // Sequences an inference engine decodes at once, at most, whatever room the KV cache leaves:
   // verl's rollout default (max_num_seqs 1024; vLLM's own default is 256).
   double max_num_seqs = 1024;
@@ -159,6 +163,10 @@ const char* recompute_name(Recompute r);  // "none", "selective", "full"
 struct TrainOptions {
   int zero_stage = 1;  // 0: none; 1: optimizer state; 2: + gradients; 3: + weights
   Recompute recompute = Recompute::kNone;
+  // ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840): the fp32 master weights and Adam moments
+  // live in host memory and the CPUs run the Adam step; each step the GPU's gradient shard goes
+  // out and its updated bf16 weights come back over PCIe.
+  bool optimizer_offload = false;
   friend bool operator==(const TrainOptions&, const TrainOptions&) = default;
 };
 
@@ -407,7 +415,8 @@ class CostModel {
 
   // The least memory the roles of `tasks` keep resident on all their GPUs together, whatever
   // their layout: per role, the largest of its tasks' weights in bf16, or 16 bytes a parameter
-  // (weights, gradients and Adam state, sharded as thin as ZeRO-3 allows) for training.
+  // (weights, gradients and Adam state, sharded as thin as ZeRO-3 allows) for training. A
+  // bound for the planners' space, where the optimizer stays on the GPU.
   double least_resident_bytes(std::span<const int> tasks) const;
 
   // Seconds of one all-reduce of `bytes` over `ranks` GPUs on one node.

@@ -137,6 +137,7 @@ plan::Plan parse_plan(std::string_view text, std::string_view file, const hw::Cl
       placement.train.zero_stage =
           static_cast<int>(t.optional_integer("zero_stage", 0, 3).value_or(placement.train.zero_stage));
       placement.train.recompute = read_recompute(t);
+      placement.train.optimizer_offload = t.optional_boolean("optimizer_offload").value_or(false);
       for (ObjectReader& r : t.object_array("replicas", false)) {
         plan::Replica replica;
         replica.share = r.number("share", detail::Range::kPositive);
@@ -214,6 +215,7 @@ std::string plan_to_json(const plan::Plan& p, const plan::Prediction& prediction
       if (graph.tasks[placement.task].kind == workload::TaskKind::kTrain) {
         t["zero_stage"] = placement.train.zero_stage;
         t["recompute"] = cost::recompute_name(placement.train.recompute);
+        if (placement.train.optimizer_offload) t["optimizer_offload"] = true;
       }
       OrderedJson replicas = OrderedJson::array();
       for (const plan::Replica& replica : placement.replicas) {

@@ -114,6 +114,7 @@ std::string format_plan(const Plan& plan, const Prediction& prediction, const Re
         if (placement.train.recompute != cost::Recompute::kNone) {
           layout += fmt::format(", {} recompute", cost::recompute_name(placement.train.recompute));
         }
+        if (placement.train.optimizer_offload) layout += ", optimizer on the CPU";
       }
       out += fmt::format("  {:<16} {:>9.2f} {:>9.2f} {:>8} {:>11}  {}\n",
                          c.graph.tasks[placement.task].name, tp.start, tp.seconds,

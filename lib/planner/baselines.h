@@ -11,7 +11,7 @@
 // Search choices (kBaselineSpace): TP in powers of two (dividing the heads, inside a node), PP
 // in {1, 2, 4, 8}, ZeRO stage in {1, 2, 3}, activation recompute none or full (the systems'
 // FSDP trainers checkpoint whole layers, as Hugging Face models' gradient checkpointing does;
-// selective recompute is hetrl's own choice). The streamrl split
+// selective recompute is hetrl's own choice), the optimizer on the GPU. The streamrl split
 // is chosen over node classes (hw::NodeClasses): every way of giving k of a class's nodes to
 // generation, up to kMaxSplits splits (whole classes only beyond that). Each baseline ranks its
 // plans by throughput.
@@ -24,7 +24,8 @@
 
 namespace hetrl::planner {
 
-inline const SearchSpace kBaselineSpace{{1, 2, 4, 8}, {1, 2, 3}, {cost::Recompute::kNone, cost::Recompute::kFull}};
+inline const SearchSpace kBaselineSpace{
+    {1, 2, 4, 8}, {1, 2, 3}, {cost::Recompute::kNone, cost::Recompute::kFull}, {false}};
 inline constexpr int kMaxSplits = 4096;
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,

@@ -206,7 +206,7 @@ TaskChoice Search::start_choice(int task, const std::vector<int>& nodes) const {
   const int zero = params_.space.zero_stages.back();
   for (const TaskChoice& c : choices) {
     if (c.pp != 1 || (c.train.zero_stage != zero && model_.graph().tasks[task].kind == workload::TaskKind::kTrain) ||
-        c.train.recompute != cost::Recompute::kNone) {
+        c.train.recompute != cost::Recompute::kNone || c.train.optimizer_offload) {
       continue;
     }
     const std::vector<cost::Stage> stage{{nodes.front(), c.tp, layers}};
@@ -233,13 +233,11 @@ bool Search::repair(Candidate& c) const {
     const TaskChoice old = c.choices[i];
     const TaskChoice* pick = nullptr;
     for (const TaskChoice& v : valid) {
-      if (v.tp == old.tp && v.pp == old.pp && v.train.zero_stage == old.train.zero_stage &&
-          v.train.recompute == old.train.recompute) {
+      if (v.tp == old.tp && v.pp == old.pp && v.train == old.train) {
         pick = &v;
         break;
       }
-      if (v.pp == old.pp && v.train.zero_stage == old.train.zero_stage &&
-          v.train.recompute == old.train.recompute && v.tp <= old.tp) {
+      if (v.pp == old.pp && v.train == old.train && v.tp <= old.tp) {
         pick = &v;  // keeps the largest such TP: choices come in increasing TP
       }
     }
@@ -340,10 +338,7 @@ void Search::next_sweep(Candidate& c) {
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
     for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]])) {
       const TaskChoice& now = c.choices[i];
-      if (choice.tp == now.tp && choice.pp == now.pp && choice.train.zero_stage == now.train.zero_stage &&
-          choice.train.recompute == now.train.recompute) {
-        continue;
-      }
+      if (choice == now) continue;
       Move m;
       m.strategy = true;
       m.task = static_cast<int>(i);

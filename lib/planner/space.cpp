@@ -16,7 +16,9 @@ std::vector<TaskChoice> strategies(const SearchSpace& space, std::span<const int
         continue;
       }
       for (int zero : space.zero_stages) {
-        for (cost::Recompute recompute : space.recompute) out.push_back({tp, pp, {zero, recompute}});
+        for (cost::Recompute recompute : space.recompute) {
+          for (bool offload : space.optimizer_offload) out.push_back({tp, pp, {zero, recompute, offload}});
+        }
       }
     }
   }

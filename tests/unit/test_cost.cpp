@@ -628,6 +628,33 @@ TEST_CASE("generation holds an engine workspace beside its KV cache: the reserve
   CHECK(f.model.kv_capacity_tokens(generate, tp2, only_workspace) == 0);
 }
 
+TEST_CASE("an optimizer offloaded to the host frees the GPU of Adam's state and runs its step over PCIe and the node's memory, by hand") {
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> tp2{{0, 2, 28}};
+  const cost::TrainOptions on_gpu{1, cost::Recompute::kNone, false};
+  const cost::TrainOptions on_host{1, cost::Recompute::kNone, true};
+  // Four TP-2 replicas, ZeRO-1: each GPU holds an eighth of the Adam state, or none.
+  const double params = f.model.shape(train).stage_params(28, true, true) / 2;
+  const cost::StageMemory gpu = f.model.stage_memory(train, tp2, 0, 4, on_gpu);
+  const cost::StageMemory host = f.model.stage_memory(train, tp2, 0, 4, on_host);
+  CHECK(gpu.optimizer == doctest::Approx(12.0 * params / 4));
+  CHECK(host.optimizer == 0);
+  CHECK(host.weights == gpu.weights);
+  CHECK(host.gradients == gpu.gradients);
+  // The step of a GPU's shard: bf16 gradients out and weights back at 25 GB/s, 30 bytes a
+  // parameter through the node's 200 GB/s of host memory shared by its 8 GPUs.
+  auto step = [&](const cost::TrainOptions& options, const char* name) {
+    cost::Breakdown b(true);
+    f.model.replica_seconds(train, tp2, 16, 4, options, {}, b);
+    return term(b, name);
+  };
+  const double shard = params / 4;
+  CHECK(step(on_host, "optimizer step on the CPU (gradients out, Adam, weights back)") ==
+        doctest::Approx(2 * 2 * shard / 25e9 + shard * 30 / (200e9 / 8)).epsilon(1e-9));
+  CHECK(step(on_gpu, "optimizer step") == doctest::Approx(shard * 30 / (2039e9 * 0.75)).epsilon(1e-9));
+}
+
 TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capped by max_num_seqs") {
   // 100 prompt tokens and 100 response tokens take 13 blocks of 16 tokens (208 tokens).
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 100, 100, 1));
