@@ -48,15 +48,14 @@
 
 namespace hetrl::cost {
 
-// Documented defaults; each can be changed by whoever builds a CostModel.
 // The framework a training or scoring pass runs in. FSDP-style trainers (verl's default,
 // torchtitan, llm-foundry) reach the GPU's Efficiency::training of the kernel rates;
 // Megatron-style trainers the kernel rates; DeepSpeed's engine, running Hugging Face modules
 // with its ZeRO hooks (DeepSpeed-Chat), kDeepSpeedTrainingFraction of the FSDP-style rate.
 enum class Trainer : std::uint8_t { kFsdp, kMegatron, kDeepSpeed };
 // Fitted on the one DeepSpeed-Chat run whose phases are measured (16 V100, OPT-1.3B actor and
-// OPT-350M critic, ZeRO-2, 4 samples of 512 tokens a GPU: training 1.0-1.1 s a step against
-// 0.44 s at the FSDP-style rate; benchmarks/calibration/README.md).
+// OPT-350M critic, ZeRO-2, 4 samples of 512 tokens a GPU: training 1.06 s a step against
+// 0.51 s at the FSDP-style rate, eager kernels; benchmarks/calibration/README.md).
 inline constexpr double kDeepSpeedTrainingFraction = 0.39;
 // Of the kernel rates, what a trainer reaches on a GPU of `training_efficiency`
 // (hw::Efficiency::training).
@@ -69,6 +68,7 @@ inline double trainer_rate_fraction(Trainer trainer, double training_efficiency)
   return training_efficiency;
 }
 
+// Documented defaults; each can be changed by whoever builds a CostModel.
 struct CostParams {
   // Memory no task may use: CUDA context, allocator fragmentation, framework buffers. vLLM's
   // default gpu_memory_utilization of 0.9 leaves the same tenth.
