@@ -26,7 +26,7 @@ struct SearchSpace {
                                             cost::Recompute::kFull};
   // Not searched yet: with the host in the space hybrid finds 13.06 samples/s instead of 11.16
   // on regions3-mixed-256 (the critic's Adam on the CPUs), but the ILP's composed
-  // configurations grow 2x to 4x and homog-h100-64 passes its limit. Plans may still say it.
+  // configurations grow 1.5x to 3.7x and homog-h100-64 passes its limit. Plans may still say it.
   std::vector<bool> optimizer_offload = {false};
 };
 
