@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <string_view>
 
 #include "CbcModel.hpp"
 #include "CbcSolver.hpp"
@@ -17,6 +19,7 @@
 #include "CoinPackedVector.hpp"
 #include "OsiClpSolverInterface.hpp"
 #include "core/error.h"
+#include "core/isolate.h"
 #include "ilp/solver.h"
 
 namespace hetrl::ilp {
@@ -194,9 +197,8 @@ SolveResult run_cbc(const Model& model, const SolveParams& params, double second
   return result;
 }
 
-}  // namespace
-
-SolveResult solve(const Model& model, const SolveParams& params) {
+// CBC's runs on one model: with its preprocessing, then without where that one fails.
+SolveResult solve_here(const Model& model, const SolveParams& params) {
   SolveResult result = run_cbc(model, params, params.time_limit, true);
   // CBC's preprocessing can fail to map its solution back to the model ("postprocessed model
   // is infeasible - possible tolerance issue") and then report a worse one than the start it
@@ -223,6 +225,83 @@ SolveResult solve(const Model& model, const SolveParams& params) {
       result = std::move(again);
     }
   }
+  return result;
+}
+
+// A SolveResult as bytes, from the solving child to the caller.
+template <class T>
+void put(std::string& out, const T& value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+template <class T>
+bool take(std::string_view& in, T& value) {
+  if (in.size() < sizeof value) return false;
+  std::memcpy(&value, in.data(), sizeof value);
+  in.remove_prefix(sizeof value);
+  return true;
+}
+
+std::string encode(const SolveResult& r) {
+  std::string out;
+  put(out, static_cast<int>(r.status));
+  put(out, r.objective);
+  put(out, r.bound);
+  put(out, r.gap);
+  put(out, r.nodes);
+  put(out, r.seconds);
+  put(out, r.message.size());
+  out += r.message;
+  put(out, r.values.size());
+  out.append(reinterpret_cast<const char*>(r.values.data()), r.values.size() * sizeof(double));
+  return out;
+}
+
+bool decode(std::string_view in, SolveResult& r) {
+  int status = 0;
+  std::size_t length = 0, count = 0;
+  if (!take(in, status) || !take(in, r.objective) || !take(in, r.bound) || !take(in, r.gap) ||
+      !take(in, r.nodes) || !take(in, r.seconds) || !take(in, length) || in.size() < length) {
+    return false;
+  }
+  r.status = static_cast<Status>(status);
+  r.message.assign(in.substr(0, length));
+  in.remove_prefix(length);
+  if (!take(in, count) || in.size() != count * sizeof(double)) return false;
+  r.values.resize(count);
+  std::memcpy(r.values.data(), in.data(), in.size());
+  return true;
+}
+
+}  // namespace
+
+SolveResult solve(const Model& model, const SolveParams& params) {
+  // CBC runs in a child process: its root LP does not look at the clock (one took minutes past
+  // a 30 s limit on a 64-GPU cluster) and its preprocessing has crashed on large models, and
+  // neither may take the planner with it. CBC stops itself at the limit between nodes; the
+  // child is killed only when it has not within a little more.
+  const double grace = std::max(0.2, 0.03 * params.time_limit);
+  const core::Isolated run = core::run_isolated(
+      [&] {
+        if (params.before_solve) params.before_solve();
+        return encode(solve_here(model, params));
+      },
+      params.time_limit + grace, params.log);
+  SolveResult result;
+  switch (run.end) {
+    case core::Isolated::End::kUnavailable: return solve_here(model, params);
+    case core::Isolated::End::kReturned:
+      if (decode(run.output, result)) return result;
+      result.message = "CBC's result did not come back whole";
+      break;
+    case core::Isolated::End::kTimedOut:
+      result.status = Status::kNoSolution;
+      result.message = fmt::format("CBC had not stopped {:.2g} s past its time limit and was killed", grace);
+      break;
+    case core::Isolated::End::kCrashed:
+      result.message = fmt::format("CBC crashed: {}", core::describe_end(run));
+      break;
+  }
+  result.seconds = run.seconds;
   return result;
 }
 

@@ -3,6 +3,7 @@
 // CBC (ilp/cbc_solver.cpp, the one file that includes it). Whether the call worked is kept apart
 // from what the solver concluded: a solve returns a Status, and throws only for bugs.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ struct SolveParams {
   int threads = 1;
   bool log = false;           // the solver's own output on stdout
   std::vector<double> warm_start{};  // a feasible assignment to start from, or empty
+  // Run in the solving process just before CBC starts: tests inject a crash or a hang there.
+  std::function<void()> before_solve{};
 };
 
 struct SolveResult {

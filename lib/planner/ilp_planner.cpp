@@ -210,7 +210,14 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   if (!result.found) {
     result.why_not = status == ilp::Status::kInfeasible
                          ? std::string("the ILP is infeasible: nothing fits in memory, or no plan meets the constraints")
-                         : fmt::format("the ILP solver found no plan ({})", ilp::status_name(status));
+                         : fmt::format("the ILP solver found no plan ({}{})", ilp::status_name(status),
+                                       outcome.solve.message.empty() ? "" : ": " + outcome.solve.message);
+    // Stopped or failed without a plan of its own: the warm start is the best one known.
+    if ((status == ilp::Status::kNoSolution || status == ilp::Status::kError) && warm) {
+      result.prediction = plan::Evaluator(model).evaluate(*warm);
+      result.found = params.goal.accepts(result.prediction);
+      if (result.found) result.plan.groups = warm->groups;
+    }
   }
   describe(params, ilp::status_name(status), outcome);
   return outcome;
@@ -224,8 +231,12 @@ std::string ilp_summary(const IlpOutcome& o, const Goal& goal, const std::string
   }
   const ilp::SolveResult& s = o.solve;
   const plan::Prediction& p = o.result.prediction;
+  const bool own = s.status == ilp::Status::kOptimal || s.status == ilp::Status::kFeasible;
   std::string objective;
-  if (!o.result.found) {
+  if (o.result.found && !own) {
+    objective = fmt::format("{}; the plan is the warm start's ({})",
+                            s.message.empty() ? "no plan of its own" : s.message, warm_from);
+  } else if (!o.result.found) {
     objective = "no plan";
   } else if (goal.objective == Objective::kCostPerSample) {
     objective = fmt::format("objective {:.6f} $ per 1k samples (the plan evaluates to {:.6f})", s.objective,

@@ -1,7 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <csignal>
+#include <cstdlib>
+#include <stdexcept>
+
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/isolate.h"
 #include "core/text.h"
 
 using namespace hetrl::core;
@@ -56,4 +61,41 @@ TEST_CASE("fnv1a64 matches the published test vectors") {
   CHECK(fnv1a64("a") == 0xaf63dc4c8601ec8cull);
   CHECK(fnv1a64("foobar") == 0x85944171f73967e8ull);
   CHECK(content_hash("a") == "fnv1a64:af63dc4c8601ec8c");
+}
+
+TEST_CASE("isolated work: what it returns comes back, and how it ended when it did not return") {
+  int touched = 0;
+  const Isolated ok = run_isolated(
+      [&] {
+        touched = 1;  // the child's copy: the caller's stays 0
+        return std::string("bytes\0back", 10);
+      },
+      60, false);
+  CHECK(ok.end == Isolated::End::kReturned);
+  CHECK(ok.output == std::string("bytes\0back", 10));
+  CHECK(touched == 0);
+
+  const Isolated big = run_isolated([] { return std::string(3 << 20, 'x'); }, 60, false);
+  CHECK(big.end == Isolated::End::kReturned);
+  CHECK(big.output.size() == (3u << 20));
+
+  const Isolated crash = run_isolated([]() -> std::string { std::raise(SIGSEGV); return {}; }, 60, false);
+  CHECK(crash.end == Isolated::End::kCrashed);
+  CHECK(crash.signal == SIGSEGV);
+  CHECK(describe_end(crash).find("(signal 11)") != std::string::npos);
+
+  const Isolated thrown = run_isolated([]() -> std::string { throw std::runtime_error("no"); }, 60, false);
+  CHECK(thrown.end == Isolated::End::kCrashed);
+  CHECK(thrown.signal == 0);
+  CHECK(describe_end(thrown) == "exit code 3");
+
+  const Isolated endless = run_isolated(
+      []() -> std::string {
+        for (volatile bool forever = true; forever;) {
+        }
+        return {};
+      },
+      0.1, false);
+  CHECK(endless.end == Isolated::End::kTimedOut);
+  CHECK(endless.output.empty());
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <map>
 #include <random>
 
@@ -206,6 +207,35 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
     }
   }
   CHECK(compared == 50);
+}
+
+TEST_CASE("a solver that crashes leaves the ILP planner with the warm start's plan, and says why") {
+  std::mt19937 rng(51);
+  for (int i = 0; i < 50; ++i) {
+    const RandomInstance x = random_instance(rng);
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    const core::FakeClock clock;
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, {}, clock);
+    if (!hybrid.found) continue;
+    CAPTURE(x.description);
+    planner::IlpParams params;
+    params.solve.before_solve = [] { std::raise(SIGSEGV); };
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, params, kStill, &hybrid.plan);
+    REQUIRE(ilp.solve.status == ilp::Status::kError);
+    REQUIRE(ilp.result.found);
+    CHECK(ilp.result.prediction.samples_per_second == hybrid.prediction.samples_per_second);
+    CHECK(ilp.result.prediction.iteration_seconds == hybrid.prediction.iteration_seconds);
+    CHECK(ilp.result.plan.groups.size() == hybrid.plan.groups.size());
+    const std::string summary = planner::ilp_summary(ilp, {}, "hybrid");
+    CHECK(summary.find("CBC crashed") != std::string::npos);
+    CHECK(summary.find("the plan is the warm start's (hybrid)") != std::string::npos);
+    // Without a warm start there is no plan, and the reason names the crash.
+    const planner::IlpOutcome cold = planner::plan_ilp(model, catalogs().models, params, kStill);
+    CHECK_FALSE(cold.result.found);
+    CHECK(cold.result.why_not.find("CBC crashed") != std::string::npos);
+    return;
+  }
+  FAIL("no instance with a plan");
 }
 
 TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum on 20 priced instances") {

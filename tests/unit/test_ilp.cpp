@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -107,4 +108,29 @@ TEST_CASE("exported LP and MPS files solve to the same objective with the cbc pr
   CHECK(cbc_objective(lp) == doctest::Approx(r.objective));
   CHECK(cbc_objective(mps) == doctest::Approx(r.objective));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("CBC runs apart: a crash inside the solver is a result with its cause, not the end of the tool") {
+  SolveParams params;
+  params.before_solve = [] { std::raise(SIGSEGV); };
+  const SolveResult r = solve(knapsack(), params);
+  CHECK(r.status == Status::kError);
+  CHECK(r.values.empty());
+  CHECK(r.message.find("CBC crashed") == 0);
+  CHECK(r.message.find("signal 11") != std::string::npos);
+  // The same model solves in the next call: nothing of the crash is left behind.
+  CHECK(solve(knapsack(), {}).status == Status::kOptimal);
+}
+
+TEST_CASE("CBC runs apart: a solver that does not stop at its time limit is stopped a little after it") {
+  SolveParams params;
+  params.time_limit = 0.2;
+  params.before_solve = [] {
+    for (volatile bool forever = true; forever;) {
+    }
+  };
+  const SolveResult r = solve(knapsack(), params);
+  CHECK(r.status == Status::kNoSolution);
+  CHECK(r.values.empty());
+  CHECK(r.message.find("had not stopped") != std::string::npos);
 }
