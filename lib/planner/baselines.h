@@ -25,7 +25,10 @@
 namespace hetrl::planner {
 
 inline const SearchSpace kBaselineSpace{
-    {1, 2, 4, 8}, {1, 2, 3}, {cost::Recompute::kNone, cost::Recompute::kFull}, {false}};
+    .pipeline = {1, 2, 4, 8},
+    .zero_stages = {1, 2, 3},
+    .recompute = {cost::Recompute::kNone, cost::Recompute::kFull},
+    .optimizer_offload = {false}};
 inline constexpr int kMaxSplits = 4096;
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,

@@ -48,7 +48,7 @@ void for_each_allocation(const cost::CostModel& model, const workload::ModelCata
 long long exhaustive_plan_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                 const ExhaustiveParams& params) {
   long long count = 0;
-  for (const auto& partition : partitions(model.graph().gpu_tasks())) {
+  for (const auto& partition : partitions(model.graph().gpu_tasks(), params.space.max_groups)) {
     for_each_allocation(model, models, params.space, partition,
                         [&](std::vector<GroupChoice>&, const std::vector<std::vector<TaskChoice>>& choices) {
                           long long product = 1;
@@ -74,7 +74,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
   Rejections rejected;
   plan::Evaluator evaluator(model);
   plan::Plan candidate;
-  for (const auto& partition : partitions(model.graph().gpu_tasks())) {
+  for (const auto& partition : partitions(model.graph().gpu_tasks(), params.space.max_groups)) {
     for_each_allocation(
         model, models, params.space, partition,
         [&](std::vector<GroupChoice>& groups, const std::vector<std::vector<TaskChoice>>& choices) {

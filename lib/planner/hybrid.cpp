@@ -141,9 +141,8 @@ std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
   std::vector<Candidate> out;
-  for (const auto& partition : partitions(tasks)) {
+  for (const auto& partition : partitions(tasks, params_.space.max_groups)) {
     const int k = static_cast<int>(partition.size());
-    if (k > params_.max_groups) continue;
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
     while (true) {
       Candidate c;
@@ -495,7 +494,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
   result.plan.planner.name = "hybrid";
   result.plan.planner.params = {
       {"seed", std::to_string(params_.seed)},
-      {"max_groups", std::to_string(params_.max_groups)},
+      {"max_groups", std::to_string(params_.space.max_groups)},
       {"objective", std::string(objective_name(params_.goal.objective))}};
   if (params_.goal.budget_per_hour) {
     result.plan.planner.params.emplace_back("budget_per_hour_usd", fmt::format("{}", *params_.goal.budget_per_hour));

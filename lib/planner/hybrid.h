@@ -36,7 +36,6 @@ namespace hetrl::planner {
 
 struct HybridParams {
   SearchSpace space;
-  int max_groups = 3;
   std::uint64_t seed = 1;
   double time_limit = kDefaultTimeLimit;  // seconds
   int max_candidates = 2048;       // level-1 candidates searched (a seeded sample beyond)

@@ -13,7 +13,7 @@ using workload::TaskKind;
 
 Instance::Instance(const cost::CostModel& m, const workload::ModelCatalog& catalog, const IlpParams& p)
     : model(m), models(catalog), params(p), classes(m.cluster().node_classes().members),
-      allocations(enumerate_allocations(m, classes)), partitions(planner::partitions(m.graph().gpu_tasks())),
+      allocations(enumerate_allocations(m, classes)), partitions(planner::partitions(m.graph().gpu_tasks(), p.space.max_groups)),
       host(m.graph().host_tasks()), sync(m.graph().weight_sync()) {}
 
 std::set<std::vector<int>> Instance::groups() const {

@@ -20,7 +20,7 @@ constexpr unsigned bits(std::initializer_list<Setting> settings) {
 HybridParams hybrid_params(const PlanRequest& request, double time_limit) {
   HybridParams params;
   params.seed = request.seed;
-  params.max_groups = request.max_groups;
+  params.space.max_groups = request.max_groups;
   params.goal = request.goal;
   params.time_limit = time_limit;
   return params;
@@ -39,6 +39,7 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
                                          clock, request.progress);
   const double hybrid_seconds = clock.seconds() - start;
   IlpParams params;
+  params.space.max_groups = request.max_groups;
   params.goal = request.goal;
   params.solve = request.solver;
   params.solve.time_limit = std::max(0.0, request.time_limit - hybrid_seconds);

@@ -118,7 +118,7 @@ bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
   return true;
 }
 
-std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items) {
+std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items, int max_groups) {
   // Restricted growth strings: item i joins one of the groups so far or opens a new one.
   std::vector<std::vector<std::vector<int>>> out;
   const std::size_t n = items.size();
@@ -127,9 +127,11 @@ std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& it
   while (true) {
     int groups = 0;
     for (int l : label) groups = std::max(groups, l + 1);
-    std::vector<std::vector<int>> partition(groups);
-    for (std::size_t i = 0; i < n; ++i) partition[label[i]].push_back(items[i]);
-    out.push_back(std::move(partition));
+    if (groups <= max_groups) {
+      std::vector<std::vector<int>> partition(groups);
+      for (std::size_t i = 0; i < n; ++i) partition[label[i]].push_back(items[i]);
+      out.push_back(std::move(partition));
+    }
     // Next string: increment the last position that may grow.
     std::size_t i = n;
     while (i-- > 1) {

@@ -2,7 +2,8 @@
 // The decision space the searching planners share (hybrid, the ILP, exhaustive), so their
 // plans are comparable and the exhaustive optimum is ground truth for the others:
 //
-//   grouping    a partition of the GPU tasks into groups (colocated tasks share GPUs)
+//   grouping    a partition of the GPU tasks into at most max_groups groups (colocated tasks
+//               share GPUs)
 //   allocation  each node to one group, or unused
 //   strategy    per task: TP (a power of two dividing the heads, inside a node), PP, and for
 //               training the ZeRO stage, recompute and whether the optimizer runs on the host; replicas laid out over the group's
@@ -20,6 +21,7 @@
 namespace hetrl::planner {
 
 struct SearchSpace {
+  int max_groups = 3;  // the most groups a plan has (--max-groups)
   std::vector<int> pipeline = {1, 2};
   std::vector<int> zero_stages = {1, 2, 3};
   std::vector<cost::Recompute> recompute = {cost::Recompute::kNone, cost::Recompute::kSelective,
@@ -57,8 +59,8 @@ std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workloa
 bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
              const std::vector<GroupChoice>& groups, plan::Plan& out);
 
-// Every partition of `items` into non-empty groups, each group in increasing order, groups
-// ordered by their first item.
-std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items);
+// Every partition of `items` into at most `max_groups` non-empty groups, each group in
+// increasing order, groups ordered by their first item.
+std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items, int max_groups);
 
 }  // namespace hetrl::planner

@@ -209,6 +209,40 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
   CHECK(compared == 50);
 }
 
+TEST_CASE("--max-groups bounds the same space for hybrid, the ILP and exhaustive search") {
+  std::mt19937 rng(51);
+  int checked = 0;
+  for (int i = 0; checked < 5 && i < 200; ++i) {
+    const RandomInstance x = random_instance(rng);
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    if (planner::exhaustive_plan_count(model, catalogs().models, {}) > 6000) continue;
+    const planner::PlannerResult free = planner::plan_exhaustive(model, catalogs().models, {});
+    if (!free.found || free.plan.groups.size() < 2) continue;
+    CAPTURE(x.description);
+    ++checked;
+    planner::ExhaustiveParams one;
+    one.space.max_groups = 1;
+    const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, one);
+    planner::IlpParams ilp_one;
+    ilp_one.space.max_groups = 1;
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ilp_one, kStill);
+    planner::HybridParams hybrid_one;
+    hybrid_one.space.max_groups = 1;
+    const core::FakeClock clock;
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hybrid_one, clock);
+    REQUIRE(truth.found == ilp.result.found);
+    CHECK(truth.found == hybrid.found);
+    if (!truth.found) continue;
+    CHECK(truth.plan.groups.size() == 1);
+    CHECK(ilp.result.plan.groups.size() == 1);
+    CHECK(hybrid.plan.groups.size() == 1);
+    CHECK(ilp.result.prediction.samples_per_second ==
+          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+    CHECK(truth.prediction.samples_per_second <= free.prediction.samples_per_second);
+  }
+  CHECK(checked == 5);
+}
+
 TEST_CASE("a solver that crashes leaves the ILP planner with the warm start's plan, and says why") {
   std::mt19937 rng(51);
   for (int i = 0; i < 50; ++i) {

@@ -37,8 +37,12 @@ TEST_CASE("partitions: the Bell numbers, each item once") {
   for (std::size_t n = 1; n <= bell.size(); ++n) {
     std::vector<int> items(n);
     for (std::size_t i = 0; i < n; ++i) items[i] = static_cast<int>(10 + i);
-    const auto all = planner::partitions(items);
+    const auto all = planner::partitions(items, static_cast<int>(n));
     CHECK(all.size() == bell[n - 1]);
+    // At most two groups: the partitions into one and into two, 2^(n-1) of them.
+    const auto two = planner::partitions(items, 2);
+    CHECK(two.size() == (std::size_t{1} << (n - 1)));
+    for (const auto& partition : two) CHECK(partition.size() <= 2);
     std::set<std::vector<std::vector<int>>> distinct(all.begin(), all.end());
     CHECK(distinct.size() == all.size());
     for (const auto& partition : all) {
@@ -128,7 +132,7 @@ TEST_CASE("exhaustive: no plan of its space beats it, it refuses large instances
   std::mt19937 rng(17);
   plan::Evaluator evaluator(x.model);
   const std::vector<int> tasks = x.in.graph.gpu_tasks();
-  const auto partitions = planner::partitions(tasks);
+  const auto partitions = planner::partitions(tasks, planner::SearchSpace{}.max_groups);
   const int nodes = static_cast<int>(x.in.cluster.nodes.size());
   int priced = 0;
   for (int trial = 0; trial < 300; ++trial) {
