@@ -26,25 +26,33 @@ std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& grap
   return out;
 }
 
-// A group running `tasks` on all GPUs of `nodes` with one strategy; false if it cannot be laid
-// out.
+// A group running `tasks` on all GPUs of `nodes`, generation with `rollout` and the other
+// tasks with `strategy`; false if it cannot be laid out.
 bool make_group(const cost::CostModel& model, const workload::ModelCatalog& models,
                 const std::vector<int>& nodes, const std::vector<int>& tasks,
-                const TaskChoice& strategy, plan::Group& group) {
+                const TaskChoice& strategy, const TaskChoice& rollout, plan::Group& group) {
   const hw::Cluster& cluster = model.cluster();
   group.gpus = gpus_of(cluster, nodes);
   group.tasks.clear();
   for (int t : tasks) {
+    const TaskChoice& own = model.graph().tasks[t].kind == TaskKind::kGenerate ? rollout : strategy;
     plan::TaskPlacement placement;
     placement.task = t;
-    placement.train = strategy.train;
+    placement.train = own.train;
     const workload::ModelArch& arch = models.get(model.graph().tasks[t].model, "");
-    if (!uniform_replicas(cluster, nodes, strategy.tp, strategy.pp, arch.layers, placement.replicas)) {
+    if (!uniform_replicas(cluster, nodes, own.tp, own.pp, arch.layers, placement.replicas)) {
       return false;
     }
     group.tasks.push_back(std::move(placement));
   }
   return true;
+}
+
+// The same with one strategy for every task.
+bool make_group(const cost::CostModel& model, const workload::ModelCatalog& models,
+                const std::vector<int>& nodes, const std::vector<int>& tasks,
+                const TaskChoice& strategy, plan::Group& group) {
+  return make_group(model, models, nodes, tasks, strategy, strategy, group);
 }
 
 void consider(PlannerResult& result, Rejections& rejected, const plan::Plan& candidate,
@@ -86,13 +94,22 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   Rejections rejected;
   plan::Evaluator evaluator(model);
   const std::vector<int> tps = tp_choices(model.cluster(), nodes, archs_of(graph, models, tasks));
+  // verl sets the rollout's tensor parallelism apart from the trainer's
+  // (actor_rollout_ref.rollout.tensor_model_parallel_size); vLLM's rollout runs without
+  // pipeline stages.
+  const bool generates = !gpu_tasks(graph, true).empty();
   for (const TaskChoice& strategy : strategies(tps, true)) {
-    plan::Plan candidate;
-    candidate.groups.emplace_back();
-    if (!make_group(model, models, nodes, tasks, strategy, candidate.groups[0])) continue;
-    candidate.planner.name = "verl";
-    candidate.planner.params = {{"strategy", strategy_text(strategy)}};
-    consider(result, rejected, candidate, evaluator.evaluate(candidate));
+    for (int rollout_tp : tps) {
+      if (!generates && rollout_tp != tps.front()) break;
+      const TaskChoice rollout{rollout_tp, 1, {}};
+      plan::Plan candidate;
+      candidate.groups.emplace_back();
+      if (!make_group(model, models, nodes, tasks, strategy, rollout, candidate.groups[0])) continue;
+      candidate.planner.name = "verl";
+      candidate.planner.params = {{"strategy", strategy_text(strategy)}};
+      if (generates) candidate.planner.params.emplace_back("rollout", fmt::format("TP{}", rollout_tp));
+      consider(result, rejected, candidate, evaluator.evaluate(candidate));
+    }
   }
   if (!result.found) result.why_not = rejected.why_not(kFastest);
   result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)}};
