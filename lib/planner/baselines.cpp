@@ -94,20 +94,20 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   Rejections rejected;
   plan::Evaluator evaluator(model);
   const std::vector<int> tps = tp_choices(model.cluster(), nodes, archs_of(graph, models, tasks));
-  // verl sets the rollout's tensor parallelism apart from the trainer's
-  // (actor_rollout_ref.rollout.tensor_model_parallel_size); vLLM's rollout runs without
-  // pipeline stages.
+  // verl sets the rollout's parallelism apart from the trainer's
+  // (actor_rollout_ref.rollout.tensor_model_parallel_size, and pipeline stages where the
+  // engine runs them).
   const bool generates = !gpu_tasks(graph, true).empty();
+  const std::vector<TaskChoice> rollouts = strategies(tps, false);
   for (const TaskChoice& strategy : strategies(tps, true)) {
-    for (int rollout_tp : tps) {
-      if (!generates && rollout_tp != tps.front()) break;
-      const TaskChoice rollout{rollout_tp, 1, {}};
+    for (const TaskChoice& rollout : rollouts) {
+      if (!generates && !(rollout == rollouts.front())) break;
       plan::Plan candidate;
       candidate.groups.emplace_back();
       if (!make_group(model, models, nodes, tasks, strategy, rollout, candidate.groups[0])) continue;
       candidate.planner.name = "verl";
       candidate.planner.params = {{"strategy", strategy_text(strategy)}};
-      if (generates) candidate.planner.params.emplace_back("rollout", fmt::format("TP{}", rollout_tp));
+      if (generates) candidate.planner.params.emplace_back("rollout", fmt::format("TP{} PP{}", rollout.tp, rollout.pp));
       consider(result, rejected, candidate, evaluator.evaluate(candidate));
     }
   }

@@ -3,8 +3,8 @@
 // cost model as every other planner.
 //
 //   verl         every GPU task colocated on all GPUs (the hybrid engine of verl): one TP x PP
-//                and training options for training and scoring, the rollout's TP chosen
-//                apart (no pipeline stages), layers and batch split evenly.
+//                and training options for training and scoring, the rollout's TP x PP chosen
+//                apart, layers and batch split evenly.
 //   streamrl     generation on one pool of nodes, every other task colocated on the rest;
 //                a strategy per pool, batch shares split by replica speed (StreamRL).
 //   homogeneous  the best of verl and streamrl on the nodes of a single GPU type.

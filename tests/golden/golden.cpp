@@ -162,6 +162,7 @@ int run(const std::string& mode, const fs::path& golden, const fs::path& scenari
   const auto keep = [&](const std::string& label, planner::PlannerResult result) {
     if (!result.found) {
       out.file(label + ".plan.json", "no plan: " + result.why_not + "\n");
+      out.file(label + ".txt", "no plan: " + result.why_not + "\n");
       return;
     }
     plan::Plan& p = result.plan;
