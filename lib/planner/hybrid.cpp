@@ -65,7 +65,8 @@ class Search {
   std::vector<int> group_nodes(const Candidate& c, int group) const;
   std::vector<Candidate> level_one();
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
-  bool share_classes(Candidate& c) const;
+  enum class ShareRule { kHalf, kOne, kAllButOne };
+  bool share_classes(Candidate& c, ShareRule rule) const;
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
@@ -108,11 +109,12 @@ bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>&
   return model_.least_resident_bytes(tasks) <= capacity;
 }
 
-// Groups given no class take half of the largest class another group owns (keeping it at
+// Groups given no class take a share of the largest class another group owns (keeping it at
 // least one node), so groupings with more groups than classes are searched too: generation on
-// some nodes of a type and training on the others is often the best split. False when some
-// group gets no node.
-bool Search::share_classes(Candidate& c) const {
+// some nodes of a type and training on the others is often the best split. Three shares start
+// three candidates: half, one node (a task of little work beside the rest, such as a critic's
+// update on one node of eight), and all but one. False when some group gets no node.
+bool Search::share_classes(Candidate& c, ShareRule rule) const {
   const int k = static_cast<int>(c.partition.size());
   const int classes = static_cast<int>(classes_.size());
   std::vector<int> owner(classes, -1);
@@ -130,7 +132,8 @@ bool Search::share_classes(Candidate& c) const {
       if (have >= 2 && (best < 0 || have > c.counts[best][owner[best]])) best = cls;
     }
     if (best < 0) return false;
-    const int moved = c.counts[best][owner[best]] / 2;
+    const int have = c.counts[best][owner[best]];
+    const int moved = rule == ShareRule::kHalf ? have / 2 : rule == ShareRule::kOne ? 1 : have - 1;
     c.counts[best][owner[best]] -= moved;
     c.counts[best][g] += moved;
   }
@@ -145,26 +148,30 @@ std::vector<Candidate> Search::level_one() {
     const int k = static_cast<int>(partition.size());
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
     while (true) {
-      Candidate c;
-      c.partition = partition;
-      c.counts.assign(classes, std::vector<int>(k, 0));
-      for (int cls = 0; cls < classes; ++cls) {
-        if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
-      }
-      if (share_classes(c)) {
+      std::vector<std::vector<std::vector<int>>> tried;  // the counts of the shares so far
+      for (ShareRule rule : {ShareRule::kHalf, ShareRule::kOne, ShareRule::kAllButOne}) {
+        Candidate c;
+        c.partition = partition;
+        c.counts.assign(classes, std::vector<int>(k, 0));
+        for (int cls = 0; cls < classes; ++cls) {
+          if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
+        }
+        if (!share_classes(c, rule)) break;
+        if (std::find(tried.begin(), tried.end(), c.counts) != tried.end()) continue;
+        tried.push_back(c.counts);
         bool holds = true;
         for (int g = 0; g < k && holds; ++g) holds = holds_models(partition[g], group_nodes(c, g));
-        if (holds) {
-          for (int g = 0; g < k; ++g) {
-            for (int t : partition[g]) {
-              c.tasks.push_back(t);
-              c.task_group.push_back(g);
-            }
-          }
-          out.push_back(std::move(c));
-        } else {
+        if (!holds) {
           ++pruned_;
+          continue;
         }
+        for (int g = 0; g < k; ++g) {
+          for (int t : partition[g]) {
+            c.tasks.push_back(t);
+            c.task_group.push_back(g);
+          }
+        }
+        out.push_back(std::move(c));
       }
       int i = 0;
       for (; i < classes; ++i) {
