@@ -67,6 +67,7 @@ class Search {
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Candidate& c, ShareRule rule) const;
+  bool fit_budget(Candidate& c) const;
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
@@ -140,6 +141,44 @@ bool Search::share_classes(Candidate& c, ShareRule rule) const {
   return true;
 }
 
+// Under a budget a candidate starts within it, so that the search has a plan to improve on:
+// nodes leave it, the dearest first and from the largest holding, each group keeping one
+// node. False when even that is over the budget.
+bool Search::fit_budget(Candidate& c) const {
+  if (!params_.goal.budget_per_hour) return true;
+  const hw::Cluster& cluster = model_.cluster();
+  const int k = static_cast<int>(c.partition.size());
+  const int classes = static_cast<int>(classes_.size());
+  std::vector<double> price(classes);
+  std::vector<int> held(k, 0);
+  double total = 0;
+  for (int cls = 0; cls < classes; ++cls) {
+    price[cls] = cluster.node_price_per_hour(cluster.nodes[classes_[cls].front()]).value_or(0.0);
+    for (int g = 0; g < k; ++g) {
+      total += price[cls] * c.counts[cls][g];
+      held[g] += c.counts[cls][g];
+    }
+  }
+  while (total > *params_.goal.budget_per_hour) {
+    int best_cls = -1, best_g = -1;
+    for (int cls = 0; cls < classes; ++cls) {
+      for (int g = 0; g < k; ++g) {
+        if (c.counts[cls][g] == 0 || held[g] <= 1) continue;
+        if (best_cls < 0 || price[cls] > price[best_cls] ||
+            (price[cls] == price[best_cls] && c.counts[cls][g] > c.counts[best_cls][best_g])) {
+          best_cls = cls;
+          best_g = g;
+        }
+      }
+    }
+    if (best_cls < 0) return false;
+    --c.counts[best_cls][best_g];
+    --held[best_g];
+    total -= price[best_cls];
+  }
+  return true;
+}
+
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
@@ -157,6 +196,10 @@ std::vector<Candidate> Search::level_one() {
           if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
         }
         if (!share_classes(c, rule)) break;
+        if (!fit_budget(c)) {
+          ++pruned_;
+          continue;
+        }
         if (std::find(tried.begin(), tried.end(), c.counts) != tried.end()) continue;
         tried.push_back(c.counts);
         bool holds = true;

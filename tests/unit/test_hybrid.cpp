@@ -272,6 +272,37 @@ TEST_CASE("a solver that crashes leaves the ILP planner with the warm start's pl
   FAIL("no instance with a plan");
 }
 
+TEST_CASE("under a budget that excludes some of a type's nodes hybrid still finds a plan wherever exhaustive search does") {
+  // Three nodes of one type, a budget for one or two of them: a start that rents the whole
+  // type is over it, so the search must start from fewer nodes.
+  int compared = 0;
+  for (const char* spec : {"a:3x1xA100-SXM-80G", "a:3x2xL40S"}) {
+    for (double fraction : {0.4, 0.7}) {
+      hw::Cluster cluster = cluster_of({spec});
+      for (hw::GpuSpec& g : cluster.gpu_types) g.price_per_hour = 2.0;
+      const workload::Workload w = grpo("Qwen2.5-0.5B", 16, 4, 256, 512);
+      const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+      const cost::CostModel model(cluster, w, graph, catalogs().models);
+      double all = 0;  // every node rented
+      for (const hw::Node& node : cluster.nodes) all += *cluster.node_price_per_hour(node);
+      planner::ExhaustiveParams ep;
+      ep.goal.budget_per_hour = fraction * all;
+      const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, ep);
+      CAPTURE(spec);
+      CAPTURE(fraction);
+      REQUIRE(truth.found);
+      ++compared;
+      planner::HybridParams hp;
+      hp.goal = ep.goal;
+      const core::FakeClock clock;
+      const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
+      REQUIRE(hybrid.found);
+      CHECK(*hybrid.prediction.price_per_hour <= *ep.goal.budget_per_hour);
+    }
+  }
+  CHECK(compared == 4);
+}
+
 TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum on 20 priced instances") {
   std::mt19937 rng(77);
   int compared = 0;
