@@ -105,6 +105,12 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     const double n = std::ldexp(1.0, i) - 1;
     max_length_table_.push_back(i == 0 ? 0.0 : workload_.response.quantile(n / (n + 1)));
   }
+  // The drain's quadrature points, the same for every replica: the iteration's expected
+  // longest response, and the survival at the midpoint of each of its parts.
+  longest_ = expected_max_length(samples_);
+  for (int j = 0; j < params_.decode_points; ++j) {
+    drain_survival_.push_back(survival((j + 0.5) / params_.decode_points * longest_));
+  }
 }
 
 const hw::GpuSpec& CostModel::gpu(int node) const {
@@ -302,7 +308,7 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
   for (const DecodeStage& d : per_stage) step += d.weight_seconds + d.tp_fixed + d.p2p_fixed;
   step += params_.decode_step_overhead;
   // The quadrature adds `points` steps of longest / points each: allow for its rounding.
-  return expected_max_length(samples_) * step * (1 - 1e-12);
+  return longest_ * step * (1 - 1e-12);
 }
 
 double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
@@ -319,14 +325,14 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // end. Generation ends with its slowest replica, the one that draws the longest response of
   // the whole iteration, so every replica is priced as if it held that one: the expected
   // longest of all the iteration's responses, not of this replica's share.
-  const double longest = expected_max_length(samples_);
+  const double longest = longest_;
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
   StepCost decode;
   const int points = params_.decode_points;
   for (int j = 0; j < points; ++j) {
     const double step = (j + 0.5) / points * longest;
-    const double batch = std::max(1.0, live * survival(step));
+    const double batch = std::max(1.0, live * drain_survival_[j]);
     decode.add(decode_step(per_stage, batch, batch * (prompt_ + step)), longest / points);
   }
   // Queue: sequences beyond the cache's capacity keep the batch full until they are done.

@@ -530,6 +530,8 @@ class CostModel {
   double max_response_ = 0;
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
+  double longest_ = 0;                    // expected longest response of the iteration
+  std::vector<double> drain_survival_;    // survival at the drain's quadrature points
 };
 
 }  // namespace hetrl::cost
