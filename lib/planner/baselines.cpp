@@ -98,10 +98,9 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   // (actor_rollout_ref.rollout.tensor_model_parallel_size, and pipeline stages where the
   // engine runs them).
   const bool generates = !gpu_tasks(graph, true).empty();
-  const std::vector<TaskChoice> rollouts = strategies(tps, false);
+  const std::vector<TaskChoice> rollouts = generates ? strategies(tps, false) : std::vector<TaskChoice>(1);
   for (const TaskChoice& strategy : strategies(tps, true)) {
     for (const TaskChoice& rollout : rollouts) {
-      if (!generates && !(rollout == rollouts.front())) break;
       plan::Plan candidate;
       candidate.groups.emplace_back();
       if (!make_group(model, models, nodes, tasks, strategy, rollout, candidate.groups[0])) continue;

@@ -68,6 +68,7 @@ class Search {
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Candidate& c, ShareRule rule) const;
   bool fit_budget(Candidate& c) const;
+  void add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out);
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
@@ -179,6 +180,30 @@ bool Search::fit_budget(Candidate& c) const {
   return true;
 }
 
+// A level-1 start, within the budget, once, and only if its groups can hold their models.
+void Search::add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
+  if (!fit_budget(c)) {
+    ++pruned_;
+    return;
+  }
+  if (std::find(tried.begin(), tried.end(), c.counts) != tried.end()) return;
+  tried.push_back(c.counts);
+  const int k = static_cast<int>(c.partition.size());
+  for (int g = 0; g < k; ++g) {
+    if (!holds_models(c.partition[g], group_nodes(c, g))) {
+      ++pruned_;
+      return;
+    }
+  }
+  for (int g = 0; g < k; ++g) {
+    for (int t : c.partition[g]) {
+      c.tasks.push_back(t);
+      c.task_group.push_back(g);
+    }
+  }
+  out.push_back(std::move(c));
+}
+
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
@@ -187,34 +212,19 @@ std::vector<Candidate> Search::level_one() {
     const int k = static_cast<int>(partition.size());
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
     while (true) {
-      std::vector<std::vector<std::vector<int>>> tried;  // the counts of the shares so far
+      Candidate base;
+      base.partition = partition;
+      base.counts.assign(classes, std::vector<int>(k, 0));
+      for (int cls = 0; cls < classes; ++cls) {
+        if (owner[cls] < k) base.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
+      }
+      std::vector<std::vector<std::vector<int>>> tried;  // the counts of the starts so far
       for (ShareRule rule : {ShareRule::kHalf, ShareRule::kOne, ShareRule::kAllButOne}) {
-        Candidate c;
-        c.partition = partition;
-        c.counts.assign(classes, std::vector<int>(k, 0));
-        for (int cls = 0; cls < classes; ++cls) {
-          if (owner[cls] < k) c.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
-        }
+        Candidate c = base;
         if (!share_classes(c, rule)) break;
-        if (!fit_budget(c)) {
-          ++pruned_;
-          continue;
-        }
-        if (std::find(tried.begin(), tried.end(), c.counts) != tried.end()) continue;
-        tried.push_back(c.counts);
-        bool holds = true;
-        for (int g = 0; g < k && holds; ++g) holds = holds_models(partition[g], group_nodes(c, g));
-        if (!holds) {
-          ++pruned_;
-          continue;
-        }
-        for (int g = 0; g < k; ++g) {
-          for (int t : partition[g]) {
-            c.tasks.push_back(t);
-            c.task_group.push_back(g);
-          }
-        }
-        out.push_back(std::move(c));
+        const bool shared = c.counts != base.counts;
+        add_start(std::move(c), tried, out);
+        if (!shared) break;  // every group owns a class: the rules start alike
       }
       int i = 0;
       for (; i < classes; ++i) {

@@ -111,6 +111,15 @@ void describe(const IlpParams& params, const std::string& status, IlpOutcome& ou
   outcome.result.evaluations = outcome.configs;
 }
 
+// The warm plan (the best known) as the result, when there is one and the goal accepts it.
+void adopt_warm(const cost::CostModel& model, const IlpParams& params, const plan::Plan* warm,
+                PlannerResult& result) {
+  if (!warm) return;
+  result.prediction = plan::Evaluator(model).evaluate(*warm);
+  result.found = params.goal.accepts(result.prediction);
+  if (result.found) result.plan.groups = warm->groups;
+}
+
 // The build stopped at a limit: refused, or at the time limit with the warm plan (the best so
 // far) when there is one.
 IlpOutcome stopped(const cost::CostModel& model, const IlpParams& params, Stop stop, std::string why,
@@ -118,12 +127,7 @@ IlpOutcome stopped(const cost::CostModel& model, const IlpParams& params, Stop s
   PlannerResult& result = outcome.result;
   result.stop = stop;
   result.why_not = std::move(why);
-  if (stop == Stop::kTimeLimit && warm) {
-    plan::Evaluator evaluator(model);
-    result.prediction = evaluator.evaluate(*warm);
-    result.found = params.goal.accepts(result.prediction);
-    if (result.found) result.plan.groups = warm->groups;
-  }
+  if (stop == Stop::kTimeLimit) adopt_warm(model, params, warm, result);
   describe(params, stop == Stop::kRefused ? "refused" : "build time limit", outcome);
   return outcome;
 }
@@ -213,11 +217,7 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
                          : fmt::format("the ILP solver found no plan ({}{})", ilp::status_name(status),
                                        outcome.solve.message.empty() ? "" : ": " + outcome.solve.message);
     // Stopped or failed without a plan of its own: the warm start is the best one known.
-    if ((status == ilp::Status::kNoSolution || status == ilp::Status::kError) && warm) {
-      result.prediction = plan::Evaluator(model).evaluate(*warm);
-      result.found = params.goal.accepts(result.prediction);
-      if (result.found) result.plan.groups = warm->groups;
-    }
+    if (status == ilp::Status::kNoSolution || status == ilp::Status::kError) adopt_warm(model, params, warm, result);
   }
   describe(params, ilp::status_name(status), outcome);
   return outcome;

@@ -6,9 +6,10 @@
 //               share GPUs)
 //   allocation  each node to one group, or unused
 //   strategy    per task: TP (a power of two dividing the heads, inside a node), PP, and for
-//               training the ZeRO stage, recompute and whether the optimizer runs on the host; replicas laid out over the group's
-//               nodes in order (uniform_replicas), layers split by stage speed, batch shares
-//               re-weighted once by replica speed (balance_shares with one round).
+//               training the ZeRO stage, recompute and whether the optimizer runs on the
+//               host; replicas laid out over the group's nodes in order (uniform_replicas),
+//               layers split by stage speed, batch shares re-weighted once by replica speed
+//               (balance_shares with one round).
 
 #include <span>
 #include <vector>
