@@ -62,6 +62,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
                      CostParams params)
     : cluster_(cluster), workload_(workload), graph_(graph), params_(params) {
   if (workload_.micro_batch_tokens > 0) params_.micro_batch_tokens = workload_.micro_batch_tokens;
+  params_.decode_points = std::clamp(params_.decode_points, 1, CostParams::kMaxDecodePoints);
   for (const workload::Task& task : graph_.tasks) {
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
     lm_head_.push_back(has_lm_head(task));
@@ -109,7 +110,10 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   // longest response, and the survival at the midpoint of each of its parts.
   longest_ = expected_max_length(samples_);
   for (int j = 0; j < params_.decode_points; ++j) {
-    drain_survival_.push_back(survival((j + 0.5) / params_.decode_points * longest_));
+    const double step = (j + 0.5) / params_.decode_points * longest_;
+    drain_survival_.push_back(survival(step));
+    drain_log2_survival_.push_back(std::log2(drain_survival_.back()));
+    drain_context_.push_back(prompt_ + step);
   }
 }
 
@@ -246,6 +250,48 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
   return cost;
 }
 
+CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double live) const {
+  // What every stage shares at each point: the batch, its context and where its GEMMs stand
+  // between the small and the large efficiency (decode_step's, with one log2 per call).
+  const int points = params_.decode_points;
+  std::array<double, CostParams::kMaxDecodePoints> batch, context, position;
+  const double log2_live = std::log2(live);
+  constexpr double kSmallLog2 = 8, kLargeLog2 = 11;  // of hw::kGemmSmallTokens and kGemmLargeTokens
+  static_assert(hw::kGemmSmallTokens == 256 && hw::kGemmLargeTokens == 2048);
+  double batches = 0;
+  for (int j = 0; j < points; ++j) {
+    const double b = live * drain_survival_[j];
+    batch[j] = std::max(1.0, b);
+    context[j] = batch[j] * drain_context_[j];
+    position[j] = b <= 1.0 ? 0.0 : (log2_live + drain_log2_survival_[j] - kSmallLog2) / (kLargeLog2 - kSmallLog2);
+    batches += batch[j];
+  }
+  StepCost cost;
+  for (const DecodeStage& d : stages) {
+    double compute_bound = 0, memory_bound = 0;
+    for (int j = 0; j < points; ++j) {
+      const double f = position[j];
+      const double efficiency = f <= 0 ? d.gemm_small : f >= 1 ? d.gemm_large : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
+      const double compute = (batch[j] * d.flops_fixed + d.flops_per_context * context[j]) / (d.rate * efficiency);
+      const double memory = d.weight_seconds + context[j] * d.kv_seconds_per_token;
+      if (compute > memory) {
+        compute_bound += compute;
+      } else {
+        memory_bound += memory;
+      }
+    }
+    cost.compute += compute_bound;
+    cost.memory += memory_bound;
+    cost.tp += points * d.tp_fixed + batches * d.tp_per_sequence;
+    cost.p2p += points * d.p2p_fixed + batches * d.p2p_per_sequence;
+  }
+  cost.overhead = points * params_.decode_step_overhead;
+  const double steps_per_point = longest_ / points;
+  StepCost out;
+  out.add(cost, steps_per_point);
+  return out;
+}
+
 std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const Stage> stages,
                                                     double samples) const {
   const ModelShape& shape = shapes_[task];
@@ -325,16 +371,9 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // end. Generation ends with its slowest replica, the one that draws the longest response of
   // the whole iteration, so every replica is priced as if it held that one: the expected
   // longest of all the iteration's responses, not of this replica's share.
-  const double longest = longest_;
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
-  StepCost decode;
-  const int points = params_.decode_points;
-  for (int j = 0; j < points; ++j) {
-    const double step = (j + 0.5) / points * longest;
-    const double batch = std::max(1.0, live * drain_survival_[j]);
-    decode.add(decode_step(per_stage, batch, batch * (prompt_ + step)), longest / points);
-  }
+  StepCost decode = drain_steps(per_stage, live);
   // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
   if (samples > concurrent) {
     const double steps = (samples - concurrent) * mean_response_ / concurrent;

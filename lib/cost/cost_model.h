@@ -135,8 +135,9 @@ struct CostParams {
   double cpu_seconds_per_token = 2e-9;
   double rule_reward_seconds_per_sample = 2e-4;
   // Points of the midpoint quadrature over the draining decode batch: 16 is within 0.01% of
-  // 1024 on the 64-GPU benchmark scenario.
+  // 1024 on the 64-GPU benchmark scenario. At most kMaxDecodePoints.
   int decode_points = 16;
+  static constexpr int kMaxDecodePoints = 64;
   // Bytes per second between a GPU and host memory, each way, for offloaded weights and
   // state: pinned copies over PCIe 4.0 x16 reach about 25 GB/s of its 31.5 (NVIDIA's
   // bandwidthTest on A100 hosts reports 24-26 GB/s).
@@ -467,6 +468,9 @@ class CostModel {
   void decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const;
   // One decode step of `batch` sequences whose contexts add up to `total_context` tokens.
   StepCost decode_step(const DecodeStages& stages, double batch, double total_context) const;
+  // The drain's decode steps, `live` sequences at the start: the quadrature over its points,
+  // each weighing longest_ / decode_points steps (the sum of decode_step at each point).
+  StepCost drain_steps(const DecodeStages& stages, double live) const;
 
   // Prefill of `samples` prompts (compute-bound, chunked, through the pipeline): compute and
   // TP all-reduce seconds.
@@ -532,6 +536,8 @@ class CostModel {
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
   double longest_ = 0;                    // expected longest response of the iteration
   std::vector<double> drain_survival_;    // survival at the drain's quadrature points
+  std::vector<double> drain_log2_survival_;  // its log2 (-inf where none survive)
+  std::vector<double> drain_context_;        // prompt and response length at each point
 };
 
 }  // namespace hetrl::cost

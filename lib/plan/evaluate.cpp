@@ -31,6 +31,8 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   role_count_ = static_cast<int>(roles.size());
 
   order_ = graph.topological_order();
+  edges_into_.resize(graph.tasks.size());
+  for (std::size_t i = 0; i < graph.edges.size(); ++i) edges_into_[graph.edges[i].to].push_back(static_cast<int>(i));
   location_ = graph.host_tasks();
   sync_ = graph.weight_sync();
 
@@ -435,9 +437,8 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
     TaskPrediction& tp = prediction_.tasks[t];
     double ready = 0;
     double waited = 0;
-    for (std::size_t i = 0; i < graph.edges.size(); ++i) {
+    for (const int i : edges_into_[t]) {
       const workload::Edge& e = graph.edges[i];
-      if (e.to != t) continue;
       if (e.previous_iteration()) {
         // The weights it reads, trained in another group the iteration before: in the
         // steady state only.

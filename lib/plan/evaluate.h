@@ -133,6 +133,7 @@ class Evaluator {
   workload::WeightSync sync_;
   std::vector<int> location_;          // the GPU task whose group hosts each task
   std::vector<int> order_;             // topological order
+  std::vector<std::vector<int>> edges_into_;  // per task, the graph's edges that end at it
   std::vector<int> node_class_;        // nodes alike for the cost model share a class
   std::vector<std::vector<int>> group_gpus_per_node_;
   std::vector<cost::CostModel::GpuSet> group_sets_;

@@ -39,7 +39,7 @@ class PeriodSolver {
   std::vector<int> first_out_;  // shift-0 edges leaving each node: out_[first_out_[v] ..]
   std::vector<int> out_;
   std::vector<int> fill_;
-  std::vector<bool> on_stack_;
+  std::vector<unsigned char> on_stack_;  // not vector<bool>: the walk reads it in its inner loop
 };
 
 // The edges of an RL task graph's repeating schedule, into `out`: each data edge (weight: the
