@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "planner/layout.h"
 
 namespace hetrl::planner {
@@ -115,15 +116,26 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   return result;
 }
 
-PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
-                            const std::vector<int>& nodes) {
+namespace {
+
+// What the two disaggregated baselines do differently with the same two pools.
+struct Disaggregated {
+  const char* name;
+  bool balance;  // batch shares by replica speed (StreamRL), or even (verl)
+};
+
+// Generation on one pool of nodes, every other GPU task on the rest, a strategy per pool; the
+// best split of the nodes (over node classes) under the policy.
+PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::ModelCatalog& models,
+                                 const std::vector<int>& nodes, const Disaggregated& policy) {
   const hw::Cluster& cluster = model.cluster();
   const workload::TaskGraph& graph = model.graph();
   const std::vector<int> gen_tasks = gpu_tasks(graph, true);
   const std::vector<int> train_tasks = gpu_tasks(graph, false);
   PlannerResult result;
   if (gen_tasks.empty()) {
-    result.why_not = "the workload has no generation to set apart from training (streamrl splits the two)";
+    result.why_not = fmt::format("the workload has no generation to set apart from training ({} splits the two)",
+                                 policy.name);
     return result;
   }
   Rejections rejected;
@@ -159,7 +171,7 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
           strategies(tp_choices(cluster, train_nodes, archs_of(graph, models, train_tasks)), true);
       plan::Plan candidate;
       candidate.groups.resize(2);
-      candidate.planner.name = "streamrl";
+      candidate.planner.name = policy.name;
       // Generation first, with the leanest training layout; then training with the best
       // generation layout.
       TaskChoice best_gen{}, best_train{};
@@ -192,7 +204,7 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
           }
         }
         make_group(model, models, train_nodes, train_tasks, best_train, candidate.groups[1]);
-        balance_shares(evaluator, candidate);
+        if (policy.balance) balance_shares(evaluator, candidate);
         candidate.planner.params = {
             {"generation_gpus", std::to_string(candidate.groups[0].gpus.size())},
             {"generation_strategy", strategy_text(best_gen)},
@@ -228,6 +240,23 @@ PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelC
                      "training pool left both with GPUs";
   }
   return result;
+}
+
+}  // namespace
+
+PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
+                            const std::vector<int>& nodes) {
+  return plan_disaggregated(model, models, nodes, {"streamrl", true});
+}
+
+PlannerResult plan_verl_async(const cost::CostModel& model, const workload::ModelCatalog& models,
+                              const std::vector<int>& nodes) {
+  if (model.workload().staleness() < 1) {
+    throw core::InputError(
+        "--planner verl-async: verl's one-step off-policy trainer generates with the weights of the iteration "
+        "before; the workload must say \"mode\": \"async\" and \"max_staleness\": 1 or more");
+  }
+  return plan_disaggregated(model, models, nodes, {"verl-async", false});
 }
 
 PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models) {

@@ -7,6 +7,9 @@
 //                apart, layers and batch split evenly.
 //   streamrl     generation on one pool of nodes, every other task colocated on the rest;
 //                a strategy per pool, batch shares split by replica speed (StreamRL).
+//   verl-async   verl's one-step off-policy trainer: generation on one pool of nodes, every
+//                other task on the rest, each pool with verl's strategies, batch split evenly;
+//                an async workload only (an InputError otherwise).
 //   homogeneous  the best of verl and streamrl on the nodes of a single GPU type.
 //
 // Search choices (kBaselineSpace): TP in powers of two (dividing the heads, inside a node), PP
@@ -36,6 +39,8 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
                         const std::vector<int>& nodes);
 PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
                             const std::vector<int>& nodes);
+PlannerResult plan_verl_async(const cost::CostModel& model, const workload::ModelCatalog& models,
+                              const std::vector<int>& nodes);
 PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models);
 
 }  // namespace hetrl::planner

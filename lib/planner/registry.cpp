@@ -64,7 +64,7 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   require_prices(model.cluster(), request.goal);
   const double start = clock.seconds();
   const std::vector<int> nodes = all_nodes(model.cluster());
-  PlannerResult results[4];  // ranked in this order: hybrid first, so it wins a tie
+  PlannerResult results[5];  // ranked in this order: hybrid first, so it wins a tie
   std::string spent;
   const auto run = [&](std::size_t slot, const char* name, auto&& plan) {
     const double began = clock.seconds();
@@ -74,6 +74,7 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   run(1, "verl", [&] { return plan_verl(model, models, nodes); });
   run(2, "streamrl", [&] { return plan_streamrl(model, models, nodes); });
   run(3, "homogeneous", [&] { return plan_homogeneous(model, models); });
+  if (model.workload().staleness() >= 1) run(4, "verl-async", [&] { return plan_verl_async(model, models, nodes); });
   const double left = std::max(0.0, request.time_limit - (clock.seconds() - start));
   run(0, "hybrid", [&] { return plan_hybrid(model, models, hybrid_params(request, left), clock, request.progress); });
   PlannerResult best;
@@ -104,6 +105,11 @@ PlannerResult run_streamrl(const cost::CostModel& model, const workload::ModelCa
   return plan_streamrl(model, models, all_nodes(model.cluster()));
 }
 
+PlannerResult run_verl_async(const cost::CostModel& model, const workload::ModelCatalog& models,
+                             const PlanRequest&, const core::Clock&) {
+  return plan_verl_async(model, models, all_nodes(model.cluster()));
+}
+
 PlannerResult run_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models,
                               const PlanRequest&, const core::Clock&) {
   return plan_homogeneous(model, models);
@@ -126,6 +132,8 @@ const PlannerEntry kPlanners[] = {
      kSearch, kSearchSettings | bits({Setting::kSolver}), run_ilp},
     {"auto", "the best plan of hybrid and the baselines", kCombined, kSearchSettings, run_auto},
     {"verl", "every task colocated on all GPUs, one strategy, even batch split", kBaseline, 0, run_verl},
+    {"verl-async", "verl's one-step off-policy trainer: generation and training on disjoint pools, even split "
+     "(async workloads)", kBaseline, 0, run_verl_async},
     {"streamrl", "generation and training on disjoint pools, batch split by speed", kBaseline, 0, run_streamrl},
     {"homogeneous", "the best plan on the nodes of a single GPU type", kBaseline, 0, run_homogeneous},
     {"exhaustive", "every grouping, allocation and strategy: ground truth for small instances", kGroundTruth,

@@ -99,6 +99,36 @@ TEST_CASE("streamrl puts generation alone on its own nodes and balances shares b
   }
 }
 
+TEST_CASE("verl-async: disjoint generation and training pools, even shares, async workloads only") {
+  const Instance sync("valid.json", "grpo_small.json");
+  CHECK_THROWS_AS(planner::plan_verl_async(sync.model, catalogs().models, planner::all_nodes(sync.in.cluster)),
+                  core::InputError);
+  const Instance x("valid.json", "grpo_tiny_async.json");
+  const planner::PlannerResult r = planner::plan_verl_async(x.model, catalogs().models, planner::all_nodes(x.in.cluster));
+  REQUIRE(r.found);
+  CHECK(r.plan.planner.name == "verl-async");
+  REQUIRE(r.plan.groups.size() == 2);
+  REQUIRE(r.plan.groups[0].tasks.size() == 1);
+  CHECK(x.in.graph.tasks[r.plan.groups[0].tasks[0].task].kind == workload::TaskKind::kGenerate);
+  std::set<int> gen_nodes;
+  for (const plan::Gpu& g : r.plan.groups[0].gpus) gen_nodes.insert(g.node);
+  for (const plan::Gpu& g : r.plan.groups[1].gpus) CHECK(gen_nodes.count(g.node) == 0);
+  // verl splits a batch evenly over a task's replicas, whatever their GPUs.
+  for (const plan::Group& g : r.plan.groups) {
+    for (const plan::TaskPlacement& t : g.tasks) {
+      for (const plan::Replica& replica : t.replicas) {
+        CHECK(replica.share == doctest::Approx(1.0 / static_cast<double>(t.replicas.size())));
+      }
+    }
+  }
+  CHECK_NOTHROW(r.plan.validate(x.in.cluster, x.in.graph, catalogs().models));
+  // StreamRL's pools with shares balanced by speed are never slower than the same pools even.
+  const planner::PlannerResult streamrl =
+      planner::plan_streamrl(x.model, catalogs().models, planner::all_nodes(x.in.cluster));
+  REQUIRE(streamrl.found);
+  CHECK(streamrl.prediction.samples_per_second >= r.prediction.samples_per_second * (1 - 1e-9));
+}
+
 TEST_CASE("homogeneous uses a single GPU type and beats nothing it may not use") {
   const Instance x("valid.json", "grpo_small.json");
   const planner::PlannerResult r = planner::plan_homogeneous(x.model, catalogs().models);
