@@ -50,45 +50,67 @@ Evaluator::Evaluator(const cost::CostModel& model) : model_(model) {
   }
 }
 
-void Evaluator::add_stage_memory(TaskKind kind, int role, const cost::StageMemory& mem,
-                                 std::span<const int> slots, bool offload) {
-  cost::RoleMemory::add(kind, mem, cells_.data() + role, slots, static_cast<std::size_t>(role_count_));
-  for (int slot : slots) {
-    Transient& t = transient_[slot];
-    t.activations = std::max(t.activations, mem.activations);
-    t.kv_cache = std::max(t.kv_cache, mem.kv_cache_min);
+int Evaluator::extend_signature(int parent, int item) {
+  for (int c = signatures_[parent].first_child; c >= 0; c = signatures_[c].next_sibling) {
+    if (signatures_[c].item == item) return c;
   }
-  if (!offload) return;
-  const double alone = mem.resident() + std::max(mem.activations, mem.kv_cache_min);
-  for (int slot : slots) {
-    Transient& t = transient_[slot];
-    t.alone = std::max(t.alone, alone);
-    t.resident = std::max(t.resident, mem.resident());
-  }
+  const int child = static_cast<int>(signatures_.size());
+  signatures_.push_back({parent, item, -1, signatures_[parent].first_child});
+  signatures_[parent].first_child = child;
+  return child;
 }
 
-inline MemoryUse Evaluator::memory_of(const Group& group, int slot) const {
+const Evaluator::GpuNeed& Evaluator::need_of(int signature, bool offload) {
+  if (needs_.size() < signatures_.size()) needs_.resize(signatures_.size());
+  GpuNeed& need = needs_[signature];
+  if (need.weights >= 0) return need;
+  // What each role keeps there and the largest transient need, the stages in the order added.
+  chain_.clear();
+  for (int s = signature; s > 0; s = signatures_[s].parent) chain_.push_back(signatures_[s].item);
+  cells_.assign(static_cast<std::size_t>(role_count_), cost::RoleMemory{});
+  Transient t;
+  for (auto it = chain_.rbegin(); it != chain_.rend(); ++it) {
+    const MemoryItem& item = items_[*it];
+    cells_[item.role].add(item.kind, item.mem);
+    t.activations = std::max(t.activations, item.mem.activations);
+    t.kv_cache = std::max(t.kv_cache, item.mem.kv_cache_min);
+    t.alone = std::max(t.alone, item.mem.resident() + std::max(item.mem.activations, item.mem.kv_cache_min));
+    t.resident = std::max(t.resident, item.mem.resident());
+  }
+  need = GpuNeed{};
+  need.resident = t.resident;
+  if (offload) {
+    // One task's weights and state at a time: the largest of them, counted as weights.
+    need.weights = t.alone;
+    return need;
+  }
+  double weights = 0;
+  for (const cost::RoleMemory& cell : cells_) {
+    weights += cell.weights();
+    if (!cell.trained) continue;  // no training state
+    need.gradients += cell.gradients;
+    need.optimizer += cell.optimizer;
+  }
+  need.weights = weights;
+  // Tasks take turns: the transient need is the largest one, a cache or activations.
+  if (t.kv_cache >= t.activations) {
+    need.kv_cache = t.kv_cache;
+  } else {
+    need.activations = t.activations;
+  }
+  return need;
+}
+
+inline MemoryUse Evaluator::memory_of(const Group& group, int slot) {
   MemoryUse use;
   use.gpu = group.gpus[slot];
   use.capacity = usable_[use.gpu.node];
-  if (group.offload) {
-    // One task's weights and state at a time: the largest of them, counted as weights.
-    use.weights = transient_[slot].alone;
-    return use;
-  }
-  const cost::RoleMemory* cells = cells_.data() + static_cast<std::size_t>(slot) * role_count_;
-  for (int r = 0; r < role_count_; ++r) {
-    use.weights += cells[r].weights();
-    if (!cells[r].trained) continue;  // no training state
-    use.gradients += cells[r].gradients;
-    use.optimizer += cells[r].optimizer;
-  }
-  // Tasks take turns: the transient need is the largest one, a cache or activations.
-  if (transient_[slot].kv_cache >= transient_[slot].activations) {
-    use.kv_cache = transient_[slot].kv_cache;
-  } else {
-    use.activations = transient_[slot].activations;
-  }
+  const GpuNeed& need = need_of(slot_signature_[slot], group.offload);
+  use.weights = need.weights;
+  use.gradients = need.gradients;
+  use.optimizer = need.optimizer;
+  use.activations = need.activations;
+  use.kv_cache = need.kv_cache;
   return use;
 }
 
@@ -110,9 +132,11 @@ bool Evaluator::check_memory(const Plan& plan) {
     for (int i = 0; i < slots; ++i) {
       slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
     }
-    // Per GPU and role: what the role keeps there; per GPU: the largest transient need.
-    cells_.assign(static_cast<std::size_t>(slots) * role_count_, cost::RoleMemory{});
-    transient_.assign(slots, Transient{});
+    // Per GPU: the chain of stage memories put on it, as a signature.
+    items_.clear();
+    signatures_.assign(1, Signature{});
+    needs_.clear();
+    slot_signature_.assign(slots, 0);
     for (const TaskPlacement& placement : group.tasks) {
       placement_slots_.push_back(next_slot);
       placement_resident_.push_back(0);
@@ -121,33 +145,56 @@ bool Evaluator::check_memory(const Plan& plan) {
       const int dp = static_cast<int>(placement.replicas.size());
       int* slot_out = device_slots_.data() + placement_slots_.back();
       int last_tp = -1, last_layers = -1, last_index = -1, last_pp = -1;
-      cost::StageMemory mem;
+      int item = -1;
+      shape_items_.clear();
       for (const Replica& replica : placement.replicas) {
         const int pp = static_cast<int>(replica.stages.size());
         bool described = false;
         for (int s = 0; s < pp; ++s) {
           const Stage& stage = replica.stages[s];
           const int tp = static_cast<int>(stage.devices.size());
-          // Stages alike in shape need the same memory: price each shape once.
+          // Stages alike in shape need the same memory: price each shape once (one item), so
+          // GPUs holding alike stages share their signatures.
           if (tp != last_tp || stage.layers != last_layers || s != last_index || pp != last_pp) {
             last_tp = tp;
             last_layers = stage.layers;
             last_index = s;
             last_pp = pp;
-            if (!described) {
-              described = true;
-              stages_.clear();
-              for (const Stage& x : replica.stages) {
-                stages_.push_back({x.node, static_cast<int>(x.devices.size()), x.layers});
+            const StageShape shape{tp, stage.layers, s, pp};
+            const auto seen = std::find_if(shape_items_.begin(), shape_items_.end(),
+                                           [&](const auto& x) { return x.first == shape; });
+            if (seen != shape_items_.end()) {
+              item = seen->second;
+            } else {
+              if (!described) {
+                described = true;
+                stages_.clear();
+                for (const Stage& x : replica.stages) {
+                  stages_.push_back({x.node, static_cast<int>(x.devices.size()), x.layers});
+                }
               }
+              items_.push_back({kind, role, model_.stage_memory(placement.task, stages_, s, dp, placement.train)});
+              item = static_cast<int>(items_.size()) - 1;
+              shape_items_.emplace_back(shape, item);
             }
-            mem = model_.stage_memory(placement.task, stages_, s, dp, placement.train);
           }
           assert(next_slot + tp <= static_cast<int>(device_slots_.size()));
           const int* slot_row = slot_of_gpu_.data() + stage.node * max_gpus_per_node_;
-          for (int d = 0; d < tp; ++d) slot_out[d] = slot_row[stage.devices[d]];
-          add_stage_memory(kind, role, mem, std::span<const int>(slot_out, tp), group.offload);
-          if (group.offload) placement_resident_.back() = std::max(placement_resident_.back(), mem.resident());
+          // Devices that held the same stages get the same signature: extend each run once.
+          int last_parent = -1, last_child = -1;
+          for (int d = 0; d < tp; ++d) {
+            const int slot = slot_row[stage.devices[d]];
+            slot_out[d] = slot;
+            int& signature = slot_signature_[slot];
+            if (signature != last_parent) {
+              last_parent = signature;
+              last_child = extend_signature(signature, item);
+            }
+            signature = last_child;
+          }
+          if (group.offload) {
+            placement_resident_.back() = std::max(placement_resident_.back(), items_[item].mem.resident());
+          }
           slot_out += tp;
           next_slot += tp;
         }
@@ -160,7 +207,7 @@ bool Evaluator::check_memory(const Plan& plan) {
     for (int i = 0; i < slots; ++i) {
       const MemoryUse use = memory_of(group, i);
       // Offloaded, generation's cache has what the largest task's state leaves.
-      budgets_all_.push_back(use.capacity - (group.offload ? transient_[i].resident : use.resident()));
+      budgets_all_.push_back(use.capacity - (group.offload ? need_of(slot_signature_[i], true).resident : use.resident()));
       gpu_memory_.push_back(use);
       const double headroom = use.capacity - use.used();
       if (headroom < tightest) {
@@ -182,10 +229,18 @@ void Evaluator::report_overflow(const Plan& plan, int group, int first) {
   GroupPrediction& gp = prediction_.groups[group];
   const Group& g = plan.groups[group];
   const auto over = [](const MemoryUse& m) { return (m.used() - m.capacity) / m.capacity; };
+  double furthest = over(gp.tightest);
+  int furthest_slot = -1;
   for (int i = first + 1; i < static_cast<int>(g.gpus.size()); ++i) {
-    const MemoryUse later = memory_of(g, i);
-    if (over(later) > over(gp.tightest)) gp.tightest = later;
+    const GpuNeed& need = need_of(slot_signature_[i], g.offload);
+    const double capacity = usable_[g.gpus[i].node];
+    const double used = need.weights + need.gradients + need.optimizer + need.activations + need.kv_cache;
+    if ((used - capacity) / capacity > furthest) {
+      furthest = (used - capacity) / capacity;
+      furthest_slot = i;
+    }
   }
+  if (furthest_slot >= 0) gp.tightest = memory_of(g, furthest_slot);
   const MemoryUse& use = gp.tightest;
   const hw::Cluster& cluster = model_.cluster();
   const hw::Node& node = cluster.nodes[use.gpu.node];

@@ -99,14 +99,21 @@ class Evaluator {
   bool check_memory(const Plan& plan);
   // False, saying why, when a GPU of the plan cannot compute in the workload's precision.
   bool runs_precision(const Plan& plan);
-  // What a GPU of a group needs, from the memory pass's cells (slot: its index in the group).
-  MemoryUse memory_of(const Group& group, int slot) const;
+  // What a GPU of a group needs (slot: its index in the group), from what the memory pass
+  // put on it.
+  MemoryUse memory_of(const Group& group, int slot);
   // Says which GPU of the group is furthest over its capacity, and by how much, once the GPU
   // at slot `first` was found over it.
   [[gnu::cold]] void report_overflow(const Plan& plan, int group, int first);
-  // Adds what one stage of a task needs on each of its GPUs (slots of the group).
-  void add_stage_memory(workload::TaskKind kind, int role, const cost::StageMemory& mem,
-                        std::span<const int> slots, bool offload);
+  // The signature of a GPU that holds `parent`'s stages and then `item`'s.
+  int extend_signature(int parent, int item);
+  // What a GPU of each signature needs, computed the first time it is asked for.
+  struct GpuNeed {
+    double weights = -1;  // -1: not computed yet
+    double gradients = 0, optimizer = 0, activations = 0, kv_cache = 0;
+    double resident = 0;  // offloading groups: the most state one task keeps there
+  };
+  const GpuNeed& need_of(int signature, bool offload);
   // `placement_index` counts the placements of the plan in order, over all groups.
   double task_seconds(int group, int placement_index, const TaskPlacement& placement,
                       bool explain);
@@ -151,8 +158,31 @@ class Evaluator {
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
   std::vector<MemoryUse> gpu_memory_;  // per group and GPU, like budgets_all_
-  std::vector<cost::RoleMemory> cells_;  // per GPU slot and role
-  std::vector<Transient> transient_;  // per GPU slot
+  // GPUs of a group that hold the same stages in the same order need the same memory: each
+  // GPU has a signature, the chain of stage memories (items) added to it, and each distinct
+  // signature is priced once. Per group; signature 0 holds nothing.
+  struct MemoryItem {
+    workload::TaskKind kind;
+    int role;
+    cost::StageMemory mem;
+  };
+  struct Signature {
+    int parent = -1;
+    int item = -1;
+    int first_child = -1;  // signatures extending this one, through next_sibling
+    int next_sibling = -1;
+  };
+  std::vector<MemoryItem> items_;
+  std::vector<Signature> signatures_;
+  std::vector<GpuNeed> needs_;          // per signature
+  std::vector<int> slot_signature_;     // per GPU slot of the group
+  std::vector<int> chain_;              // scratch: a signature's items, last first
+  struct StageShape {  // what a stage's memory depends on besides its task: TP, layers, index, stages
+    int tp, layers, index, stages;
+    bool operator==(const StageShape&) const = default;
+  };
+  std::vector<std::pair<StageShape, int>> shape_items_;  // the placement's items by shape
+  std::vector<cost::RoleMemory> cells_;  // scratch: per role, while pricing a signature
   std::vector<int> device_slots_;     // every placement's GPUs as slots of their group
   std::vector<int> placement_slots_;  // per placement: its first entry in device_slots_
   std::vector<double> placement_resident_;  // per placement: its largest state on one GPU
