@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
@@ -15,7 +16,7 @@ namespace {
 
 constexpr double kWorst = -std::numeric_limits<double>::infinity();
 
-// One step of the local search: a task's new strategy, or one node of a class moving between
+// One step of the local search: a task's new strategy, or nodes of a class moving between
 // groups (-1: the unused pool).
 struct Move {
   bool strategy = true;
@@ -28,7 +29,13 @@ struct Move {
   int cls = 0;
   int from = 0;
   int to = 0;
+  int nodes = 1;  // how many move
 };
+
+// Classes of more nodes than this also move in steps of several nodes (half the class, a
+// quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
+// at a time.
+constexpr int kSingleStepNodes = 16;
 
 struct Candidate {
   int id = 0;
@@ -48,7 +55,22 @@ struct Candidate {
   bool improved = false;
   bool done = false;
   int restarts = 0;
-  std::mt19937_64 rng;
+  // Held apart: level 1 makes and moves many candidates before it keeps a few and seeds them,
+  // and the generator's state is 2.5 KB.
+  class Rng {
+   public:
+    Rng() = default;
+    Rng(const Rng& other) : engine_(other.engine_ ? std::make_unique<std::mt19937_64>(*other.engine_) : nullptr) {}
+    Rng(Rng&&) noexcept = default;
+    Rng& operator=(const Rng& other) { return *this = Rng(other); }
+    Rng& operator=(Rng&&) noexcept = default;
+    ~Rng() = default;
+    void seed(std::uint64_t seed) { engine_ = std::make_unique<std::mt19937_64>(seed); }
+    std::uint64_t operator()() { return (*engine_)(); }
+
+   private:
+    std::unique_ptr<std::mt19937_64> engine_;
+  } rng;
 };
 
 class Search {
@@ -353,11 +375,10 @@ void Search::align_forward_passes(Candidate& c, std::size_t i) const {
 bool Search::move_node(Candidate& c, const Move& m) const {
   int taken = 0;
   for (int n : c.counts[m.cls]) taken += n;
-  const bool available = m.from >= 0 ? c.counts[m.cls][m.from] > 0
-                                     : taken < static_cast<int>(classes_[m.cls].size());
-  if (!available) return false;
-  if (m.from >= 0) --c.counts[m.cls][m.from];
-  if (m.to >= 0) ++c.counts[m.cls][m.to];
+  const int have = m.from >= 0 ? c.counts[m.cls][m.from] : static_cast<int>(classes_[m.cls].size()) - taken;
+  if (have < m.nodes) return false;
+  if (m.from >= 0) c.counts[m.cls][m.from] -= m.nodes;
+  if (m.to >= 0) c.counts[m.cls][m.to] += m.nodes;
   return true;
 }
 
@@ -422,7 +443,11 @@ void Search::next_sweep(Candidate& c) {
         m.cls = static_cast<int>(cls);
         m.from = from;
         m.to = to;
-        c.moves.push_back(m);
+        const int size = static_cast<int>(classes_[cls].size());
+        for (int step = size > kSingleStepNodes ? size / 2 : 1; step >= 1; step = step > 2 ? step / 2 : step - 1) {
+          m.nodes = step;
+          c.moves.push_back(m);
+        }
       }
     }
   }

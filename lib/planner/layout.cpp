@@ -33,8 +33,18 @@ bool uniform_replicas(const hw::Cluster& cluster, std::span<const int> nodes, in
   int stages = 0;
   for (int node : nodes) stages += cluster.nodes[node].gpu_count / tp;
   const int replicas = stages / pp;
-  // Reuses the elements `out` already has, so a search that lays out plan after plan does not
-  // allocate anew each time.
+  // Reuses the elements `out` already has, and those an earlier call set aside (a placement
+  // of TP 1 has eight times the replicas of one of TP 8, and a search alternates them), so a
+  // search that lays out plan after plan does not allocate anew each time.
+  thread_local std::vector<plan::Replica> spare;
+  while (static_cast<int>(out.size()) > replicas) {
+    spare.push_back(std::move(out.back()));
+    out.pop_back();
+  }
+  while (static_cast<int>(out.size()) < replicas && !spare.empty()) {
+    out.push_back(std::move(spare.back()));
+    spare.pop_back();
+  }
   out.resize(replicas);
   int r = 0, s = 0;
   for (int node : nodes) {
