@@ -82,6 +82,7 @@ const Evaluator::GpuNeed& Evaluator::need_of(int signature, bool offload) {
   if (offload) {
     // One task's weights and state at a time: the largest of them, counted as weights.
     need.weights = t.alone;
+    need.state = need.used = t.alone;
     return need;
   }
   double weights = 0;
@@ -98,14 +99,16 @@ const Evaluator::GpuNeed& Evaluator::need_of(int signature, bool offload) {
   } else {
     need.activations = t.activations;
   }
+  need.state = need.weights + need.gradients + need.optimizer;
+  need.used = need.weights + need.gradients + need.optimizer + need.activations + need.kv_cache;
   return need;
 }
 
-inline MemoryUse Evaluator::memory_of(const Group& group, int slot) {
+inline MemoryUse Evaluator::memory_of(const Group& group, std::size_t first, int slot) {
   MemoryUse use;
   use.gpu = group.gpus[slot];
   use.capacity = usable_[use.gpu.node];
-  const GpuNeed& need = need_of(slot_signature_[slot], group.offload);
+  const GpuNeed& need = need_of(slot_signature_[first + slot], group.offload);
   use.weights = need.weights;
   use.gradients = need.gradients;
   use.optimizer = need.optimizer;
@@ -118,7 +121,13 @@ bool Evaluator::check_memory(const Plan& plan) {
   const workload::TaskGraph& graph = model_.graph();
   budget_offset_.clear();
   budgets_all_.clear();
-  gpu_memory_.clear();
+  evaluated_ = &plan;
+  // Per plan: signatures of different groups start from different items, only the empty one
+  // is shared.
+  items_.clear();
+  signatures_.assign(1, Signature{});
+  needs_.clear();
+  slot_signature_.clear();
   placement_slots_.clear();
   placement_resident_.clear();
   // A task uses each GPU of its group at most once.
@@ -133,10 +142,9 @@ bool Evaluator::check_memory(const Plan& plan) {
       slot_of_gpu_[group.gpus[i].node * max_gpus_per_node_ + group.gpus[i].device] = i;
     }
     // Per GPU: the chain of stage memories put on it, as a signature.
-    items_.clear();
-    signatures_.assign(1, Signature{});
-    needs_.clear();
-    slot_signature_.assign(slots, 0);
+    const std::size_t first_slot = slot_signature_.size();
+    slot_signature_.resize(first_slot + slots, 0);
+    int* group_signature = slot_signature_.data() + first_slot;
     for (const TaskPlacement& placement : group.tasks) {
       placement_slots_.push_back(next_slot);
       placement_resident_.push_back(0);
@@ -185,7 +193,7 @@ bool Evaluator::check_memory(const Plan& plan) {
           for (int d = 0; d < tp; ++d) {
             const int slot = slot_row[stage.devices[d]];
             slot_out[d] = slot;
-            int& signature = slot_signature_[slot];
+            int& signature = group_signature[slot];
             if (signature != last_parent) {
               last_parent = signature;
               last_child = extend_signature(signature, item);
@@ -204,23 +212,38 @@ bool Evaluator::check_memory(const Plan& plan) {
     budget_offset_.push_back(static_cast<int>(budgets_all_.size()));
     GroupPrediction& gp = prediction_.groups[g];
     double tightest = std::numeric_limits<double>::infinity();
+    int tightest_slot = 0;
     for (int i = 0; i < slots; ++i) {
-      const MemoryUse use = memory_of(group, i);
+      const GpuNeed& need = need_of(group_signature[i], group.offload);
+      const double capacity = usable_[group.gpus[i].node];
       // Offloaded, generation's cache has what the largest task's state leaves.
-      budgets_all_.push_back(use.capacity - (group.offload ? need_of(slot_signature_[i], true).resident : use.resident()));
-      gpu_memory_.push_back(use);
-      const double headroom = use.capacity - use.used();
+      budgets_all_.push_back(capacity - (group.offload ? need.resident : need.state));
+      const double headroom = capacity - need.used;
       if (headroom < tightest) {
         tightest = headroom;
-        gp.tightest = use;
+        tightest_slot = i;
       }
       if (headroom < 0) {
+        gp.tightest = memory_of(group, first_slot, i);
         report_overflow(plan, static_cast<int>(g), i);
         return false;
       }
     }
+    if (slots > 0) gp.tightest = memory_of(group, first_slot, tightest_slot);
   }
   return true;
+}
+
+std::span<const MemoryUse> Evaluator::gpu_memory(int group) {
+  const std::size_t first = budget_offset_[group];
+  const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())
+                              ? static_cast<std::size_t>(budget_offset_[group + 1])
+                              : budgets_all_.size();
+  gpu_memory_.clear();
+  for (std::size_t i = first; i < end; ++i) {
+    gpu_memory_.push_back(memory_of(evaluated_->groups[group], first, static_cast<int>(i - first)));
+  }
+  return gpu_memory_;
 }
 
 void Evaluator::report_overflow(const Plan& plan, int group, int first) {
@@ -231,16 +254,16 @@ void Evaluator::report_overflow(const Plan& plan, int group, int first) {
   const auto over = [](const MemoryUse& m) { return (m.used() - m.capacity) / m.capacity; };
   double furthest = over(gp.tightest);
   int furthest_slot = -1;
+  const std::size_t base = budget_offset_[group];
   for (int i = first + 1; i < static_cast<int>(g.gpus.size()); ++i) {
-    const GpuNeed& need = need_of(slot_signature_[i], g.offload);
+    const GpuNeed& need = need_of(slot_signature_[base + i], g.offload);
     const double capacity = usable_[g.gpus[i].node];
-    const double used = need.weights + need.gradients + need.optimizer + need.activations + need.kv_cache;
-    if ((used - capacity) / capacity > furthest) {
-      furthest = (used - capacity) / capacity;
+    if ((need.used - capacity) / capacity > furthest) {
+      furthest = (need.used - capacity) / capacity;
       furthest_slot = i;
     }
   }
-  if (furthest_slot >= 0) gp.tightest = memory_of(g, furthest_slot);
+  if (furthest_slot >= 0) gp.tightest = memory_of(g, base, furthest_slot);
   const MemoryUse& use = gp.tightest;
   const hw::Cluster& cluster = model_.cluster();
   const hw::Node& node = cluster.nodes[use.gpu.node];

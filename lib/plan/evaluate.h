@@ -83,15 +83,10 @@ class Evaluator {
   // their terms.
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
-  // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation;
-  // complete when that plan fit, up to the first GPU over its capacity otherwise.
-  std::span<const MemoryUse> gpu_memory(int group) const {
-    const std::size_t first = budget_offset_[group];
-    const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())
-                                ? static_cast<std::size_t>(budget_offset_[group + 1])
-                                : gpu_memory_.size();
-    return {gpu_memory_.data() + first, end - first};
-  }
+  // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation,
+  // whose plan must still live; complete when that plan fit, up to the first GPU over its
+  // capacity otherwise. Valid until the next call.
+  std::span<const MemoryUse> gpu_memory(int group);
 
  private:
   // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
@@ -101,7 +96,7 @@ class Evaluator {
   bool runs_precision(const Plan& plan);
   // What a GPU of a group needs (slot: its index in the group), from what the memory pass
   // put on it.
-  MemoryUse memory_of(const Group& group, int slot);
+  MemoryUse memory_of(const Group& group, std::size_t first, int slot);  // first: the group's first slot
   // Says which GPU of the group is furthest over its capacity, and by how much, once the GPU
   // at slot `first` was found over it.
   [[gnu::cold]] void report_overflow(const Plan& plan, int group, int first);
@@ -112,6 +107,8 @@ class Evaluator {
     double weights = -1;  // -1: not computed yet
     double gradients = 0, optimizer = 0, activations = 0, kv_cache = 0;
     double resident = 0;  // offloading groups: the most state one task keeps there
+    double state = 0;     // MemoryUse::resident()
+    double used = 0;      // MemoryUse::used()
   };
   const GpuNeed& need_of(int signature, bool offload);
   // `placement_index` counts the placements of the plan in order, over all groups.
@@ -157,10 +154,11 @@ class Evaluator {
   std::vector<double> all_budgets_;  // per stage in all_stages_: memory left for a KV cache
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
-  std::vector<MemoryUse> gpu_memory_;  // per group and GPU, like budgets_all_
+  std::vector<MemoryUse> gpu_memory_;  // what gpu_memory returned last
+  const Plan* evaluated_ = nullptr;     // the plan of the last evaluation
   // GPUs of a group that hold the same stages in the same order need the same memory: each
   // GPU has a signature, the chain of stage memories (items) added to it, and each distinct
-  // signature is priced once. Per group; signature 0 holds nothing.
+  // signature is priced once. Per plan; signature 0 holds nothing.
   struct MemoryItem {
     workload::TaskKind kind;
     int role;
@@ -175,7 +173,7 @@ class Evaluator {
   std::vector<MemoryItem> items_;
   std::vector<Signature> signatures_;
   std::vector<GpuNeed> needs_;          // per signature
-  std::vector<int> slot_signature_;     // per GPU slot of the group
+  std::vector<int> slot_signature_;     // per group and GPU, like budgets_all_
   std::vector<int> chain_;              // scratch: a signature's items, last first
   struct StageShape {  // what a stage's memory depends on besides its task: TP, layers, index, stages
     int tp, layers, index, stages;
