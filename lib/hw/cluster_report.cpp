@@ -16,7 +16,8 @@ std::string money(const std::optional<double>& usd) {
 }
 
 std::string link_text(const LinkSpec& link) {
-  return fmt::format("{:>8.0f} {:>11.3f}", link.bandwidth / core::kGbps,
+  // Slow links are often below 1 Gbps: up to four significant digits, not rounded to units.
+  return fmt::format("{:>8.4g} {:>11.3f}", link.bandwidth / core::kGbps,
                      link.latency / core::kMillisecond);
 }
 

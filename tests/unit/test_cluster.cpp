@@ -101,6 +101,12 @@ TEST_CASE("a cluster without prices for some GPU says so") {
   CHECK(hw::format_cluster_table(c).find("n/a") != std::string::npos);
 }
 
+TEST_CASE("the cluster table shows a link slower than 1 Gbps as it is, not rounded to units") {
+  const hw::Cluster c = build({"a-1a:8xL4", "b-1a:8xL4"}, {"a-1a,b-1a:gbps=0.9,latency_ms=60"});
+  const std::string table = hw::format_cluster_table(c);
+  CHECK(table.find("     0.9      60.000  link") != std::string::npos);
+}
+
 TEST_CASE("validate finds what is wrong") {
   hw::Cluster c = build({"a:8xL4"});
   c.nodes.push_back(c.nodes[0]);
