@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
       const core::SteadyClock clock;
       for (const planner::PlannerEntry& entry : planner::planner_table()) {
         if (entry.kind != planner::PlannerKind::kBaseline && entry.kind != planner::PlannerKind::kSearch) continue;
+        // verl's one-step off-policy baseline plans async workloads only.
+        if (entry.name == "verl-async" && in.workload.workload.staleness() < 1) continue;
         const double start = clock.seconds();
         const planner::PlannerResult r = entry.run(model, in.workload.models, {}, clock);
         const double seconds = clock.seconds() - start;
