@@ -55,6 +55,7 @@ struct Candidate {
   bool improved = false;
   bool done = false;
   int restarts = 0;
+  double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
   // Held apart: level 1 makes and moves many candidates before it keeps a few and seeds them,
   // and the generator's state is 2.5 KB.
   class Rng {
@@ -97,6 +98,12 @@ class Search {
   double make_room(Candidate& c, std::size_t i);
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
+  void fit_start(Candidate& c);
+  // Candidates whose start did not fit and that successive halving dropped: the closest to
+  // fitting, repaired, and the best of those searched to the end. The halving's own result is
+  // untouched: this only adds plans.
+  void second_chance(const std::vector<Candidate>& starts, const std::vector<int>& unfit,
+                     std::vector<Candidate>& out);
   void next_sweep(Candidate& c);
   void search(Candidate& c, long long budget);
 
@@ -110,6 +117,9 @@ class Search {
   plan::Plan scratch_;
   long long evaluations_ = 0;
   long long pruned_ = 0;
+  // How far the last plan evaluate() priced was over a GPU's memory (Prediction::overflow): 0
+  // when it fit, infinity when it could not be laid out or priced.
+  double last_overflow_ = 0;
   bool timed_out_ = false;
   Rejections rejections_;
 };
@@ -392,12 +402,14 @@ double Search::evaluate(Candidate& c) {
   }
   ++c.evaluations;
   ++evaluations_;
+  last_overflow_ = std::numeric_limits<double>::infinity();
   if (!realize(model_, models_, groups, scratch_)) {
     ++pruned_;
     return kWorst;
   }
   balance_shares(evaluator_, scratch_, 1);
   const plan::Prediction& p = evaluator_.evaluate(scratch_);
+  last_overflow_ = p.feasible ? 0.0 : p.overflow;
   const double s = params_.goal.score(p);
   if (s == kWorst) rejections_.see(p);
   if (s > c.best) {
@@ -453,6 +465,75 @@ void Search::next_sweep(Candidate& c) {
   }
 }
 
+// Makes a start that is over a GPU's memory fit: greedily, the one task's leaner layout (twice
+// the stages, or twice the TP) that brings the plan closest to fitting, until it fits or no such
+// step helps.
+void Search::fit_start(Candidate& c) {
+  double overflow = last_overflow_;
+  const int k = static_cast<int>(c.partition.size());
+  std::vector<std::vector<int>> nodes(k);
+  for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
+  while (std::isfinite(overflow)) {
+    int best_task = -1;
+    TaskChoice best_choice;
+    double best_overflow = overflow;
+    for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+      const TaskChoice now = c.choices[i];
+      const std::vector<TaskChoice> valid = task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
+      for (const TaskChoice& lean : {TaskChoice{now.tp, now.pp * 2, now.train}, TaskChoice{now.tp * 2, now.pp, now.train}}) {
+        if (std::find(valid.begin(), valid.end(), lean) == valid.end()) continue;
+        c.choices[i] = lean;
+        const double s = evaluate(c);
+        if (s != kWorst) {
+          c.current = s;
+          return;
+        }
+        if (last_overflow_ < best_overflow) {
+          best_overflow = last_overflow_;
+          best_task = static_cast<int>(i);
+          best_choice = lean;
+        }
+        c.choices[i] = now;
+      }
+    }
+    if (best_task < 0) return;
+    c.choices[best_task] = best_choice;
+    overflow = best_overflow;
+  }
+}
+
+void Search::second_chance(const std::vector<Candidate>& starts, const std::vector<int>& unfit,
+                           std::vector<Candidate>& out) {
+  // An eighth of what the halving spent at most: half to repair, the rest to search.
+  constexpr std::size_t kSearched = 4;
+  const long long cap = evaluations_ / 8;
+  const long long first = evaluations_;
+  std::vector<Candidate> repaired;
+  for (std::size_t j = 0; j < unfit.size() && evaluations_ - first < cap / 2 && !out_of_time(); ++j) {
+    Candidate c = starts[unfit[j]];
+    c.started = true;
+    for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+      c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
+    }
+    c.current = evaluate(c);
+    if (c.current == kWorst) fit_start(c);
+    if (c.current == kWorst) continue;
+    next_sweep(c);
+    repaired.push_back(std::move(c));
+  }
+  std::stable_sort(repaired.begin(), repaired.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.current > b.current; });
+  if (repaired.size() > kSearched) repaired.resize(kSearched);
+  for (std::size_t j = 0; j < repaired.size(); ++j) {
+    Candidate& c = repaired[j];
+    const long long left = cap - (evaluations_ - first);
+    if (left <= 0) break;
+    search(c, c.evaluations + left / static_cast<long long>(repaired.size() - j));
+    out.push_back(std::move(c));
+    if (timed_out_) break;
+  }
+}
+
 void Search::search(Candidate& c, long long budget) {
   while (!c.done && c.evaluations < budget) {
     if (out_of_time()) {
@@ -465,6 +546,7 @@ void Search::search(Candidate& c, long long budget) {
         c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
       }
       c.current = evaluate(c);
+      c.start_overflow = last_overflow_;
       next_sweep(c);
       continue;
     }
@@ -539,6 +621,8 @@ void Search::search(Candidate& c, long long budget) {
 
 PlannerResult Search::run(const std::function<void(const SearchProgress&)>& progress) {
   std::vector<Candidate> alive = level_one();
+  const std::vector<Candidate> starts = alive;  // for second_chance
+  std::vector<int> unfit;                       // ids of the starts that did not fit
   const long long candidates = static_cast<long long>(alive.size());
   const double rounds = std::max(1.0, std::ceil(std::log2(std::max<double>(2, static_cast<double>(candidates)))));
   long long budget = std::max<long long>(
@@ -551,6 +635,17 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
       if (timed_out_) break;
     }
     ++round;
+    if (round == 1) {
+      // The starts that did not fit and found nothing that fits, closest to fitting first.
+      std::vector<std::pair<double, int>> over;
+      for (const Candidate& c : alive) {
+        if (c.best == kWorst && c.start_overflow > 0 && std::isfinite(c.start_overflow)) {
+          over.emplace_back(c.start_overflow, c.id);
+        }
+      }
+      std::stable_sort(over.begin(), over.end());
+      for (const auto& [overflow, id] : over) unfit.push_back(id);
+    }
     if (progress) progress({round, static_cast<int>(alive.size()), evaluations_, clock_.seconds() - start_});
     if (alive.size() == 1) break;
     // The better half goes on with twice the budget.
@@ -563,6 +658,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     alive.resize(keep);
     budget *= 2;
   }
+  if (!timed_out_) second_chance(starts, unfit, alive);
   PlannerResult result;
   const Candidate* best = nullptr;
   for (const Candidate& c : alive) {
