@@ -90,7 +90,9 @@ class Search {
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Candidate& c, ShareRule rule) const;
-  bool fit_budget(Candidate& c) const;
+  // Under a budget, gives up nodes until the start is within it: the dearest first, or (with
+  // dearest_first false) from the largest holding first. False when it cannot.
+  bool fit_budget(Candidate& c, bool dearest_first) const;
   void add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out);
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
@@ -177,7 +179,7 @@ bool Search::share_classes(Candidate& c, ShareRule rule) const {
 // Under a budget a candidate starts within it, so that the search has a plan to improve on:
 // nodes leave it, the dearest first and from the largest holding, each group keeping one
 // node. False when even that is over the budget.
-bool Search::fit_budget(Candidate& c) const {
+bool Search::fit_budget(Candidate& c, bool dearest_first) const {
   if (!params_.goal.budget_per_hour) return true;
   const hw::Cluster& cluster = model_.cluster();
   const int k = static_cast<int>(c.partition.size());
@@ -197,8 +199,15 @@ bool Search::fit_budget(Candidate& c) const {
     for (int cls = 0; cls < classes; ++cls) {
       for (int g = 0; g < k; ++g) {
         if (c.counts[cls][g] == 0 || held[g] <= 1) continue;
-        if (best_cls < 0 || price[cls] > price[best_cls] ||
-            (price[cls] == price[best_cls] && c.counts[cls][g] > c.counts[best_cls][best_g])) {
+        if (best_cls < 0) {
+          best_cls = cls;
+          best_g = g;
+          continue;
+        }
+        const bool dearer = price[cls] > price[best_cls];
+        const bool larger = c.counts[cls][g] > c.counts[best_cls][best_g];
+        if (dearest_first ? dearer || (price[cls] == price[best_cls] && larger)
+                          : larger || (c.counts[cls][g] == c.counts[best_cls][best_g] && dearer)) {
           best_cls = cls;
           best_g = g;
         }
@@ -214,26 +223,34 @@ bool Search::fit_budget(Candidate& c) const {
 
 // A level-1 start, within the budget, once, and only if its groups can hold their models.
 void Search::add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
-  if (!fit_budget(c)) {
-    ++pruned_;
-    return;
-  }
-  if (std::find(tried.begin(), tried.end(), c.counts) != tried.end()) return;
-  tried.push_back(c.counts);
-  const int k = static_cast<int>(c.partition.size());
-  for (int g = 0; g < k; ++g) {
-    if (!holds_models(c.partition[g], group_nodes(c, g))) {
+  // Under a budget, two starts: nodes given up the dearest first, or from the largest holding
+  // first (which keeps a lone dear node that may be the one worth its price).
+  for (const bool dearest_first : {true, false}) {
+    Candidate d = params_.goal.budget_per_hour ? c : std::move(c);
+    if (!fit_budget(d, dearest_first)) {
       ++pruned_;
-      return;
+      if (!params_.goal.budget_per_hour) return;
+      continue;
     }
-  }
-  for (int g = 0; g < k; ++g) {
-    for (int t : c.partition[g]) {
-      c.tasks.push_back(t);
-      c.task_group.push_back(g);
+    if (std::find(tried.begin(), tried.end(), d.counts) == tried.end()) {
+      tried.push_back(d.counts);
+      const int k = static_cast<int>(d.partition.size());
+      bool holds = true;
+      for (int g = 0; g < k && holds; ++g) holds = holds_models(d.partition[g], group_nodes(d, g));
+      if (!holds) {
+        ++pruned_;
+      } else {
+        for (int g = 0; g < k; ++g) {
+          for (int t : d.partition[g]) {
+            d.tasks.push_back(t);
+            d.task_group.push_back(g);
+          }
+        }
+        out.push_back(std::move(d));
+      }
     }
+    if (!params_.goal.budget_per_hour) return;
   }
-  out.push_back(std::move(c));
 }
 
 std::vector<Candidate> Search::level_one() {
