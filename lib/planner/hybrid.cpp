@@ -100,6 +100,7 @@ class Search {
   double make_room(Candidate& c, std::size_t i);
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
+  void start(Candidate& c);
   void fit_start(Candidate& c);
   // Candidates whose start did not fit and that successive halving dropped: the closest to
   // fitting, repaired, and the best of those searched to the end. The halving's own result is
@@ -177,8 +178,8 @@ bool Search::share_classes(Candidate& c, ShareRule rule) const {
 }
 
 // Under a budget a candidate starts within it, so that the search has a plan to improve on:
-// nodes leave it, the dearest first and from the largest holding, each group keeping one
-// node. False when even that is over the budget.
+// nodes leave it one at a time, each group keeping one node. False when even that is over the
+// budget.
 bool Search::fit_budget(Candidate& c, bool dearest_first) const {
   if (!params_.goal.budget_per_hour) return true;
   const hw::Cluster& cluster = model_.cluster();
@@ -225,11 +226,11 @@ bool Search::fit_budget(Candidate& c, bool dearest_first) const {
 void Search::add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
   // Under a budget, two starts: nodes given up the dearest first, or from the largest holding
   // first (which keeps a lone dear node that may be the one worth its price).
-  for (const bool dearest_first : {true, false}) {
-    Candidate d = params_.goal.budget_per_hour ? c : std::move(c);
-    if (!fit_budget(d, dearest_first)) {
+  const int rules = params_.goal.budget_per_hour ? 2 : 1;
+  for (int r = 0; r < rules; ++r) {
+    Candidate d = r + 1 < rules ? c : std::move(c);
+    if (!fit_budget(d, r == 0)) {
       ++pruned_;
-      if (!params_.goal.budget_per_hour) return;
       continue;
     }
     if (std::find(tried.begin(), tried.end(), d.counts) == tried.end()) {
@@ -249,7 +250,6 @@ void Search::add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& 
         out.push_back(std::move(d));
       }
     }
-    if (!params_.goal.budget_per_hour) return;
   }
 }
 
@@ -482,6 +482,16 @@ void Search::next_sweep(Candidate& c) {
   }
 }
 
+// Lays out a candidate's start (each task's start_choice) and prices it.
+void Search::start(Candidate& c) {
+  c.started = true;
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
+  }
+  c.current = evaluate(c);
+  c.start_overflow = last_overflow_;
+}
+
 // Makes a start that is over a GPU's memory fit: greedily, the one task's leaner layout (twice
 // the stages, or twice the TP) that brings the plan closest to fitting, until it fits or no such
 // step helps.
@@ -528,11 +538,7 @@ void Search::second_chance(const std::vector<Candidate>& starts, const std::vect
   std::vector<Candidate> repaired;
   for (std::size_t j = 0; j < unfit.size() && evaluations_ - first < cap / 2 && !out_of_time(); ++j) {
     Candidate c = starts[unfit[j]];
-    c.started = true;
-    for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-      c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
-    }
-    c.current = evaluate(c);
+    start(c);
     if (c.current == kWorst) fit_start(c);
     if (c.current == kWorst) continue;
     next_sweep(c);
@@ -558,12 +564,7 @@ void Search::search(Candidate& c, long long budget) {
       return;
     }
     if (!c.started) {
-      c.started = true;
-      for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-        c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
-      }
-      c.current = evaluate(c);
-      c.start_overflow = last_overflow_;
+      start(c);
       next_sweep(c);
       continue;
     }
