@@ -22,6 +22,8 @@ cluster zone1-3types-48      --preset-node us-east-1a:2xp5.48xlarge --preset-nod
 cluster zone1-l40s-a10g-16   --preset-node us-east-1a:1xg6e.48xlarge --preset-node us-east-1a:1xg5.48xlarge
 # Several zones of one region.
 cluster zones2-a100-l40s-64  --preset-node us-east-1a:4xp4de.24xlarge --preset-node us-east-1b:4xg6e.48xlarge
+# A dear node and many cheap ones: one A100 node in one zone, eight A10G nodes in another.
+cluster zones2-a100-a10g-72  --preset-node us-east-1a:1xp4de.24xlarge --preset-node us-east-1b:8xg5.48xlarge
 cluster zones3-mixed-64      --preset-node us-east-1a:2xp5.48xlarge --preset-node us-east-1b:4xp4de.24xlarge \
                              --preset-node us-east-1c:2xg6e.48xlarge
 # Several regions, slow links.

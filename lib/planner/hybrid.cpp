@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "planner/layout.h"
@@ -16,8 +18,9 @@ namespace {
 
 constexpr double kWorst = -std::numeric_limits<double>::infinity();
 
-// One step of the local search: a task's new strategy, or nodes of a class moving between
-// groups (-1: the unused pool).
+// One step of the local search: a task's new strategy, every task of a group taking one layout,
+// a task moving to another group, or nodes of a class moving between groups (-1: the unused
+// pool).
 struct Move {
   bool strategy = true;
   int task = 0;  // position in Candidate::tasks
@@ -26,6 +29,12 @@ struct Move {
   // and PP too, so they read the trained weights instead of holding a copy: a joint move, as
   // neither half alone may fit.
   bool align = false;
+  // Every task of the task's group takes the choice's TP and PP, keeping its training options:
+  // colocated tasks share each GPU's memory, so a plan over it may fit only when all of them
+  // spread thinner at once (and one layout for all is how colocating systems run).
+  bool uniform = false;
+  // The task moves to group `to`, keeping its strategy where the group's nodes take it.
+  bool regroup = false;
   int cls = 0;
   int from = 0;
   int to = 0;
@@ -39,9 +48,9 @@ constexpr int kSingleStepNodes = 16;
 
 struct Candidate {
   int id = 0;
-  std::vector<std::vector<int>> partition;
+  std::vector<std::vector<int>> partition;  // the grouping level 1 started from
   std::vector<int> tasks;            // the partition's tasks, group by group
-  std::vector<int> task_group;       // group of each position in `tasks`
+  std::vector<int> task_group;       // group of each position in `tasks` now (tasks may move)
   std::vector<std::vector<int>> counts;  // [class][group]: nodes taken
   std::vector<TaskChoice> choices;   // per position in `tasks`
   double current = kWorst;
@@ -56,6 +65,9 @@ struct Candidate {
   bool done = false;
   int restarts = 0;
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
+  // How far the current plan is over a GPU's memory (0: it fits): while it does not fit, the
+  // search takes the moves that bring it closer.
+  double overflow = std::numeric_limits<double>::infinity();
   // Held apart: level 1 makes and moves many candidates before it keeps a few and seeds them,
   // and the generator's state is 2.5 KB.
   class Rng {
@@ -90,14 +102,21 @@ class Search {
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Candidate& c, ShareRule rule) const;
-  // Under a budget, gives up nodes until the start is within it: the dearest first, or (with
-  // dearest_first false) from the largest holding first. False when it cannot.
-  bool fit_budget(Candidate& c, bool dearest_first) const;
-  void add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out);
+  // Which node a start gives up next: the dearest, or one from the group's largest holding.
+  enum class Shed { kDearestFirst, kLargestFirst };
+  // Gives up nodes one at a time, each group keeping one: while the start is over the budget,
+  // and then, when `lean`, while its groups still hold their models. False when it cannot get
+  // within the budget.
+  bool shed_nodes(Candidate& c, Shed order, bool lean) const;
+  void add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out);
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
   double make_room(Candidate& c, std::size_t i);
+  // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
+  // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
+  std::pair<double, double> relayout(Candidate& c, int group, double score, double overflow);
+  std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group, const std::vector<int>& nodes) const;
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
   void start(Candidate& c);
@@ -177,29 +196,36 @@ bool Search::share_classes(Candidate& c, ShareRule rule) const {
   return true;
 }
 
-// Under a budget a candidate starts within it, so that the search has a plan to improve on:
-// nodes leave it one at a time, each group keeping one node. False when even that is over the
-// budget.
-bool Search::fit_budget(Candidate& c, bool dearest_first) const {
-  if (!params_.goal.budget_per_hour) return true;
+// Under a budget a candidate starts within it, so that the search has a plan to improve on.
+// Under the cost objective a start also comes lean: the fewest nodes that hold its models, as
+// idle or thinly used GPUs cost as much as busy ones and the search adds back what pays.
+bool Search::shed_nodes(Candidate& c, Shed order, bool lean) const {
   const hw::Cluster& cluster = model_.cluster();
   const int k = static_cast<int>(c.partition.size());
   const int classes = static_cast<int>(classes_.size());
   std::vector<double> price(classes);
+  std::vector<double> capacity(classes);  // of one node; a class's nodes are alike
   std::vector<int> held(k, 0);
+  std::vector<double> room(k, 0);  // each group's memory beyond its models' least state
   double total = 0;
   for (int cls = 0; cls < classes; ++cls) {
-    price[cls] = cluster.node_price_per_hour(cluster.nodes[classes_[cls].front()]).value_or(0.0);
+    const int node = classes_[cls].front();
+    price[cls] = cluster.node_price_per_hour(cluster.nodes[node]).value_or(0.0);
+    capacity[cls] = model_.usable_memory(node) * cluster.nodes[node].gpu_count;
     for (int g = 0; g < k; ++g) {
       total += price[cls] * c.counts[cls][g];
       held[g] += c.counts[cls][g];
+      room[g] += capacity[cls] * c.counts[cls][g];
     }
   }
-  while (total > *params_.goal.budget_per_hour) {
+  for (int g = 0; g < k; ++g) room[g] -= model_.least_resident_bytes(c.partition[g]);
+  while (true) {
+    const bool over = !params_.goal.within_budget(total);
+    if (!over && !lean) return true;
     int best_cls = -1, best_g = -1;
     for (int cls = 0; cls < classes; ++cls) {
       for (int g = 0; g < k; ++g) {
-        if (c.counts[cls][g] == 0 || held[g] <= 1) continue;
+        if (c.counts[cls][g] == 0 || held[g] <= 1 || (!over && room[g] < capacity[cls])) continue;
         if (best_cls < 0) {
           best_cls = cls;
           best_g = g;
@@ -207,49 +233,57 @@ bool Search::fit_budget(Candidate& c, bool dearest_first) const {
         }
         const bool dearer = price[cls] > price[best_cls];
         const bool larger = c.counts[cls][g] > c.counts[best_cls][best_g];
-        if (dearest_first ? dearer || (price[cls] == price[best_cls] && larger)
-                          : larger || (c.counts[cls][g] == c.counts[best_cls][best_g] && dearer)) {
+        if (order == Shed::kDearestFirst ? dearer || (price[cls] == price[best_cls] && larger)
+                                         : larger || (c.counts[cls][g] == c.counts[best_cls][best_g] && dearer)) {
           best_cls = cls;
           best_g = g;
         }
       }
     }
-    if (best_cls < 0) return false;
+    if (best_cls < 0) return !over;
     --c.counts[best_cls][best_g];
     --held[best_g];
+    room[best_g] -= capacity[best_cls];
     total -= price[best_cls];
   }
-  return true;
 }
 
-// A level-1 start, within the budget, once, and only if its groups can hold their models.
-void Search::add_start(Candidate c, std::vector<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
-  // Under a budget, two starts: nodes given up the dearest first, or from the largest holding
-  // first (which keeps a lone dear node that may be the one worth its price).
-  const int rules = params_.goal.budget_per_hour ? 2 : 1;
-  for (int r = 0; r < rules; ++r) {
-    Candidate d = r + 1 < rules ? c : std::move(c);
-    if (!fit_budget(d, r == 0)) {
+// A level-1 start, once, and only if its groups can hold their models. Under a budget it comes
+// within it two ways: nodes given up the dearest first, or from the largest holding first
+// (which keeps a lone dear node that may be the one worth its price). Under the cost objective
+// it comes whole and lean both ways.
+void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
+  struct Rule {
+    Shed order;
+    bool lean;
+  };
+  std::vector<Rule> rules{{Shed::kDearestFirst, false}};  // whole, or within the budget
+  if (params_.goal.budget_per_hour) rules.push_back({Shed::kLargestFirst, false});
+  if (params_.goal.objective == Objective::kCostPerSample) {
+    rules.push_back({Shed::kDearestFirst, true});
+    rules.push_back({Shed::kLargestFirst, true});
+  }
+  for (const Rule& rule : rules) {
+    Candidate d = c;
+    if (!shed_nodes(d, rule.order, rule.lean)) {
       ++pruned_;
       continue;
     }
-    if (std::find(tried.begin(), tried.end(), d.counts) == tried.end()) {
-      tried.push_back(d.counts);
-      const int k = static_cast<int>(d.partition.size());
-      bool holds = true;
-      for (int g = 0; g < k && holds; ++g) holds = holds_models(d.partition[g], group_nodes(d, g));
-      if (!holds) {
-        ++pruned_;
-      } else {
-        for (int g = 0; g < k; ++g) {
-          for (int t : d.partition[g]) {
-            d.tasks.push_back(t);
-            d.task_group.push_back(g);
-          }
-        }
-        out.push_back(std::move(d));
+    if (!tried.insert(d.counts).second) continue;
+    const int k = static_cast<int>(d.partition.size());
+    bool holds = true;
+    for (int g = 0; g < k && holds; ++g) holds = holds_models(d.partition[g], group_nodes(d, g));
+    if (!holds) {
+      ++pruned_;
+      continue;
+    }
+    for (int g = 0; g < k; ++g) {
+      for (int t : d.partition[g]) {
+        d.tasks.push_back(t);
+        d.task_group.push_back(g);
       }
     }
+    out.push_back(std::move(d));
   }
 }
 
@@ -260,6 +294,7 @@ std::vector<Candidate> Search::level_one() {
   for (const auto& partition : partitions(tasks, params_.space.max_groups)) {
     const int k = static_cast<int>(partition.size());
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
+    std::set<std::vector<std::vector<int>>> tried;  // the partition's starts so far, by counts
     while (true) {
       Candidate base;
       base.partition = partition;
@@ -267,7 +302,6 @@ std::vector<Candidate> Search::level_one() {
       for (int cls = 0; cls < classes; ++cls) {
         if (owner[cls] < k) base.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
       }
-      std::vector<std::vector<std::vector<int>>> tried;  // the counts of the starts so far
       for (ShareRule rule : {ShareRule::kHalf, ShareRule::kOne, ShareRule::kAllButOne}) {
         Candidate c = base;
         if (!share_classes(c, rule)) break;
@@ -354,22 +388,26 @@ bool Search::repair(Candidate& c) const {
   return true;
 }
 
-// A strategy for task i that does not fit may fit with a forward pass of its group spread
-// thinner (more GPUs a replica): tries each such partner move with it and keeps the best
-// (a joint move, as the partner's move alone is slower). Returns its score; c.choices holds
-// it, or task i's move alone when none fits.
+// A strategy for task i that does not fit may fit with a partner in its group made leaner: for
+// a training task, a forward pass spread thinner (more GPUs a replica); for a forward pass, a
+// training task's other options on its layout (a higher ZeRO stage, recompute). Tries each
+// such partner move with it and keeps the best (a joint move, as the partner's move alone is
+// slower). Returns its score; c.choices holds it, or task i's move alone when none fits.
 double Search::make_room(Candidate& c, std::size_t i) {
   const workload::TaskGraph& graph = model_.graph();
   const std::vector<int> nodes = group_nodes(c, c.task_group[i]);
+  const bool training = graph.tasks[c.tasks[i]].kind == workload::TaskKind::kTrain;
+  const workload::TaskKind partner = training ? workload::TaskKind::kForward : workload::TaskKind::kTrain;
   double best = kWorst;
   std::vector<TaskChoice> best_choices;
   for (std::size_t j = 0; j < c.tasks.size(); ++j) {
-    if (j == i || c.task_group[j] != c.task_group[i] || graph.tasks[c.tasks[j]].kind != workload::TaskKind::kForward) {
-      continue;
-    }
+    if (j == i || c.task_group[j] != c.task_group[i] || graph.tasks[c.tasks[j]].kind != partner) continue;
     const TaskChoice was = c.choices[j];
     for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
-      if (choice.tp * choice.pp <= was.tp * was.pp) continue;
+      if (training ? choice.tp * choice.pp <= was.tp * was.pp
+                   : choice.tp != was.tp || choice.pp != was.pp || choice.train == was.train) {
+        continue;
+      }
       c.choices[j] = choice;
       const double s = evaluate(c);
       if (s > best) {
@@ -459,6 +497,28 @@ void Search::next_sweep(Candidate& c) {
       }
     }
   }
+  for (int g = 0; g < k; ++g) {
+    const auto first = std::find(c.task_group.begin(), c.task_group.end(), g);
+    if (std::count(c.task_group.begin(), c.task_group.end(), g) < 2) continue;
+    for (const auto& [tp, pp] : uniform_layouts(c, g, nodes[g])) {
+      Move m;
+      m.uniform = true;
+      m.task = static_cast<int>(first - c.task_group.begin());
+      m.choice = TaskChoice{tp, pp, {}};
+      c.moves.push_back(m);
+    }
+  }
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    if (std::count(c.task_group.begin(), c.task_group.end(), c.task_group[i]) < 2) continue;
+    for (int g = 0; g < k; ++g) {
+      if (g == c.task_group[i]) continue;
+      Move m;
+      m.regroup = true;
+      m.task = static_cast<int>(i);
+      m.to = g;
+      c.moves.push_back(m);
+    }
+  }
   for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
     int taken = 0;
     for (int g = 0; g < k; ++g) taken += c.counts[cls][g];
@@ -480,6 +540,59 @@ void Search::next_sweep(Candidate& c) {
       }
     }
   }
+  // While nothing fits, the big steps first: nodes from the pool, then whole groups laid out anew.
+  if (c.current == kWorst) {
+    const auto rank = [](const Move& m) { return !m.strategy && m.from < 0 ? 0 : m.uniform ? 1 : 2; };
+    std::stable_sort(c.moves.begin(), c.moves.end(), [&](const Move& a, const Move& b) { return rank(a) < rank(b); });
+  }
+}
+
+// The TP and PP that every task of the group can take with its training options, other than
+// the one they all have now.
+std::vector<std::pair<int, int>> Search::uniform_layouts(const Candidate& c, int group,
+                                                         const std::vector<int>& nodes) const {
+  std::vector<std::pair<int, int>> layouts;
+  std::vector<std::size_t> members;
+  std::vector<std::vector<TaskChoice>> valid;
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    if (c.task_group[i] != group) continue;
+    members.push_back(i);
+    valid.push_back(task_choices(model_, models_, params_.space, c.tasks[i], nodes));
+  }
+  if (members.empty()) return layouts;
+  for (const TaskChoice& v : valid.front()) {
+    const std::pair<int, int> layout{v.tp, v.pp};
+    if (std::find(layouts.begin(), layouts.end(), layout) != layouts.end()) continue;
+    bool takes = true, same = true;
+    for (std::size_t j = 0; j < members.size() && takes; ++j) {
+      const TaskChoice& now = c.choices[members[j]];
+      same = same && now.tp == v.tp && now.pp == v.pp;
+      takes = std::find(valid[j].begin(), valid[j].end(), TaskChoice{v.tp, v.pp, now.train}) != valid[j].end();
+    }
+    if (takes && !same) layouts.push_back(layout);
+  }
+  return layouts;
+}
+
+std::pair<double, double> Search::relayout(Candidate& c, int group, double score, double overflow) {
+  const std::vector<TaskChoice> was = c.choices;
+  std::vector<TaskChoice> best = was;
+  for (const auto& [tp, pp] : uniform_layouts(c, group, group_nodes(c, group))) {
+    for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+      if (c.task_group[j] != group) continue;
+      c.choices[j].tp = tp;
+      c.choices[j].pp = pp;
+    }
+    const double s = evaluate(c);
+    if (s > score || (s == kWorst && score == kWorst && last_overflow_ < overflow)) {
+      score = s;
+      overflow = s == kWorst ? last_overflow_ : 0;
+      best = c.choices;
+    }
+    c.choices = was;
+  }
+  c.choices = best;
+  return {score, overflow};
 }
 
 // Lays out a candidate's start (each task's start_choice) and prices it.
@@ -489,7 +602,11 @@ void Search::start(Candidate& c) {
     c.choices.push_back(start_choice(c.tasks[i], group_nodes(c, c.task_group[i])));
   }
   c.current = evaluate(c);
-  c.start_overflow = last_overflow_;
+  c.start_overflow = c.overflow = last_overflow_;
+  // Tasks that fit alone may not fit together: each group's tasks laid out alike, spread thin.
+  for (int g = 0; g < static_cast<int>(c.partition.size()) && c.current == kWorst; ++g) {
+    std::tie(c.current, c.overflow) = relayout(c, g, c.current, c.overflow);
+  }
 }
 
 // Makes a start that is over a GPU's memory fit: greedily, the one task's leaner layout (twice
@@ -513,6 +630,7 @@ void Search::fit_start(Candidate& c) {
         const double s = evaluate(c);
         if (s != kWorst) {
           c.current = s;
+          c.overflow = 0;
           return;
         }
         if (last_overflow_ < best_overflow) {
@@ -525,7 +643,7 @@ void Search::fit_start(Candidate& c) {
     }
     if (best_task < 0) return;
     c.choices[best_task] = best_choice;
-    overflow = best_overflow;
+    c.overflow = overflow = best_overflow;
   }
 }
 
@@ -599,13 +717,29 @@ void Search::search(Candidate& c, long long budget) {
         if (!valid.empty()) c.choices[i] = valid[c.rng() % valid.size()];
       }
       c.current = evaluate(c);
+      c.overflow = last_overflow_;
       next_sweep(c);
       continue;
     }
     const Move m = c.moves[c.next_move++];
     const std::vector<std::vector<int>> counts = c.counts;
     const std::vector<TaskChoice> choices = c.choices;
-    if (m.strategy) {
+    const std::vector<int> task_group = c.task_group;
+    if (m.regroup) {
+      c.task_group[m.task] = m.to;
+      if (!repair(c)) {
+        c.task_group = task_group;
+        c.choices = choices;
+        ++pruned_;
+        continue;
+      }
+    } else if (m.uniform) {
+      for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+        if (c.task_group[j] != c.task_group[m.task]) continue;
+        c.choices[j].tp = m.choice.tp;
+        c.choices[j].pp = m.choice.pp;
+      }
+    } else if (m.strategy) {
       c.choices[m.task] = m.choice;
       if (m.align) align_forward_passes(c, m.task);
     } else {
@@ -617,22 +751,36 @@ void Search::search(Candidate& c, long long budget) {
       }
     }
     double s = evaluate(c);
-    if (s == kWorst && m.strategy && !m.align && c.current != kWorst &&
-        model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain) {
+    double overflow = last_overflow_;
+    if (s == kWorst && m.strategy && !m.align && !m.uniform && !m.regroup && c.current != kWorst &&
+        (model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain ||
+         model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward)) {
       s = make_room(c, m.task);
     }
-    const bool better = s > c.current && (c.current == kWorst || s - c.current > 1e-12 * std::abs(c.current));
+    // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
+    // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
+    // the new ones, nor a mix of GPU types).
+    if (s == kWorst && (!m.strategy || m.regroup)) {
+      for (const int g : {m.to, m.regroup ? task_group[m.task] : m.from}) {
+        if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow);
+      }
+    }
+    // Better: a higher score, or, while nothing fits, closer to fitting.
+    const bool better = s > c.current ? c.current == kWorst || s - c.current > 1e-12 * std::abs(c.current)
+                                      : s == kWorst && c.current == kWorst && overflow < c.overflow;
     if (better) {
       c.current = s;
+      c.overflow = s == kWorst ? overflow : 0;
       c.improved = true;
-      if (!m.strategy) {
-        // Strategy moves were listed for the old nodes: list again from here.
+      if (!m.strategy || m.regroup) {
+        // Strategy moves were listed for the old groups: list again from here.
         next_sweep(c);
         c.improved = true;
       }
     } else {
       c.counts = counts;
       c.choices = choices;
+      c.task_group = task_group;
     }
   }
 }

@@ -16,7 +16,7 @@ std::string_view objective_name(Objective objective) {
 bool Goal::accepts(const plan::Prediction& p) const {
   if (!p.feasible) return false;
   if (min_throughput && p.samples_per_second < *min_throughput) return false;
-  return !budget_per_hour || (p.price_per_hour && *p.price_per_hour <= *budget_per_hour);
+  return !budget_per_hour || (p.price_per_hour && within_budget(*p.price_per_hour));
 }
 
 double Goal::score(const plan::Prediction& p) const {
@@ -29,7 +29,7 @@ std::optional<std::string> Goal::unreachable(const hw::Cluster& cluster) const {
   if (!budget_per_hour) return std::nullopt;
   double cheapest = std::numeric_limits<double>::infinity();
   for (const hw::Node& node : cluster.nodes) cheapest = std::min(cheapest, cluster.node_price_per_hour(node).value_or(0));
-  if (cheapest <= *budget_per_hour) return std::nullopt;
+  if (within_budget(cheapest)) return std::nullopt;
   return fmt::format("the budget of {} $/h is below the price of the cheapest node, {:.2f} $/h", *budget_per_hour,
                      cheapest);
 }
@@ -55,7 +55,7 @@ std::string Rejections::why_not(const Goal& goal) const {
   if (!seen_) return "no candidate could be laid out on the cluster";
   if (!fit_) return closest_;
   std::string out = "no plan meets the constraints";
-  const bool over = goal.budget_per_hour && cheapest_ > *goal.budget_per_hour;
+  const bool over = !goal.within_budget(cheapest_);
   const bool under = goal.min_throughput && fastest_ < *goal.min_throughput;
   if (over) {
     out += fmt::format("; the cheapest plan that fits costs {:.2f} $/h, over the budget of {} $/h", cheapest_,

@@ -27,6 +27,9 @@ struct Goal {
   std::optional<double> min_throughput;   // samples/s: the plan must reach this
 
   bool constrained() const { return budget_per_hour || min_throughput; }
+  // Whether a price an hour is within the budget, up to rounding in the sum of node prices (a
+  // plan of two $40.97 nodes is within a budget of half four of them).
+  bool within_budget(double price) const { return !budget_per_hour || price <= *budget_per_hour * (1 + 1e-9); }
   // The cost objective and a budget need every node's price.
   bool needs_prices() const { return objective == Objective::kCostPerSample || budget_per_hour; }
   // Whether the plan fits and meets the constraints.

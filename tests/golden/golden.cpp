@@ -58,6 +58,7 @@ constexpr ScenarioCase kCases[] = {
     {"zone1-a100-l4-16", true, true, false},
     {"zone1-a100-l40s-32", true, false, false},
     {"zone1-l40s-a10g-16", true, false, false},
+    {"zones2-a100-a10g-72", true, false, true},
     {"zones2-a100-l40s-64", false, false, false},
     {"zones2-mixed-128", false, true, false},
     {"zones3-mixed-64", true, false, false},

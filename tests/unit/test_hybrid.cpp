@@ -303,6 +303,69 @@ TEST_CASE("under a budget that excludes some of a type's nodes hybrid still find
   CHECK(compared == 4);
 }
 
+TEST_CASE("one dear node and many cheap ones: hybrid's cheapest plan is the ILP's optimum") {
+  // One 8 x A100 node and eight 8 x A10G nodes; a 32B GRPO job with long responses. The
+  // cheapest plan takes the A100 node and one A10G node as one group, every task TP8 PP2
+  // across the two types: a start that fits alone on neither, found only from a lean start
+  // whose tasks are laid out anew together when a node joins.
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  params.node_groups.push_back(hw::parse_preset_node_spec("us-east-1a:1xp4de.24xlarge", catalogs().hardware));
+  params.node_groups.push_back(hw::parse_preset_node_spec("us-east-1b:8xg5.48xlarge", catalogs().hardware));
+  const hw::Cluster cluster = hw::build_cluster(params, catalogs().hardware);
+  workload::Workload w = grpo("Qwen2.5-32B", 128, 16, 512, 0);
+  w.role(workload::Role::kReference) = {workload::RoleModel::Kind::kModel, "Qwen2.5-32B"};
+  w.response.kind = workload::LengthKind::kLognormal;
+  w.response.mean_tokens = 3000;
+  w.response.max_tokens = 8192;
+  w.mini_batches = 4;
+  w.validate(catalogs().algorithms, catalogs().models);
+  const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+  const cost::CostModel model(cluster, w, graph, catalogs().models);
+  auto per_1k = [](const plan::Prediction& p) { return *p.price_per_hour / 3600.0 / p.samples_per_second * 1000.0; };
+  for (int max_groups : {1, 3}) {
+    CAPTURE(max_groups);
+    planner::IlpParams ip;
+    ip.goal.objective = planner::Objective::kCostPerSample;
+    ip.space.max_groups = max_groups;
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip, kStill);
+    REQUIRE(ilp.solve.status == ilp::Status::kOptimal);
+    planner::HybridParams hp;
+    hp.goal.objective = planner::Objective::kCostPerSample;
+    hp.space.max_groups = max_groups;
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, kStill);
+    REQUIRE(hybrid.found);
+    CHECK(per_1k(hybrid.prediction) == doctest::Approx(per_1k(ilp.result.prediction)).epsilon(1e-9));
+    CHECK(hybrid.plan.groups.size() == 1);
+  }
+}
+
+TEST_CASE("under a budget hybrid finds the exhaustive optimum on 20 priced instances") {
+  std::mt19937 rng(91);
+  int compared = 0;
+  for (int i = 0; compared < 20 && i < 200; ++i) {
+    RandomInstance x = random_instance(rng);
+    for (hw::GpuSpec& g : x.cluster.gpu_types) g.price_per_hour = g.name == "H100-SXM" ? 6.9 : g.name == "L4" ? 0.8 : 2.5;
+    const cost::CostModel model(x.cluster, x.workload, x.graph, catalogs().models);
+    double all = 0;
+    for (const hw::Node& node : x.cluster.nodes) all += *x.cluster.node_price_per_hour(node);
+    planner::ExhaustiveParams ep;
+    ep.goal.budget_per_hour = 0.6 * all;  // at least one node, never all
+    if (planner::exhaustive_plan_count(model, catalogs().models, ep) > 6000) continue;
+    const planner::PlannerResult truth = planner::plan_exhaustive(model, catalogs().models, ep);
+    planner::HybridParams hp;
+    hp.goal = ep.goal;
+    const core::FakeClock clock;
+    const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
+    CAPTURE(x.description);
+    REQUIRE(truth.found == hybrid.found);
+    if (!truth.found) continue;
+    ++compared;
+    CHECK(*hybrid.prediction.price_per_hour <= *ep.goal.budget_per_hour);
+    CHECK(hybrid.prediction.samples_per_second == doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+  }
+  CHECK(compared == 20);
+}
+
 TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum on 20 priced instances") {
   std::mt19937 rng(77);
   int compared = 0;
@@ -336,6 +399,8 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     hp.goal.objective = planner::Objective::kCostPerSample;
     const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
     REQUIRE(hybrid.found);
+    // Hybrid reaches the optimum itself: its lean starts and moves reach the fewest GPUs.
+    CHECK(per_1k(hybrid.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
     const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, kStill, &hybrid.plan);
     CHECK(warm.warm_started);
     CHECK(per_1k(warm.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
