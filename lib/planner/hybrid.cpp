@@ -65,6 +65,7 @@ struct Candidate {
   bool done = false;
   int restarts = 0;
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
+  bool shed = false;          // its start gave up nodes (to a budget, or lean)
   // How far the current plan is over a GPU's memory (0: it fits): while it does not fit, the
   // search takes the moves that bring it closer.
   double overflow = std::numeric_limits<double>::infinity();
@@ -112,10 +113,11 @@ class Search {
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
-  double make_room(Candidate& c, std::size_t i);
+  // Both joint moves below stop when the candidate has spent `budget` evaluations.
+  double make_room(Candidate& c, std::size_t i, long long budget);
   // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
   // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
-  std::pair<double, double> relayout(Candidate& c, int group, double score, double overflow);
+  std::pair<double, double> relayout(Candidate& c, int group, double score, double overflow, long long budget);
   std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group, const std::vector<int>& nodes) const;
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
@@ -269,6 +271,7 @@ void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tri
       ++pruned_;
       continue;
     }
+    d.shed = d.counts != c.counts;
     if (!tried.insert(d.counts).second) continue;
     const int k = static_cast<int>(d.partition.size());
     bool holds = true;
@@ -388,12 +391,21 @@ bool Search::repair(Candidate& c) const {
   return true;
 }
 
+// Whether `a` keeps one thing less than `b` on the GPU: the next ZeRO stage, or the next
+// recompute level, all else the same.
+bool one_step_leaner(const cost::TrainOptions& a, const cost::TrainOptions& b) {
+  if (a.optimizer_offload != b.optimizer_offload) return false;
+  const int zero = a.zero_stage - b.zero_stage;
+  const int recompute = static_cast<int>(a.recompute) - static_cast<int>(b.recompute);
+  return (zero == 1 && recompute == 0) || (zero == 0 && recompute == 1);
+}
+
 // A strategy for task i that does not fit may fit with a partner in its group made leaner: for
 // a training task, a forward pass spread thinner (more GPUs a replica); for a forward pass, a
 // training task's other options on its layout (a higher ZeRO stage, recompute). Tries each
 // such partner move with it and keeps the best (a joint move, as the partner's move alone is
 // slower). Returns its score; c.choices holds it, or task i's move alone when none fits.
-double Search::make_room(Candidate& c, std::size_t i) {
+double Search::make_room(Candidate& c, std::size_t i, long long budget) {
   const workload::TaskGraph& graph = model_.graph();
   const std::vector<int> nodes = group_nodes(c, c.task_group[i]);
   const bool training = graph.tasks[c.tasks[i]].kind == workload::TaskKind::kTrain;
@@ -404,8 +416,9 @@ double Search::make_room(Candidate& c, std::size_t i) {
     if (j == i || c.task_group[j] != c.task_group[i] || graph.tasks[c.tasks[j]].kind != partner) continue;
     const TaskChoice was = c.choices[j];
     for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
+      if (c.evaluations >= budget) break;
       if (training ? choice.tp * choice.pp <= was.tp * was.pp
-                   : choice.tp != was.tp || choice.pp != was.pp || choice.train == was.train) {
+                   : choice.tp != was.tp || choice.pp != was.pp || !one_step_leaner(choice.train, was.train)) {
         continue;
       }
       c.choices[j] = choice;
@@ -574,10 +587,12 @@ std::vector<std::pair<int, int>> Search::uniform_layouts(const Candidate& c, int
   return layouts;
 }
 
-std::pair<double, double> Search::relayout(Candidate& c, int group, double score, double overflow) {
+std::pair<double, double> Search::relayout(Candidate& c, int group, double score, double overflow,
+                                           long long budget) {
   const std::vector<TaskChoice> was = c.choices;
   std::vector<TaskChoice> best = was;
   for (const auto& [tp, pp] : uniform_layouts(c, group, group_nodes(c, group))) {
+    if (c.evaluations >= budget) break;
     for (std::size_t j = 0; j < c.tasks.size(); ++j) {
       if (c.task_group[j] != group) continue;
       c.choices[j].tp = tp;
@@ -603,9 +618,10 @@ void Search::start(Candidate& c) {
   }
   c.current = evaluate(c);
   c.start_overflow = c.overflow = last_overflow_;
-  // Tasks that fit alone may not fit together: each group's tasks laid out alike, spread thin.
-  for (int g = 0; g < static_cast<int>(c.partition.size()) && c.current == kWorst; ++g) {
-    std::tie(c.current, c.overflow) = relayout(c, g, c.current, c.overflow);
+  // A start that gave up nodes is often too tight for its tasks laid out one by one, as they
+  // share each GPU: each group's tasks laid out alike, spread thin.
+  for (int g = 0; c.shed && g < static_cast<int>(c.partition.size()) && c.current == kWorst; ++g) {
+    std::tie(c.current, c.overflow) = relayout(c, g, c.current, c.overflow, std::numeric_limits<long long>::max());
   }
 }
 
@@ -755,14 +771,14 @@ void Search::search(Candidate& c, long long budget) {
     if (s == kWorst && m.strategy && !m.align && !m.uniform && !m.regroup && c.current != kWorst &&
         (model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain ||
          model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward)) {
-      s = make_room(c, m.task);
+      s = make_room(c, m.task, budget);
     }
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
     // the new ones, nor a mix of GPU types).
     if (s == kWorst && (!m.strategy || m.regroup)) {
       for (const int g : {m.to, m.regroup ? task_group[m.task] : m.from}) {
-        if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow);
+        if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
       }
     }
     // Better: a higher score, or, while nothing fits, closer to fitting.
