@@ -265,13 +265,14 @@ void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tri
     rules.push_back({Shed::kDearestFirst, true});
     rules.push_back({Shed::kLargestFirst, true});
   }
-  for (const Rule& rule : rules) {
-    Candidate d = c;
-    if (!shed_nodes(d, rule.order, rule.lean)) {
+  const std::vector<std::vector<int>> whole = c.counts;
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    Candidate d = r + 1 < rules.size() ? c : std::move(c);  // the last rule takes c itself
+    if (!shed_nodes(d, rules[r].order, rules[r].lean)) {
       ++pruned_;
       continue;
     }
-    d.shed = d.counts != c.counts;
+    d.shed = d.counts != whole;
     if (!tried.insert(d.counts).second) continue;
     const int k = static_cast<int>(d.partition.size());
     bool holds = true;
