@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/text.h"
 #include "io/catalog_io.h"
 #include "io/inputs.h"
 #include "planner/registry.h"
@@ -24,30 +25,6 @@
 using namespace hetrl;
 
 namespace {
-
-std::string param(const plan::PlannerInfo& info, const std::string& name) {
-  for (const auto& [key, value] : info.params) {
-    if (key == name) return value;
-  }
-  return "";
-}
-
-double stat(const plan::PlannerInfo& info, const std::string& name) {
-  for (const auto& [key, value] : info.stats) {
-    if (key == name) return value;
-  }
-  return 0;
-}
-
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> out;
-  for (std::size_t start = 0; start <= list.size();) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    out.push_back(list.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return out;
-}
 
 std::string scenario_name(const std::filesystem::path& cluster, const std::filesystem::path& workload) {
   if (cluster.filename() == "cluster.json") return cluster.parent_path().filename().string();
@@ -63,9 +40,9 @@ int main(int argc, char** argv) {
   for (; a + 1 < argc && std::string(argv[a]).starts_with("--"); a += 2) {
     const std::string flag = argv[a];
     if (flag == "--goals") {
-      goals = split(argv[a + 1]);
+      goals = core::split(argv[a + 1], ',');
     } else if (flag == "--planners") {
-      planners = split(argv[a + 1]);
+      planners = core::split(argv[a + 1], ',');
     } else {
       break;
     }
@@ -109,7 +86,7 @@ int main(int argc, char** argv) {
           const double seconds = clock.seconds() - start;
           const plan::PlannerInfo& info = r.plan.planner;
           const std::string ilp = entry->name == "ilp"
-                                      ? fmt::format("{},{:.3g}", param(info, "status"), stat(info, "gap"))
+                                      ? fmt::format("{},{:.3g}", info.param("status").value_or(""), info.stat("gap").value_or(0))
                                       : ",";
           const double sps = r.found ? r.prediction.samples_per_second : 0.0;
           const double usd = r.found ? r.prediction.price_per_hour.value_or(0.0) : 0.0;

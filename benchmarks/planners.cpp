@@ -22,24 +22,6 @@
 
 using namespace hetrl;
 
-namespace {
-
-std::string param(const plan::PlannerInfo& info, const std::string& name) {
-  for (const auto& [key, value] : info.params) {
-    if (key == name) return value;
-  }
-  return "";
-}
-
-double stat(const plan::PlannerInfo& info, const std::string& name) {
-  for (const auto& [key, value] : info.stats) {
-    if (key == name) return value;
-  }
-  return 0;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   if (argc < 2) {
     fmt::print(stderr, "usage: planners SCENARIO_DIR...\n");
@@ -67,12 +49,12 @@ int main(int argc, char** argv) {
         long long evaluations = r.evaluations;
         if (entry.name == "ilp") {
           const plan::PlannerInfo& info = r.plan.planner;
-          const std::string status = param(info, "status");
+          const std::string status = info.param("status").value_or("");
           const bool built = status != "refused" && status != "build time limit";
           if (!built) evaluations = planner::ilp_configuration_count(model, in.workload.models, {});
-          ilp = built ? fmt::format("{},{:.3g},{:.3f},{:.3f},{}", status, stat(info, "gap"),
-                                    stat(info, "build_seconds"), stat(info, "solve_seconds"),
-                                    stat(info, "configurations_kept"))
+          ilp = built ? fmt::format("{},{:.3g},{:.3f},{:.3f},{}", status, info.stat("gap").value_or(0),
+                                    info.stat("build_seconds").value_or(0), info.stat("solve_seconds").value_or(0),
+                                    info.stat("configurations_kept").value_or(0))
                       : status + ",,,,";
         }
         fmt::print("{},{},{},{:.4f},{:.3f},{},{}\n", dir.filename().string(), in.cluster.total_gpus(), entry.name,

@@ -10,6 +10,20 @@
 
 namespace hetrl::plan {
 
+std::optional<std::string> PlannerInfo::param(std::string_view key) const {
+  for (const auto& [k, value] : params) {
+    if (k == key) return value;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> PlannerInfo::stat(std::string_view key) const {
+  for (const auto& [k, value] : stats) {
+    if (k == key) return value;
+  }
+  return std::nullopt;
+}
+
 int Plan::group_of(int task) const {
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (const TaskPlacement& placement : groups[g].tasks) {

@@ -13,6 +13,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cost/cost_model.h"
@@ -59,6 +60,10 @@ struct PlannerInfo {
   std::string name;
   std::vector<std::pair<std::string, std::string>> params;
   std::vector<std::pair<std::string, double>> stats;
+
+  // The setting or statistic of that name; nullopt when the planner did not record it.
+  std::optional<std::string> param(std::string_view key) const;
+  std::optional<double> stat(std::string_view key) const;
 };
 
 struct Plan {

@@ -18,27 +18,31 @@ namespace {
 
 constexpr double kWorst = -std::numeric_limits<double>::infinity();
 
-// One step of the local search: a task's new strategy, every task of a group taking one layout,
-// a task moving to another group, or nodes of a class moving between groups (-1: the unused
-// pool).
+// One step of the local search.
 struct Move {
-  bool strategy = true;
+  enum class Kind {
+    kStrategy,  // the task takes `choice`
+    // A training strategy whose forward passes of the same role in the same group take its TP
+    // and PP too, so they read the trained weights instead of holding a copy: a joint move, as
+    // neither half alone may fit.
+    kAligned,
+    // Every task of group `to` takes the choice's TP and PP, keeping its training options:
+    // colocated tasks share each GPU's memory, so a plan over it may fit only when all of them
+    // spread thinner at once (and one layout for all is how colocating systems run).
+    kUniform,
+    kRegroup,  // the task moves to group `to`, keeping its strategy where the nodes take it
+    kNodes,    // `nodes` nodes of class `cls` move from group `from` to group `to` (-1: unused)
+  };
+  Kind kind = Kind::kStrategy;
   int task = 0;  // position in Candidate::tasks
   TaskChoice choice;
-  // A training strategy whose forward passes of the same role in the same group take its TP
-  // and PP too, so they read the trained weights instead of holding a copy: a joint move, as
-  // neither half alone may fit.
-  bool align = false;
-  // Every task of the task's group takes the choice's TP and PP, keeping its training options:
-  // colocated tasks share each GPU's memory, so a plan over it may fit only when all of them
-  // spread thinner at once (and one layout for all is how colocating systems run).
-  bool uniform = false;
-  // The task moves to group `to`, keeping its strategy where the group's nodes take it.
-  bool regroup = false;
   int cls = 0;
   int from = 0;
   int to = 0;
   int nodes = 1;  // how many move
+
+  // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
+  bool regroups() const { return kind == Kind::kRegroup || kind == Kind::kNodes; }
 };
 
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
@@ -113,12 +117,18 @@ class Search {
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
+  // Every task of the group takes this TP and PP, keeping its training options.
+  static void lay_out_alike(Candidate& c, int group, int tp, int pp);
   // Both joint moves below stop when the candidate has spent `budget` evaluations.
   double make_room(Candidate& c, std::size_t i, long long budget);
   // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
   // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
   std::pair<double, double> relayout(Candidate& c, int group, double score, double overflow, long long budget);
-  std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group, const std::vector<int>& nodes) const;
+  // The TP and PP that every task of the group can take with its training options, other than
+  // the one they all have now; `valid` holds the strategies of each of the group's tasks (by
+  // position in Candidate::tasks).
+  std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group,
+                                                   const std::vector<std::vector<TaskChoice>>& valid) const;
   bool move_node(Candidate& c, const Move& m) const;
   double evaluate(Candidate& c);
   void start(Candidate& c);
@@ -496,28 +506,28 @@ void Search::next_sweep(Candidate& c) {
   const int k = static_cast<int>(c.partition.size());
   std::vector<std::vector<int>> nodes(k);
   for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
+  std::vector<std::vector<TaskChoice>> valid(c.tasks.size());
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]])) {
+    valid[i] = task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
+    for (const TaskChoice& choice : valid[i]) {
       const TaskChoice& now = c.choices[i];
       if (choice == now) continue;
       Move m;
-      m.strategy = true;
       m.task = static_cast<int>(i);
       m.choice = choice;
       c.moves.push_back(m);
       if (model_.graph().tasks[c.tasks[i]].kind == workload::TaskKind::kTrain && choice.train.zero_stage < 3) {
-        m.align = true;
+        m.kind = Move::Kind::kAligned;
         c.moves.push_back(m);
       }
     }
   }
   for (int g = 0; g < k; ++g) {
-    const auto first = std::find(c.task_group.begin(), c.task_group.end(), g);
     if (std::count(c.task_group.begin(), c.task_group.end(), g) < 2) continue;
-    for (const auto& [tp, pp] : uniform_layouts(c, g, nodes[g])) {
+    for (const auto& [tp, pp] : uniform_layouts(c, g, valid)) {
       Move m;
-      m.uniform = true;
-      m.task = static_cast<int>(first - c.task_group.begin());
+      m.kind = Move::Kind::kUniform;
+      m.to = g;
       m.choice = TaskChoice{tp, pp, {}};
       c.moves.push_back(m);
     }
@@ -527,7 +537,7 @@ void Search::next_sweep(Candidate& c) {
     for (int g = 0; g < k; ++g) {
       if (g == c.task_group[i]) continue;
       Move m;
-      m.regroup = true;
+      m.kind = Move::Kind::kRegroup;
       m.task = static_cast<int>(i);
       m.to = g;
       c.moves.push_back(m);
@@ -542,7 +552,7 @@ void Search::next_sweep(Candidate& c) {
       for (int to = -1; to < k; ++to) {
         if (to == from) continue;
         Move m;
-        m.strategy = false;
+        m.kind = Move::Kind::kNodes;
         m.cls = static_cast<int>(cls);
         m.from = from;
         m.to = to;
@@ -556,49 +566,56 @@ void Search::next_sweep(Candidate& c) {
   }
   // While nothing fits, the big steps first: nodes from the pool, then whole groups laid out anew.
   if (c.current == kWorst) {
-    const auto rank = [](const Move& m) { return !m.strategy && m.from < 0 ? 0 : m.uniform ? 1 : 2; };
+    const auto rank = [](const Move& m) {
+      return m.kind == Move::Kind::kNodes && m.from < 0 ? 0 : m.kind == Move::Kind::kUniform ? 1 : 2;
+    };
     std::stable_sort(c.moves.begin(), c.moves.end(), [&](const Move& a, const Move& b) { return rank(a) < rank(b); });
   }
 }
 
-// The TP and PP that every task of the group can take with its training options, other than
-// the one they all have now.
 std::vector<std::pair<int, int>> Search::uniform_layouts(const Candidate& c, int group,
-                                                         const std::vector<int>& nodes) const {
+                                                         const std::vector<std::vector<TaskChoice>>& valid) const {
   std::vector<std::pair<int, int>> layouts;
   std::vector<std::size_t> members;
-  std::vector<std::vector<TaskChoice>> valid;
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    if (c.task_group[i] != group) continue;
-    members.push_back(i);
-    valid.push_back(task_choices(model_, models_, params_.space, c.tasks[i], nodes));
+    if (c.task_group[i] == group) members.push_back(i);
   }
   if (members.empty()) return layouts;
-  for (const TaskChoice& v : valid.front()) {
+  for (const TaskChoice& v : valid[members.front()]) {
     const std::pair<int, int> layout{v.tp, v.pp};
     if (std::find(layouts.begin(), layouts.end(), layout) != layouts.end()) continue;
     bool takes = true, same = true;
     for (std::size_t j = 0; j < members.size() && takes; ++j) {
       const TaskChoice& now = c.choices[members[j]];
+      const std::vector<TaskChoice>& options = valid[members[j]];
       same = same && now.tp == v.tp && now.pp == v.pp;
-      takes = std::find(valid[j].begin(), valid[j].end(), TaskChoice{v.tp, v.pp, now.train}) != valid[j].end();
+      takes = std::find(options.begin(), options.end(), TaskChoice{v.tp, v.pp, now.train}) != options.end();
     }
     if (takes && !same) layouts.push_back(layout);
   }
   return layouts;
 }
 
+void Search::lay_out_alike(Candidate& c, int group, int tp, int pp) {
+  for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+    if (c.task_group[j] != group) continue;
+    c.choices[j].tp = tp;
+    c.choices[j].pp = pp;
+  }
+}
+
 std::pair<double, double> Search::relayout(Candidate& c, int group, double score, double overflow,
                                            long long budget) {
   const std::vector<TaskChoice> was = c.choices;
   std::vector<TaskChoice> best = was;
-  for (const auto& [tp, pp] : uniform_layouts(c, group, group_nodes(c, group))) {
+  const std::vector<int> nodes = group_nodes(c, group);
+  std::vector<std::vector<TaskChoice>> valid(c.tasks.size());
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    if (c.task_group[i] == group) valid[i] = task_choices(model_, models_, params_.space, c.tasks[i], nodes);
+  }
+  for (const auto& [tp, pp] : uniform_layouts(c, group, valid)) {
     if (c.evaluations >= budget) break;
-    for (std::size_t j = 0; j < c.tasks.size(); ++j) {
-      if (c.task_group[j] != group) continue;
-      c.choices[j].tp = tp;
-      c.choices[j].pp = pp;
-    }
+    lay_out_alike(c, group, tp, pp);
     const double s = evaluate(c);
     if (s > score || (s == kWorst && score == kWorst && last_overflow_ < overflow)) {
       score = s;
@@ -719,7 +736,7 @@ void Search::search(Candidate& c, long long budget) {
       const std::vector<TaskChoice> saved_choices = c.choices;
       for (int step = 0; step < 3 && !c.moves.empty(); ++step) {
         const Move& m = c.moves[c.rng() % c.moves.size()];
-        if (!m.strategy) move_node(c, m);
+        if (m.kind == Move::Kind::kNodes) move_node(c, m);
       }
       if (!repair(c)) {
         c.counts = saved_counts;
@@ -742,34 +759,34 @@ void Search::search(Candidate& c, long long budget) {
     const std::vector<std::vector<int>> counts = c.counts;
     const std::vector<TaskChoice> choices = c.choices;
     const std::vector<int> task_group = c.task_group;
-    if (m.regroup) {
-      c.task_group[m.task] = m.to;
-      if (!repair(c)) {
-        c.task_group = task_group;
-        c.choices = choices;
-        ++pruned_;
-        continue;
-      }
-    } else if (m.uniform) {
-      for (std::size_t j = 0; j < c.tasks.size(); ++j) {
-        if (c.task_group[j] != c.task_group[m.task]) continue;
-        c.choices[j].tp = m.choice.tp;
-        c.choices[j].pp = m.choice.pp;
-      }
-    } else if (m.strategy) {
-      c.choices[m.task] = m.choice;
-      if (m.align) align_forward_passes(c, m.task);
-    } else {
-      if (!move_node(c, m) || !repair(c)) {
-        c.counts = counts;
-        c.choices = choices;
-        ++pruned_;
-        continue;
-      }
+    bool laid_out = true;
+    switch (m.kind) {
+      case Move::Kind::kStrategy:
+      case Move::Kind::kAligned:
+        c.choices[m.task] = m.choice;
+        if (m.kind == Move::Kind::kAligned) align_forward_passes(c, m.task);
+        break;
+      case Move::Kind::kUniform:
+        lay_out_alike(c, m.to, m.choice.tp, m.choice.pp);
+        break;
+      case Move::Kind::kRegroup:
+        c.task_group[m.task] = m.to;
+        laid_out = repair(c);
+        break;
+      case Move::Kind::kNodes:
+        laid_out = move_node(c, m) && repair(c);
+        break;
+    }
+    if (!laid_out) {
+      c.counts = counts;
+      c.choices = choices;
+      c.task_group = task_group;
+      ++pruned_;
+      continue;
     }
     double s = evaluate(c);
     double overflow = last_overflow_;
-    if (s == kWorst && m.strategy && !m.align && !m.uniform && !m.regroup && c.current != kWorst &&
+    if (s == kWorst && m.kind == Move::Kind::kStrategy && c.current != kWorst &&
         (model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain ||
          model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward)) {
       s = make_room(c, m.task, budget);
@@ -777,8 +794,8 @@ void Search::search(Candidate& c, long long budget) {
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
     // the new ones, nor a mix of GPU types).
-    if (s == kWorst && (!m.strategy || m.regroup)) {
-      for (const int g : {m.to, m.regroup ? task_group[m.task] : m.from}) {
+    if (s == kWorst && m.regroups()) {
+      for (const int g : {m.to, m.kind == Move::Kind::kRegroup ? task_group[m.task] : m.from}) {
         if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
       }
     }
@@ -789,7 +806,7 @@ void Search::search(Candidate& c, long long budget) {
       c.current = s;
       c.overflow = s == kWorst ? overflow : 0;
       c.improved = true;
-      if (!m.strategy || m.regroup) {
+      if (m.regroups()) {
         // Strategy moves were listed for the old groups: list again from here.
         next_sweep(c);
         c.improved = true;

@@ -170,10 +170,9 @@ TEST_CASE("hybrid stops at the time limit with the best plan so far") {
   hp.time_limit = 1.0;
   const core::FakeClock clock(0.01);  // every reading 10 ms later: the limit binds
   const planner::PlannerResult r = planner::plan_hybrid(model, c.models, hp, clock);
-  const auto& stats = r.plan.planner.stats;
-  const auto timed_out = std::find_if(stats.begin(), stats.end(), [](const auto& s) { return s.first == "timed_out"; });
-  REQUIRE(timed_out != stats.end());
-  CHECK(timed_out->second == 1.0);
+  const std::optional<double> timed_out = r.plan.planner.stat("timed_out");
+  REQUIRE(timed_out);
+  CHECK(*timed_out == 1.0);
   CHECK(r.evaluations < 200);
 }
 

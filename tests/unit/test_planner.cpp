@@ -395,3 +395,15 @@ TEST_CASE("an offloading group holds one task's state at a time and pays its rel
   CHECK(p.groups[0].tightest.used() <= p.groups[0].tightest.capacity);
   CHECK(p.groups[0].tightest.used() >= state);
 }
+
+TEST_CASE("a plan's planner record is read by name") {
+  plan::PlannerInfo info;
+  info.params = {{"seed", "7"}, {"status", "optimal"}};
+  info.stats = {{"gap", 0.25}, {"evaluations", 12}};
+  CHECK(info.param("status") == "optimal");
+  CHECK(info.param("seed") == "7");
+  CHECK_FALSE(info.param("objective"));
+  CHECK(info.stat("evaluations") == 12);
+  CHECK(info.stat("gap") == 0.25);
+  CHECK_FALSE(info.stat("rounds"));
+}
