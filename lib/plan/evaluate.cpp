@@ -502,6 +502,26 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
   return prediction_;
 }
 
+const Prediction& Evaluator::reprice(const Plan& plan) {
+  assert(evaluated_ == &plan && prediction_.feasible);
+  prediction_.feasible = false;
+  for (TaskPrediction& t : prediction_.tasks) {
+    t.terms.clear();
+    t.kv_budget.clear();
+  }
+  for (GroupPrediction& group : prediction_.groups) group.busy_seconds = 0;
+  int placement_index = 0;
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    for (const TaskPlacement& placement : plan.groups[g].tasks) {
+      group_offload_ = plan.groups[g].offload;
+      prediction_.tasks[placement.task].seconds =
+          task_seconds(static_cast<int>(g), placement_index++, placement, false);
+    }
+  }
+  schedule(plan, false);
+  return prediction_;
+}
+
 void Evaluator::schedule(const Plan& plan, bool explain) {
   const workload::TaskGraph& graph = model_.graph();
   const workload::Workload& workload = model_.workload();

@@ -83,6 +83,11 @@ class Evaluator {
   // their terms.
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
+  // The plan last evaluated, which fit, after only its replicas' batch shares changed: the
+  // same prediction as evaluate(plan) gives, without pricing its memory again (shares do not
+  // change what a GPU holds).
+  const Prediction& reprice(const Plan& plan);
+
   // The memory of every GPU of a group (in the order of its gpus) as of the last evaluation,
   // whose plan must still live; complete when that plan fit, up to the first GPU over its
   // capacity otherwise. Valid until the next call.

@@ -89,8 +89,7 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
               }
             }
             if (realize(model, models, groups, candidate)) {
-              balance_shares(evaluator, candidate, 1);
-              const plan::Prediction& prediction = evaluator.evaluate(candidate);
+              const plan::Prediction& prediction = balance_shares(evaluator, candidate, 1);
               ++result.evaluations;
               if (!params.goal.accepts(prediction)) {
                 rejected.see(prediction);

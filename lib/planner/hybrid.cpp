@@ -486,8 +486,7 @@ double Search::evaluate(Candidate& c) {
     ++pruned_;
     return kWorst;
   }
-  balance_shares(evaluator_, scratch_, 1);
-  const plan::Prediction& p = evaluator_.evaluate(scratch_);
+  const plan::Prediction& p = balance_shares(evaluator_, scratch_, 1);
   last_overflow_ = p.feasible ? 0.0 : p.overflow;
   const double s = params_.goal.score(p);
   if (s == kWorst) rejections_.see(p);

@@ -121,7 +121,9 @@ const std::vector<Composer::Option>& Composer::options_for(int task, int allocat
   for (const TaskChoice& choice : choices_for(task, allocation)) {
     if (out_of_time()) return out;
     group[0].choices = {choice};
-    if (!realize(model_, models_, group, p) || balance_shares(evaluator_, p, 1) <= 0) continue;
+    if (!realize(model_, models_, group, p)) continue;
+    const plan::Prediction& balanced = balance_shares(evaluator_, p, 1);
+    if (!balanced.feasible) continue;
     Option o;
     o.choice = choice;
     if (generate) {
@@ -137,7 +139,7 @@ const std::vector<Composer::Option>& Composer::options_for(int task, int allocat
         o.seconds = std::min(o.seconds, model_.generation_floor(task, stages));
       }
     } else {
-      o.seconds = evaluator_.evaluate(p).tasks[task].seconds;
+      o.seconds = balanced.tasks[task].seconds;
     }
     resident.clear();
     for (const plan::MemoryUse& use : evaluator_.gpu_memory(0)) {
@@ -256,8 +258,9 @@ void Composer::price_front(Search& s, std::vector<Config>& out) {
   plan::Plan p;
   for (Config& c : s.front) {
     group[0].choices = c.choices;
-    if (!realize(model_, models_, group, p) || balance_shares(evaluator_, p, 1) <= 0) continue;
-    const plan::Prediction& prediction = evaluator_.evaluate(p);
+    if (!realize(model_, models_, group, p)) continue;
+    const plan::Prediction& prediction = balance_shares(evaluator_, p, 1);
+    if (!prediction.feasible) continue;
     for (std::size_t i = 0; i < s.tasks.size(); ++i) c.seconds[i] = prediction.tasks[s.tasks[i]].seconds;
     c.reshard = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;
     keep_if_not_dominated(out, std::move(c));
@@ -357,8 +360,9 @@ void Composer::leaf(Search& s, double busy) {
       group[0].choices = c.choices;
       // The search found it fits; the evaluator may disagree only at the last bit, and then
       // this leaf is dropped but the price is not kept for others with the same memory.
-      if (!realize(model_, models_, group, scratch_) || balance_shares(evaluator_, scratch_, 1) <= 0) return;
-      const plan::Prediction& prediction = evaluator_.evaluate(scratch_);
+      if (!realize(model_, models_, group, scratch_)) return;
+      const plan::Prediction& prediction = balance_shares(evaluator_, scratch_, 1);
+      if (!prediction.feasible) return;
       GenerationPrice price;
       price.seconds = prediction.tasks[s.tasks[s.generate]].seconds;
       price.reshard = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;

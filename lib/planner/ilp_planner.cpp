@@ -56,7 +56,7 @@ std::optional<plan::Plan> space_version(const Instance& x, plan::Evaluator& eval
   std::sort(placed.begin(), placed.end());
   plan::Plan out;
   if (placed != x.model.graph().gpu_tasks() || !realize(x.model, x.models, groups, out) ||
-      balance_shares(evaluator, out, 1) <= 0) {
+      !balance_shares(evaluator, out, 1).feasible) {
     return std::nullopt;
   }
   return out;

@@ -80,9 +80,9 @@ std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nod
   return out;
 }
 
-double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) {
+const plan::Prediction& balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) {
   const plan::Prediction* prediction = &evaluator.evaluate(plan);
-  if (!prediction->feasible) return 0;
+  if (!prediction->feasible) return *prediction;
   // Given the strategies, a task's time depends only on its own shares, so each task keeps
   // the better of its old and its re-weighted shares; the choice does not depend on the rest
   // of the plan.
@@ -110,7 +110,7 @@ double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) 
       }
     }
     if (!changed) break;
-    prediction = &evaluator.evaluate(plan);
+    prediction = &evaluator.reprice(plan);
     bool restored = false;
     std::size_t i = 0;
     for (plan::Group& group : plan.groups) {
@@ -124,9 +124,9 @@ double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds) 
         ++i;
       }
     }
-    if (restored) prediction = &evaluator.evaluate(plan);
+    if (restored) prediction = &evaluator.reprice(plan);
   }
-  return prediction->samples_per_second;
+  return *prediction;
 }
 
 }  // namespace hetrl::planner

@@ -31,7 +31,7 @@ std::vector<int> tp_choices(const hw::Cluster& cluster, std::span<const int> nod
 
 // Re-weights every task's replica shares toward equal finishing times (share / seconds) for a
 // few rounds; each task keeps whichever of its old and new shares finish it sooner. Returns
-// the plan's samples/s, or 0 when infeasible; the evaluator's last prediction is the plan's.
-double balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds = 3);
+// the plan's prediction (the evaluator's, valid until its next call).
+const plan::Prediction& balance_shares(plan::Evaluator& evaluator, plan::Plan& plan, int rounds = 3);
 
 }  // namespace hetrl::planner

@@ -188,7 +188,7 @@ TEST_CASE("exhaustive: no plan of its space beats it, it refuses large instances
     }
     plan::Plan p;
     if (!ok || !planner::realize(x.model, catalogs().models, groups, p)) continue;
-    const double sps = planner::balance_shares(evaluator, p, 1);
+    const double sps = planner::balance_shares(evaluator, p, 1).samples_per_second;
     ++priced;
     CHECK(sps <= best.prediction.samples_per_second * (1 + 1e-12));
   }
@@ -406,4 +406,49 @@ TEST_CASE("a plan's planner record is read by name") {
   CHECK(info.stat("evaluations") == 12);
   CHECK(info.stat("gap") == 0.25);
   CHECK_FALSE(info.stat("rounds"));
+}
+
+TEST_CASE("repricing a plan whose shares changed predicts what a full evaluation does") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  const planner::PlannerResult best = planner::plan_exhaustive(x.model, catalogs().models);
+  REQUIRE(best.found);
+  const io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/h100_64.json",
+                                        std::string(HETRL_TEST_DATA) + "/grpo_70b.json", catalogs());
+  const cost::CostModel offload_model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+  const plan::Plan offload = io::read_plan(std::string(HETRL_TEST_DATA) + "/plan_70b_offload.json", in.cluster,
+                                           in.graph, in.workload.models);
+  const std::vector<std::pair<const cost::CostModel*, plan::Plan>> cases{{&x.model, best.plan},
+                                                                         {&offload_model, offload}};
+  std::mt19937 rng(5);
+  int repriced_replicas = 0;
+  for (const auto& [model, original] : cases) {
+    plan::Evaluator evaluator(*model);
+    plan::Evaluator fresh(*model);
+    plan::Plan p = original;
+    REQUIRE(evaluator.evaluate(p, true).feasible);
+    for (int trial = 0; trial < 5; ++trial) {
+      for (plan::Group& g : p.groups) {
+        for (plan::TaskPlacement& placement : g.tasks) {
+          double total = 0;
+          for (plan::Replica& r : placement.replicas) total += r.share = 0.5 + rng() % 100;
+          for (plan::Replica& r : placement.replicas) r.share /= total;
+          repriced_replicas += placement.replicas.size() > 1 ? 1 : 0;
+        }
+      }
+      const plan::Prediction& a = evaluator.reprice(p);
+      const plan::Prediction& b = fresh.evaluate(p);
+      REQUIRE(a.feasible);
+      CHECK(a.samples_per_second == b.samples_per_second);
+      CHECK(a.iteration_seconds == b.iteration_seconds);
+      CHECK(a.makespan_seconds == b.makespan_seconds);
+      for (std::size_t t = 0; t < a.tasks.size(); ++t) {
+        CHECK(a.tasks[t].seconds == b.tasks[t].seconds);
+        CHECK(a.tasks[t].start == b.tasks[t].start);
+        CHECK(a.tasks[t].replica_seconds == b.tasks[t].replica_seconds);
+        CHECK(a.tasks[t].terms.empty());
+      }
+      for (std::size_t g = 0; g < a.groups.size(); ++g) CHECK(a.groups[g].busy_seconds == b.groups[g].busy_seconds);
+    }
+  }
+  CHECK(repriced_replicas > 0);
 }
