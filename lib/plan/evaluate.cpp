@@ -235,6 +235,7 @@ bool Evaluator::check_memory(const Plan& plan) {
 }
 
 std::span<const MemoryUse> Evaluator::gpu_memory(int group) {
+  assert(evaluated_ != nullptr);
   const std::size_t first = budget_offset_[group];
   const std::size_t end = group + 1 < static_cast<int>(budget_offset_.size())
                               ? static_cast<std::size_t>(budget_offset_[group + 1])
@@ -455,9 +456,8 @@ void Evaluator::describe_groups(const Plan& plan) {
   }
 }
 
-const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
-  const workload::TaskGraph& graph = model_.graph();
-  const int n = static_cast<int>(graph.tasks.size());
+void Evaluator::start(const Plan& plan) {
+  const int n = static_cast<int>(model_.graph().tasks.size());
   prediction_.feasible = false;
   prediction_.infeasible.clear();
   prediction_.overflow = 0;
@@ -473,10 +473,13 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
     t.kv_budget.clear();
   }
   prediction_.groups.assign(plan.groups.size(), GroupPrediction{});
-  describe_groups(plan);
-  if (!runs_precision(plan) || !check_memory(plan)) return prediction_;
-
   task_group_.assign(n, -1);
+  describe_groups(plan);
+}
+
+const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
+  start(plan);
+  if (!runs_precision(plan) || !check_memory(plan)) return prediction_;
   int placement_index = 0;  // placements in check_memory's order, which kept their GPUs' slots
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     for (const TaskPlacement& placement : plan.groups[g].tasks) {
@@ -487,7 +490,54 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       task_group_[placement.task] = static_cast<int>(g);
     }
   }
-  for (int t = 0; t < n; ++t) {
+  finish(plan, explain);
+  return prediction_;
+}
+
+const Prediction& Evaluator::compose(const Plan& plan, std::span<const GroupPart* const> parts) {
+  assert(parts.size() == plan.groups.size());
+  start(plan);
+  evaluated_ = nullptr;
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
+    const GroupPart& part = *parts[g];
+    assert(part.tasks.size() == plan.groups[g].tasks.size());
+    prediction_.groups[g].tightest = part.tightest;
+    for (std::size_t j = 0; j < part.tasks.size(); ++j) {
+      const int task = plan.groups[g].tasks[j].task;
+      TaskPrediction& tp = prediction_.tasks[task];
+      tp.group = static_cast<int>(g);
+      tp.seconds = part.tasks[j].seconds;
+      for (const auto& [seconds, count] : part.tasks[j].replica_seconds) {
+        tp.replica_seconds.insert(tp.replica_seconds.end(), count, seconds);
+      }
+      task_group_[task] = static_cast<int>(g);
+    }
+  }
+  finish(plan, false);
+  return prediction_;
+}
+
+void Evaluator::part_of(const Plan& plan, int group, GroupPart& out) const {
+  assert(prediction_.feasible);
+  out.tightest = prediction_.groups[group].tightest;
+  out.tasks.resize(plan.groups[group].tasks.size());
+  for (std::size_t j = 0; j < out.tasks.size(); ++j) {
+    const TaskPrediction& tp = prediction_.tasks[plan.groups[group].tasks[j].task];
+    GroupPart::Task& task = out.tasks[j];
+    task.seconds = tp.seconds;
+    task.replica_seconds.clear();
+    for (double seconds : tp.replica_seconds) {
+      if (task.replica_seconds.empty() || task.replica_seconds.back().first != seconds) {
+        task.replica_seconds.emplace_back(seconds, 0);
+      }
+      ++task.replica_seconds.back().second;
+    }
+  }
+}
+
+void Evaluator::finish(const Plan& plan, bool explain) {
+  const workload::TaskGraph& graph = model_.graph();
+  for (int t = 0; t < static_cast<int>(graph.tasks.size()); ++t) {
     const TaskKind kind = graph.tasks[t].kind;
     if (kind == TaskKind::kCpu) {
       prediction_.tasks[t].seconds = model_.cpu_seconds(t);
@@ -497,9 +547,7 @@ const Prediction& Evaluator::evaluate(const Plan& plan, bool explain) {
       prediction_.tasks[t].seconds = weight_sync_seconds(plan, explain);
     }
   }
-
   schedule(plan, explain);
-  return prediction_;
 }
 
 const Prediction& Evaluator::reprice(const Plan& plan) {

@@ -83,6 +83,25 @@ class Evaluator {
   // their terms.
   const Prediction& evaluate(const Plan& plan, bool explain = false);
 
+  // What a plan's evaluation found for one of its groups that does not depend on the plan's
+  // other groups: its tasks' times (their replicas', as runs of equal values: replicas alike
+  // cost alike) and its tightest GPU. The memory and the time of a group's tasks depend only on
+  // its GPUs, its tasks and their layouts and shares.
+  struct GroupPart {
+    struct Task {
+      double seconds = 0;
+      std::vector<std::pair<double, int>> replica_seconds;  // (seconds, how many replicas)
+    };
+    std::vector<Task> tasks;  // in the group's order
+    MemoryUse tightest;
+  };
+  // The group's part of the last evaluation, which fit.
+  void part_of(const Plan& plan, int group, GroupPart& out) const;
+  // The prediction of a plan whose groups were each priced before, in this plan or another
+  // (each fit): what evaluate(plan) gives, the transfers, the weight sync and the schedule
+  // priced here. gpu_memory is not available after it.
+  const Prediction& compose(const Plan& plan, std::span<const GroupPart* const> parts);
+
   // The plan last evaluated, which fit, after only its replicas' batch shares changed: the
   // same prediction as evaluate(plan) gives, without pricing its memory again (shares do not
   // change what a GPU holds).
@@ -130,6 +149,10 @@ class Evaluator {
     double resident = 0;  // the most state one task keeps there
   };
   double weight_sync_seconds(const Plan& plan, bool explain);
+  // Resets the prediction for the plan and describes its groups.
+  void start(const Plan& plan);
+  // Once every GPU task is priced: CPU tasks, the weight sync and the schedule.
+  void finish(const Plan& plan, bool explain);
   // The GPUs of each group per node, as transfers see them, and the plan's price.
   void describe_groups(const Plan& plan);
   // The iteration once every task is priced: one iteration alone, then the steady state.

@@ -33,17 +33,20 @@ struct Stage {
   int node = 0;
   std::vector<int> devices;  // TP = devices.size()
   int layers = 0;
+  friend bool operator==(const Stage&, const Stage&) = default;
 };
 
 struct Replica {
   std::vector<Stage> stages;  // PP = stages.size()
   double share = 0;           // of the iteration's samples
+  friend bool operator==(const Replica&, const Replica&) = default;
 };
 
 struct TaskPlacement {
   int task = 0;  // index into the task graph
   std::vector<Replica> replicas;
   cost::TrainOptions train;  // train tasks only
+  friend bool operator==(const TaskPlacement&, const TaskPlacement&) = default;
 };
 
 struct Group {
@@ -53,6 +56,7 @@ struct Group {
   // hybrid engine offloads them: a GPU holds one task's at a time, and each task pays their
   // reload before it runs and their offload after.
   bool offload = false;
+  friend bool operator==(const Group&, const Group&) = default;
 };
 
 // Which planner made the plan, with what, and how the search went.

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "planner/layout.h"
+#include "planner/pricer.h"
 
 namespace hetrl::planner {
 namespace {
@@ -72,8 +73,9 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
   require_prices(model.cluster(), params.goal);
   PlannerResult result;
   Rejections rejected;
-  plan::Evaluator evaluator(model);
-  plan::Plan candidate;
+  // The odometer below changes one task's strategy at a time: most groups were priced before.
+  PlanPricer pricer(model, models);
+  const auto explain = [&rejected](double overflow) { return rejected.keeps(overflow); };
   for (const auto& partition : partitions(model.graph().gpu_tasks(), params.space.max_groups)) {
     for_each_allocation(
         model, models, params.space, partition,
@@ -88,14 +90,14 @@ PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::Mode
                 g.choices.push_back(choices[flat][pick[flat]]);
               }
             }
-            if (realize(model, models, groups, candidate)) {
-              const plan::Prediction& prediction = balance_shares(evaluator, candidate, 1);
+            if (pricer.price(groups, explain) != PlanPricer::Outcome::kNotLaidOut) {
+              const plan::Prediction& prediction = pricer.prediction();
               ++result.evaluations;
               if (!params.goal.accepts(prediction)) {
                 rejected.see(prediction);
               } else if (!result.found || params.goal.better(prediction, result.prediction)) {
                 result.found = true;
-                result.plan = candidate;
+                result.plan = pricer.plan();
                 result.prediction = prediction;
               }
             }

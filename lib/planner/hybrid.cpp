@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "planner/layout.h"
+#include "planner/pricer.h"
 
 namespace hetrl::planner {
 namespace {
@@ -95,7 +96,7 @@ class Search {
  public:
   Search(const cost::CostModel& model, const workload::ModelCatalog& models, const HybridParams& params,
          const core::Clock& clock)
-      : model_(model), models_(models), params_(params), clock_(clock), evaluator_(model),
+      : model_(model), models_(models), params_(params), clock_(clock), pricer_(model, models),
         start_(clock.seconds()), classes_(model.cluster().node_classes().members) {}
 
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
@@ -145,10 +146,9 @@ class Search {
   const workload::ModelCatalog& models_;
   const HybridParams& params_;
   const core::Clock& clock_;
-  plan::Evaluator evaluator_;
+  PlanPricer pricer_;  // each distinct group priced once
   double start_;
   std::vector<std::vector<int>> classes_;  // node indices per class
-  plan::Plan scratch_;
   long long evaluations_ = 0;
   long long pruned_ = 0;
   // How far the last plan evaluate() priced was over a GPU's memory (Prediction::overflow): 0
@@ -482,17 +482,20 @@ double Search::evaluate(Candidate& c) {
   ++c.evaluations;
   ++evaluations_;
   last_overflow_ = std::numeric_limits<double>::infinity();
-  if (!realize(model_, models_, groups, scratch_)) {
+  // An unfit plan is explained only when the rejections keep it as the closest to fitting.
+  const PlanPricer::Outcome outcome =
+      pricer_.price(groups, [this](double overflow) { return rejections_.keeps(overflow); });
+  if (outcome == PlanPricer::Outcome::kNotLaidOut) {
     ++pruned_;
     return kWorst;
   }
-  const plan::Prediction& p = balance_shares(evaluator_, scratch_, 1);
+  const plan::Prediction& p = pricer_.prediction();
   last_overflow_ = p.feasible ? 0.0 : p.overflow;
   const double s = params_.goal.score(p);
   if (s == kWorst) rejections_.see(p);
   if (s > c.best) {
     c.best = s;
-    c.best_plan = scratch_;
+    c.best_plan = pricer_.plan();
     c.best_prediction = p;
   }
   return s;

@@ -49,6 +49,8 @@ struct Goal {
 class Rejections {
  public:
   void see(const plan::Prediction& p);
+  // Whether see() would keep a plan this far over a GPU's memory as the closest to fitting.
+  bool keeps(double overflow) const { return closest_.empty() || overflow < closest_overflow_; }
   std::string why_not(const Goal& goal) const;
 
  private:

@@ -83,37 +83,38 @@ namespace {
 thread_local std::vector<std::size_t> order_;
 }  // namespace
 
+bool realize(const cost::CostModel& model, const workload::ModelCatalog& models, const GroupChoice& choice,
+             plan::Group& group) {
+  const hw::Cluster& cluster = model.cluster();
+  group.gpus.clear();
+  for (int node : choice.nodes) {
+    for (int d = 0; d < cluster.nodes[node].gpu_count; ++d) group.gpus.push_back({node, d});
+  }
+  // Tasks in graph order.
+  order_.clear();
+  for (std::size_t i = 0; i < choice.tasks.size(); ++i) order_.push_back(i);
+  std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return choice.tasks[a] < choice.tasks[b]; });
+  group.tasks.resize(choice.tasks.size());
+  for (std::size_t j = 0; j < order_.size(); ++j) {
+    const std::size_t i = order_[j];
+    const int task = choice.tasks[i];
+    const TaskChoice& c = choice.choices[i];
+    const workload::ModelArch& arch = models.get(model.graph().tasks[task].model, "");
+    plan::TaskPlacement& placement = group.tasks[j];
+    placement.task = task;
+    placement.train = c.train;
+    if (!uniform_replicas(cluster, choice.nodes, c.tp, c.pp, arch.layers, placement.replicas)) return false;
+    for (plan::Replica& replica : placement.replicas) layers_by_speed(cluster, arch.layers, replica);
+  }
+  return true;
+}
+
 bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
              const std::vector<GroupChoice>& groups, plan::Plan& out) {
-  const hw::Cluster& cluster = model.cluster();
   // Reuses `out`'s groups, tasks and replicas so a search builds plans without allocating.
   out.groups.resize(groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const GroupChoice& choice = groups[g];
-    plan::Group& group = out.groups[g];
-    group.gpus.clear();
-    for (int node : choice.nodes) {
-      for (int d = 0; d < cluster.nodes[node].gpu_count; ++d) group.gpus.push_back({node, d});
-    }
-    // Tasks in graph order.
-    order_.clear();
-    for (std::size_t i = 0; i < choice.tasks.size(); ++i) order_.push_back(i);
-    std::sort(order_.begin(), order_.end(),
-              [&](std::size_t a, std::size_t b) { return choice.tasks[a] < choice.tasks[b]; });
-    group.tasks.resize(choice.tasks.size());
-    for (std::size_t j = 0; j < order_.size(); ++j) {
-      const std::size_t i = order_[j];
-      const int task = choice.tasks[i];
-      const TaskChoice& c = choice.choices[i];
-      const workload::ModelArch& arch = models.get(model.graph().tasks[task].model, "");
-      plan::TaskPlacement& placement = group.tasks[j];
-      placement.task = task;
-      placement.train = c.train;
-      if (!uniform_replicas(cluster, choice.nodes, c.tp, c.pp, arch.layers, placement.replicas)) {
-        return false;
-      }
-      for (plan::Replica& replica : placement.replicas) layers_by_speed(cluster, arch.layers, replica);
-    }
+    if (!realize(model, models, groups[g], out.groups[g])) return false;
   }
   return true;
 }

@@ -50,11 +50,16 @@ struct GroupChoice {
   std::vector<int> tasks;  // graph indices
   std::vector<int> nodes;  // cluster node indices
   std::vector<TaskChoice> choices;  // one per task
+  friend bool operator==(const GroupChoice&, const GroupChoice&) = default;
 };
 
 // The strategies a task may take on a set of nodes.
 std::vector<TaskChoice> task_choices(const cost::CostModel& model, const workload::ModelCatalog& models,
                                      const SearchSpace& space, int task, const std::vector<int>& nodes);
+
+// Builds one group of a plan (reusing `group`'s vectors); false when a task cannot be laid out.
+bool realize(const cost::CostModel& model, const workload::ModelCatalog& models, const GroupChoice& choice,
+             plan::Group& group);
 
 // Builds the plan of a set of group choices; false when a task cannot be laid out.
 bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,

@@ -12,6 +12,7 @@
 #include "planner/baselines.h"
 #include "planner/exhaustive.h"
 #include "planner/layout.h"
+#include "planner/pricer.h"
 #include "fixtures.h"
 
 using namespace hetrl;
@@ -430,7 +431,7 @@ TEST_CASE("repricing a plan whose shares changed predicts what a full evaluation
       for (plan::Group& g : p.groups) {
         for (plan::TaskPlacement& placement : g.tasks) {
           double total = 0;
-          for (plan::Replica& r : placement.replicas) total += r.share = 0.5 + rng() % 100;
+          for (plan::Replica& r : placement.replicas) total += r.share = 0.5 + static_cast<double>(rng() % 100);
           for (plan::Replica& r : placement.replicas) r.share /= total;
           repriced_replicas += placement.replicas.size() > 1 ? 1 : 0;
         }
@@ -451,4 +452,94 @@ TEST_CASE("repricing a plan whose shares changed predicts what a full evaluation
     }
   }
   CHECK(repriced_replicas > 0);
+}
+
+TEST_CASE("the plan pricer gives what realize, balance_shares and evaluate give, group by group from its cache") {
+  // Random group choices, many seen again in other positions and plans; some do not fit
+  // (7B models on 24 GB L4s) or cannot compute in the precision (T4s and bf16).
+  const Instance a("small3.json", "grpo_7b.json");
+  const Instance b("small3.json", "grpo_tiny.json");
+  workload::Workload bf16 = testing::ppo("Qwen2.5-0.5B", 8, 64, 64, 1);
+  bf16.precision = workload::Precision::kBf16;
+  const testing::Fixture c(testing::make_cluster({"a:2xT4", "a:4xA100-SXM-80G", "b:4xL4"}), bf16);
+  const std::vector<std::pair<const cost::CostModel*, const workload::TaskGraph*>> instances{
+      {&a.model, &a.in.graph}, {&b.model, &b.in.graph}, {&c.model, &c.graph}};
+  int fit = 0, unfit = 0, precision = 0, not_laid_out = 0;
+  for (const auto& [model, graph] : instances) {
+    planner::PlanPricer pricer(*model, catalogs().models);
+    plan::Evaluator evaluator(*model);
+    std::mt19937 rng(3);
+    const std::vector<int> tasks = graph->gpu_tasks();
+    const auto partitions = planner::partitions(tasks, 3);
+    const int nodes = static_cast<int>(model->cluster().nodes.size());
+    // A small pool of groups to draw from, so plans share groups.
+    std::vector<std::vector<planner::GroupChoice>> plans;
+    for (int trial = 0; trial < 200; ++trial) {
+      const auto& partition = partitions[rng() % partitions.size()];
+      std::vector<planner::GroupChoice> groups(partition.size());
+      for (std::size_t g = 0; g < partition.size(); ++g) groups[g].tasks = partition[g];
+      for (int n = 0; n < nodes; ++n) {
+        const std::size_t owner = rng() % (groups.size() + 1);  // the last: unused
+        if (owner < groups.size()) groups[owner].nodes.push_back(n);
+      }
+      bool ok = true;
+      for (planner::GroupChoice& g : groups) {
+        ok = ok && !g.nodes.empty();
+        for (int t : g.tasks) {
+          if (!ok) break;
+          const auto choices = planner::task_choices(*model, catalogs().models, {}, t, g.nodes);
+          if (choices.empty()) {
+            ok = false;
+            break;
+          }
+          g.choices.push_back(choices[rng() % choices.size()]);
+        }
+      }
+      if (ok) plans.push_back(groups);
+    }
+    REQUIRE(plans.size() > 10);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<planner::GroupChoice> groups = plans[rng() % plans.size()];
+      std::shuffle(groups.begin(), groups.end(), rng);
+      plan::Plan expected;
+      const bool laid_out = planner::realize(*model, catalogs().models, groups, expected);
+      const planner::PlanPricer::Outcome outcome = pricer.price(groups);
+      if (!laid_out) {
+        CHECK(outcome == planner::PlanPricer::Outcome::kNotLaidOut);
+        ++not_laid_out;
+        continue;
+      }
+      const plan::Prediction want = planner::balance_shares(evaluator, expected, 1);
+      const plan::Prediction& got = pricer.prediction();
+      REQUIRE(outcome == (want.feasible ? planner::PlanPricer::Outcome::kFit : planner::PlanPricer::Outcome::kUnfit));
+      CHECK(got.feasible == want.feasible);
+      CHECK(got.overflow == want.overflow);
+      CHECK(got.infeasible == want.infeasible);
+      CHECK(got.price_per_hour == want.price_per_hour);
+      if (!want.feasible) {
+        ++(want.overflow == std::numeric_limits<double>::infinity() ? precision : unfit);
+        continue;
+      }
+      ++fit;
+      CHECK(pricer.plan().groups == expected.groups);
+      CHECK(got.samples_per_second == want.samples_per_second);
+      CHECK(got.iteration_seconds == want.iteration_seconds);
+      CHECK(got.makespan_seconds == want.makespan_seconds);
+      for (std::size_t t = 0; t < want.tasks.size(); ++t) {
+        CHECK(got.tasks[t].group == want.tasks[t].group);
+        CHECK(got.tasks[t].seconds == want.tasks[t].seconds);
+        CHECK(got.tasks[t].start == want.tasks[t].start);
+        CHECK(got.tasks[t].replica_seconds == want.tasks[t].replica_seconds);
+      }
+      REQUIRE(got.groups.size() == want.groups.size());
+      for (std::size_t g = 0; g < want.groups.size(); ++g) {
+        CHECK(got.groups[g].busy_seconds == want.groups[g].busy_seconds);
+        CHECK(got.groups[g].tightest.gpu == want.groups[g].tightest.gpu);
+        CHECK(got.groups[g].tightest.used() == want.groups[g].tightest.used());
+      }
+    }
+  }
+  CHECK(fit > 100);
+  CHECK(unfit > 10);
+  CHECK(precision > 10);
 }
