@@ -51,6 +51,14 @@ struct Move {
 // at a time.
 constexpr int kSingleStepNodes = 16;
 
+// A level-1 start before it becomes a candidate: level 1 makes tens of thousands and keeps a
+// few thousand.
+struct Start {
+  const std::vector<std::vector<int>>* partition = nullptr;
+  std::vector<std::vector<int>> counts;  // [class][group]: nodes taken
+  bool shed = false;                     // it gave up nodes (to a budget, or lean)
+};
+
 struct Candidate {
   int id = 0;
   std::vector<std::vector<int>> partition;  // the grouping level 1 started from
@@ -103,18 +111,19 @@ class Search {
 
  private:
   bool out_of_time() const { return clock_.seconds() - start_ > params_.time_limit; }
-  std::vector<int> group_nodes(const Candidate& c, int group) const;
+  std::vector<int> group_nodes(const std::vector<std::vector<int>>& counts, int group) const;
+  std::vector<int> group_nodes(const Candidate& c, int group) const { return group_nodes(c.counts, group); }
   std::vector<Candidate> level_one();
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
-  bool share_classes(Candidate& c, ShareRule rule) const;
+  bool share_classes(Start& c, ShareRule rule) const;
   // Which node a start gives up next: the dearest, or one from the group's largest holding.
   enum class Shed { kDearestFirst, kLargestFirst };
   // Gives up nodes one at a time, each group keeping one: while the start is over the budget,
   // and then, when `lean`, while its groups still hold their models. False when it cannot get
   // within the budget.
-  bool shed_nodes(Candidate& c, Shed order, bool lean) const;
-  void add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out);
+  bool shed_nodes(Start& c, Shed order, bool lean) const;
+  void add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Start>& out);
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
@@ -158,12 +167,12 @@ class Search {
   Rejections rejections_;
 };
 
-std::vector<int> Search::group_nodes(const Candidate& c, int group) const {
+std::vector<int> Search::group_nodes(const std::vector<std::vector<int>>& counts, int group) const {
   std::vector<int> nodes;
   for (std::size_t k = 0; k < classes_.size(); ++k) {
     int offset = 0;
-    for (int g = 0; g < group; ++g) offset += c.counts[k][g];
-    for (int i = 0; i < c.counts[k][group]; ++i) nodes.push_back(classes_[k][offset + i]);
+    for (int g = 0; g < group; ++g) offset += counts[k][g];
+    for (int i = 0; i < counts[k][group]; ++i) nodes.push_back(classes_[k][offset + i]);
   }
   std::sort(nodes.begin(), nodes.end());
   return nodes;
@@ -182,8 +191,8 @@ bool Search::holds_models(const std::vector<int>& tasks, const std::vector<int>&
 // some nodes of a type and training on the others is often the best split. Three shares start
 // three candidates: half, one node (a task of little work beside the rest, such as a critic's
 // update on one node of eight), and all but one. False when some group gets no node.
-bool Search::share_classes(Candidate& c, ShareRule rule) const {
-  const int k = static_cast<int>(c.partition.size());
+bool Search::share_classes(Start& c, ShareRule rule) const {
+  const int k = static_cast<int>(c.partition->size());
   const int classes = static_cast<int>(classes_.size());
   std::vector<int> owner(classes, -1);
   for (int cls = 0; cls < classes; ++cls) {
@@ -211,9 +220,10 @@ bool Search::share_classes(Candidate& c, ShareRule rule) const {
 // Under a budget a candidate starts within it, so that the search has a plan to improve on.
 // Under the cost objective a start also comes lean: the fewest nodes that hold its models, as
 // idle or thinly used GPUs cost as much as busy ones and the search adds back what pays.
-bool Search::shed_nodes(Candidate& c, Shed order, bool lean) const {
+bool Search::shed_nodes(Start& c, Shed order, bool lean) const {
   const hw::Cluster& cluster = model_.cluster();
-  const int k = static_cast<int>(c.partition.size());
+  const std::vector<std::vector<int>>& partition = *c.partition;
+  const int k = static_cast<int>(partition.size());
   const int classes = static_cast<int>(classes_.size());
   std::vector<double> price(classes);
   std::vector<double> capacity(classes);  // of one node; a class's nodes are alike
@@ -230,7 +240,7 @@ bool Search::shed_nodes(Candidate& c, Shed order, bool lean) const {
       room[g] += capacity[cls] * c.counts[cls][g];
     }
   }
-  for (int g = 0; g < k; ++g) room[g] -= model_.least_resident_bytes(c.partition[g]);
+  for (int g = 0; g < k; ++g) room[g] -= model_.least_resident_bytes(partition[g]);
   while (true) {
     const bool over = !params_.goal.within_budget(total);
     if (!over && !lean) return true;
@@ -264,7 +274,7 @@ bool Search::shed_nodes(Candidate& c, Shed order, bool lean) const {
 // within it two ways: nodes given up the dearest first, or from the largest holding first
 // (which keeps a lone dear node that may be the one worth its price). Under the cost objective
 // it comes whole and lean both ways.
-void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Candidate>& out) {
+void Search::add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Start>& out) {
   struct Rule {
     Shed order;
     bool lean;
@@ -277,25 +287,19 @@ void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tri
   }
   const std::vector<std::vector<int>> whole = c.counts;
   for (std::size_t r = 0; r < rules.size(); ++r) {
-    Candidate d = r + 1 < rules.size() ? c : std::move(c);  // the last rule takes c itself
+    Start d = r + 1 < rules.size() ? c : std::move(c);  // the last rule takes c itself
     if (!shed_nodes(d, rules[r].order, rules[r].lean)) {
       ++pruned_;
       continue;
     }
     d.shed = d.counts != whole;
     if (!tried.insert(d.counts).second) continue;
-    const int k = static_cast<int>(d.partition.size());
+    const int k = static_cast<int>(d.partition->size());
     bool holds = true;
-    for (int g = 0; g < k && holds; ++g) holds = holds_models(d.partition[g], group_nodes(d, g));
+    for (int g = 0; g < k && holds; ++g) holds = holds_models((*d.partition)[g], group_nodes(d.counts, g));
     if (!holds) {
       ++pruned_;
       continue;
-    }
-    for (int g = 0; g < k; ++g) {
-      for (int t : d.partition[g]) {
-        d.tasks.push_back(t);
-        d.task_group.push_back(g);
-      }
     }
     out.push_back(std::move(d));
   }
@@ -304,20 +308,21 @@ void Search::add_start(Candidate c, std::set<std::vector<std::vector<int>>>& tri
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
-  std::vector<Candidate> out;
-  for (const auto& partition : partitions(tasks, params_.space.max_groups)) {
+  const std::vector<std::vector<std::vector<int>>> groupings = partitions(tasks, params_.space.max_groups);
+  std::vector<Start> out;
+  for (const auto& partition : groupings) {
     const int k = static_cast<int>(partition.size());
     std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
     std::set<std::vector<std::vector<int>>> tried;  // the partition's starts so far, by counts
     while (true) {
-      Candidate base;
-      base.partition = partition;
+      Start base;
+      base.partition = &partition;
       base.counts.assign(classes, std::vector<int>(k, 0));
       for (int cls = 0; cls < classes; ++cls) {
         if (owner[cls] < k) base.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
       }
       for (ShareRule rule : {ShareRule::kHalf, ShareRule::kOne, ShareRule::kAllButOne}) {
-        Candidate c = base;
+        Start c = base;
         if (!share_classes(c, rule)) break;
         const bool shared = c.counts != base.counts;
         add_start(std::move(c), tried, out);
@@ -334,17 +339,28 @@ std::vector<Candidate> Search::level_one() {
   // Beyond the limit: the all-colocated candidates, then a seeded sample of the rest.
   if (static_cast<int>(out.size()) > params_.max_candidates) {
     const auto colocated = std::stable_partition(out.begin(), out.end(),
-                                                 [](const Candidate& c) { return c.partition.size() == 1; });
+                                                 [](const Start& c) { return c.partition->size() == 1; });
     std::mt19937_64 rng(params_.seed);
     std::shuffle(colocated, out.end(), rng);
     pruned_ += static_cast<long long>(out.size()) - params_.max_candidates;
     out.resize(params_.max_candidates);
   }
+  std::vector<Candidate> candidates(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i].id = static_cast<int>(i);
-    out[i].rng.seed(params_.seed * 1000003ULL + i);
+    Candidate& c = candidates[i];
+    c.id = static_cast<int>(i);
+    c.partition = *out[i].partition;
+    c.counts = std::move(out[i].counts);
+    c.shed = out[i].shed;
+    for (std::size_t g = 0; g < c.partition.size(); ++g) {
+      for (int t : c.partition[g]) {
+        c.tasks.push_back(t);
+        c.task_group.push_back(static_cast<int>(g));
+      }
+    }
+    c.rng.seed(params_.seed * 1000003ULL + i);
   }
-  return out;
+  return candidates;
 }
 
 // The leanest strategy that leaves room: the smallest TP whose state takes at most half of the
