@@ -58,9 +58,25 @@ bool Composer::out_of_time() {
   return end_ != ComposeEnd::kDone;
 }
 
+std::vector<std::vector<double>> Composer::floors(const std::vector<int>& tasks) {
+  std::vector<std::vector<double>> out(model_.graph().tasks.size());
+  for (int t : tasks) out[t].assign(allocations_.size(), std::numeric_limits<double>::infinity());
+  for (std::size_t a = 0; a < allocations_.size(); ++a) {
+    for (int t : tasks) {
+      const std::vector<Option>& options = options_for(t, static_cast<int>(a));
+      if (out_of_time()) return {};
+      if (!options.empty()) out[t][a] = options.front().seconds;
+    }
+    options_.clear();
+  }
+  return out;
+}
+
 ComposeEnd Composer::compose(const std::set<std::vector<int>>& groups) {
   for (std::size_t a = 0; a < allocations_.size() && end_ == ComposeEnd::kDone; ++a) {
     for (const std::vector<int>& group : groups) {
+      const auto usable = usable_.find(group);
+      if (usable != usable_.end() && !usable->second[a]) continue;
       compose_group(group, static_cast<int>(a));
       if (end_ != ComposeEnd::kDone) break;
     }

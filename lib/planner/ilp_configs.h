@@ -59,6 +59,14 @@ class Composer {
   // The most a group on each allocation may be busy per iteration (infinite: no cap).
   void set_busy_caps(std::vector<double> caps) { busy_cap_ = std::move(caps); }
 
+  // The least time each task takes on each allocation with its strategies priced alone (its
+  // fastest strategy; generation's floor), infinite where none fits: out[task][allocation] for
+  // the tasks given, empty rows for the others. Empty when the time limit passed.
+  std::vector<std::vector<double>> floors(const std::vector<int>& tasks);
+  // From now on composes a group only on the allocations marked for it (a group not listed:
+  // on every allocation).
+  void restrict_to(std::map<std::vector<int>, std::vector<char>> usable) { usable_ = std::move(usable); }
+
   // Composes the configurations of every group on every allocation, one allocation at a time
   // (the strategies priced alone are kept for the allocation at hand only).
   ComposeEnd compose(const std::set<std::vector<int>>& groups);
@@ -135,6 +143,7 @@ class Composer {
   int sync_task_ = -1;
   plan::Evaluator evaluator_;
   std::vector<double> busy_cap_;
+  std::map<std::vector<int>, std::vector<char>> usable_;  // per group: per allocation
   std::map<std::pair<std::vector<int>, int>, std::vector<Config>> configs_;
   std::map<std::pair<int, int>, std::vector<TaskChoice>> choices_;  // (task, allocation)
   std::map<std::pair<int, int>, std::vector<Option>> options_;      // (task, allocation)

@@ -89,12 +89,13 @@ bool Builder::add_partition(std::size_t p) {
   const auto& partition = x_.partitions[p];
   // A partition with a group that has no configuration on any allocation (none fits, or none
   // can beat the incumbent) is left out.
-  const bool possible = std::all_of(partition.begin(), partition.end(), [&](const std::vector<int>& tasks) {
-    for (std::size_t a = 0; a < x_.allocations.size(); ++a) {
-      if (!composer_.configs(tasks, static_cast<int>(a)).empty()) return true;
+  bool possible = true;
+  for (std::size_t g = 0; g < partition.size() && possible; ++g) {
+    possible = false;
+    for (std::size_t a = 0; a < x_.allocations.size() && !possible; ++a) {
+      possible = x_.may_take(p, g, a) && !composer_.configs(partition[g], static_cast<int>(a)).empty();
     }
-    return false;
-  });
+  }
   if (!possible) {
     f_.y.push_back(-1);
     f_.groups.emplace_back();
@@ -122,6 +123,7 @@ bool Builder::add_group(std::size_t p, std::size_t g, const std::vector<int>& gr
                        group_of[x_.sync.reader] == static_cast<int>(g);
   Terms choose_allocation{{f_.y[p], -1.0}};
   for (std::size_t a = 0; a < x_.allocations.size(); ++a) {
+    if (!x_.may_take(p, g, a)) continue;
     const std::vector<Config>& configs = composer_.configs(vars.tasks, static_cast<int>(a));
     if (configs.empty()) continue;
     const int column = m.add_binary(fmt::format("a_p{}_g{}_a{}", p, g, a));

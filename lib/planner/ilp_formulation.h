@@ -27,10 +27,16 @@ struct Instance {
   std::vector<std::vector<std::vector<int>>> partitions;  // of the GPU tasks
   std::vector<int> host;                  // TaskGraph::host_tasks
   workload::WeightSync sync;
+  // Per partition, group and allocation: whether the group may take the allocation in a plan
+  // that could be chosen (ilp_planner.cpp, usable_allocations); empty: every allocation.
+  std::vector<std::vector<std::vector<char>>> usable;
 
   Instance(const cost::CostModel& model, const workload::ModelCatalog& models, const IlpParams& params);
   // Every group some partition has.
   std::set<std::vector<int>> groups() const;
+  bool may_take(std::size_t partition, std::size_t group, std::size_t allocation) const {
+    return usable.empty() || usable[partition][group][allocation];
+  }
   double transfer(double bytes, int from, int to) const {
     return model.transfer_seconds(bytes, allocations[from].set, allocations[to].set);
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "planner/ilp_configs.h"
@@ -89,6 +90,115 @@ std::vector<double> busy_caps(const Instance& x, plan::Evaluator& evaluator, con
   return caps;
 }
 
+// Some groups packed onto the cluster: the nodes of each class they take, and their price.
+struct Packing {
+  std::vector<int> counts;
+  double price = 0;
+};
+
+// The packings no other is at most in every count and in price; false when there would be
+// more than a limit (the pruning is then given up: it only ever narrows the program).
+bool keep_least(std::vector<Packing>& packings) {
+  constexpr std::size_t kMost = 20000;
+  std::sort(packings.begin(), packings.end(), [](const Packing& a, const Packing& b) {
+    return a.price != b.price ? a.price < b.price : a.counts < b.counts;
+  });
+  std::vector<Packing> kept;
+  for (Packing& p : packings) {
+    const bool beaten = std::any_of(kept.begin(), kept.end(), [&](const Packing& k) {
+      for (std::size_t c = 0; c < p.counts.size(); ++c) {
+        if (k.counts[c] > p.counts[c]) return false;
+      }
+      return true;
+    });
+    if (beaten) continue;
+    if (kept.size() == kMost) return false;
+    kept.push_back(std::move(p));
+  }
+  packings = std::move(kept);
+  return true;
+}
+
+// Every sum of a packing of `a` and one of `b` that fits on the cluster (`sizes` nodes per
+// class), the least of them kept; false past the limit.
+bool combine(const std::vector<Packing>& a, const std::vector<Packing>& b, const std::vector<int>& sizes,
+             std::vector<Packing>& out) {
+  constexpr std::size_t kMostPairs = 4000000;
+  if (a.size() * b.size() > kMostPairs) return false;
+  out.clear();
+  for (const Packing& p : a) {
+    for (const Packing& q : b) {
+      Packing sum{p.counts, p.price + q.price};
+      bool fits = true;
+      for (std::size_t c = 0; c < sizes.size() && fits; ++c) fits = (sum.counts[c] += q.counts[c]) <= sizes[c];
+      if (fits) out.push_back(std::move(sum));
+    }
+  }
+  return keep_least(out);
+}
+
+// Which allocations each group of each partition may take in a plan better than the incumbent
+// and within the constraints. A group is busy for at least the sum of its tasks' least times
+// (`floors`, each task's fastest strategy priced alone), so an allocation is usable only when
+// that sum is within its busy cap, and when the partition's other groups can take usable
+// allocations beside it: on the nodes left, within the budget, and under the cost objective at
+// a price that, times the group's least busy time, is below the incumbent's price times its
+// period. No plan the program could choose over the incumbent is lost. Empty when the packings
+// grow past their limits (every allocation usable).
+std::vector<std::vector<std::vector<char>>> usable_allocations(const Instance& x,
+                                                               const std::vector<std::vector<double>>& floors,
+                                                               const std::vector<double>& caps,
+                                                               std::optional<double> price_period) {
+  const Goal& goal = x.params.goal;
+  const std::size_t classes = x.classes.size();
+  std::vector<int> sizes(classes);
+  for (std::size_t c = 0; c < classes; ++c) sizes[c] = static_cast<int>(x.classes[c].size());
+  std::vector<std::vector<std::vector<char>>> out(x.partitions.size());
+  std::vector<double> least(x.allocations.size());
+  for (std::size_t p = 0; p < x.partitions.size(); ++p) {
+    const auto& partition = x.partitions[p];
+    const std::size_t k = partition.size();
+    // Each group's candidates: the allocations its least busy time allows.
+    std::vector<std::vector<Packing>> candidates(k);
+    std::vector<std::vector<double>> busy(k, std::vector<double>(x.allocations.size(), 0.0));
+    for (std::size_t g = 0; g < k; ++g) {
+      for (std::size_t a = 0; a < x.allocations.size(); ++a) {
+        for (int t : partition[g]) busy[g][a] += floors[t][a];
+        if (busy[g][a] <= caps[a] && goal.within_budget(x.allocations[a].price)) {
+          candidates[g].push_back({x.allocations[a].counts, x.allocations[a].price});
+        }
+      }
+      if (!keep_least(candidates[g])) return {};
+    }
+    // The least packings of the groups before each group, and of those after it.
+    std::vector<std::vector<Packing>> before(k + 1), after(k + 1);
+    before[0] = after[k] = {Packing{std::vector<int>(classes, 0), 0.0}};
+    for (std::size_t g = 0; g < k; ++g) {
+      if (!combine(before[g], candidates[g], sizes, before[g + 1])) return {};
+    }
+    for (std::size_t g = k; g-- > 0;) {
+      if (!combine(after[g + 1], candidates[g], sizes, after[g])) return {};
+    }
+    out[p].assign(k, std::vector<char>(x.allocations.size(), 0));
+    std::vector<Packing> others;
+    for (std::size_t g = 0; g < k; ++g) {
+      if (!combine(before[g], after[g + 1], sizes, others)) return {};
+      for (std::size_t a = 0; a < x.allocations.size(); ++a) {
+        const Allocation& alloc = x.allocations[a];
+        if (busy[g][a] > caps[a] || !goal.within_budget(alloc.price)) continue;
+        out[p][g][a] = std::any_of(others.begin(), others.end(), [&](const Packing& rest) {
+          for (std::size_t c = 0; c < classes; ++c) {
+            if (rest.counts[c] + alloc.counts[c] > sizes[c]) return false;
+          }
+          const double price = rest.price + alloc.price;
+          return goal.within_budget(price) && (!price_period || price * busy[g][a] <= *price_period * (1 + 1e-9));
+        });
+      }
+    }
+  }
+  return out;
+}
+
 void describe(const IlpParams& params, const std::string& status, IlpOutcome& outcome) {
   plan::PlannerInfo& info = outcome.result.plan.planner;
   info.name = "ilp";
@@ -152,12 +262,31 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
     return outcome;
   }
   const double start = clock.seconds();
-  const Instance x(model, models, params);
+  Instance x(model, models, params);
   plan::Evaluator evaluator(model);
   const std::optional<plan::Plan> incumbent = warm ? space_version(x, evaluator, *warm) : std::nullopt;
   Composer composer(model, models, params.space, x.allocations, clock, start + params.solve.time_limit,
                     params.max_configs);
-  composer.set_busy_caps(busy_caps(x, evaluator, incumbent));
+  const std::vector<double> caps = busy_caps(x, evaluator, incumbent);
+  composer.set_busy_caps(caps);
+  std::optional<double> price_period;
+  if (incumbent && params.goal.objective == Objective::kCostPerSample) {
+    const plan::Prediction& p = evaluator.evaluate(*incumbent);
+    if (params.goal.accepts(p) && p.price_per_hour) price_period = *p.price_per_hour * p.iteration_seconds;
+  }
+  const std::vector<std::vector<double>> floors = composer.floors(model.graph().gpu_tasks());
+  if (!floors.empty()) x.usable = usable_allocations(x, floors, caps, price_period);
+  if (!x.usable.empty()) {
+    std::map<std::vector<int>, std::vector<char>> usable;
+    for (std::size_t p = 0; p < x.partitions.size(); ++p) {
+      for (std::size_t g = 0; g < x.partitions[p].size(); ++g) {
+        std::vector<char>& any = usable[x.partitions[p][g]];
+        any.resize(x.allocations.size(), 0);
+        for (std::size_t a = 0; a < any.size(); ++a) any[a] = static_cast<char>(any[a] || x.usable[p][g][a]);
+      }
+    }
+    composer.restrict_to(std::move(usable));
+  }
   const ComposeEnd end = composer.compose(x.groups());
   IlpOutcome outcome;
   outcome.configs = composer.composed();
