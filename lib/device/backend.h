@@ -1,0 +1,146 @@
+#pragma once
+// The device layer: one interface over a compute device, two backends chosen at run time.
+// `cpu` runs on the host (OpenBLAS for GEMMs, the kernels of device/kernels.h in plain loops);
+// `cuda` runs on one NVIDIA GPU (cuBLAS for GEMMs, thin launches over the same kernels), built
+// only where the CUDA toolkit is (HETRL_HAVE_CUDA).
+//
+// Buffers live on the device; host data moves only through upload and download. Operations
+// may run asynchronously in order (one CUDA stream); synchronize() waits for all of them, so
+// a timed region ends with it. Shapes are row-major; every kernel computes in fp32 whatever the
+// storage type (device/numeric.h). Errors (no device, out of memory, a failed launch) throw
+// DeviceError with what failed.
+
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "device/kernels.h"
+#include "device/numeric.h"
+
+namespace hetrl::device {
+
+class DeviceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceInfo {
+  std::string backend;      // "cpu" or "cuda"
+  std::string name;         // e.g. "NVIDIA H200" or the CPU's model name
+  int index = 0;            // the device's number among the backend's devices
+  int count = 1;            // how many devices the backend sees
+  double memory = 0;        // bytes
+  int compute_units = 0;    // streaming multiprocessors, or CPU threads
+  std::string driver;       // CUDA driver version, or the kernel's release
+  std::string runtime;      // CUDA runtime and cuBLAS versions, or OpenBLAS's configuration
+};
+
+// C[m x n] = A[m x k] B[k x n] (B given as [n x k] when b_transposed, as a layer's weight is),
+// all in `dtype`, accumulated in fp32.
+struct Gemm {
+  DType dtype = DType::kBf16;
+  int m = 0, n = 0, k = 0;
+  bool b_transposed = false;
+};
+
+// Decode attention: `batch` sequences, each one new query per head, over a cache of
+// `capacity` positions laid out [sequence][position][kv_head][head_dim]; q and out are
+// [sequence][head][head_dim]. lengths (device ints) gives each sequence's cached positions.
+struct DecodeAttention {
+  DType dtype = DType::kBf16;
+  int batch = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const DeviceInfo& info() const = 0;
+
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, const void* device, std::size_t bytes) = 0;
+  virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Memory traffic for bandwidth measurement: writes `bytes` of zeros; reads `bytes` (a sum of
+  // 32-bit words into *sink, so no read is optimised away).
+  virtual void fill_zero(void* p, std::size_t bytes) = 0;
+  virtual void read_all(const void* p, std::size_t bytes, float* sink) = 0;
+
+  virtual void gemm(const Gemm& g, const void* a, const void* b, void* c) = 0;
+  virtual void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) = 0;
+  virtual void rmsnorm_backward(DType t, const void* x, const void* w, const void* dy, void* dx, float* dw, int rows,
+                                int n, float eps) = 0;
+  // Rotates `tokens` x `heads` heads in place; token i is at position first_position + i.
+  virtual void rope(DType t, void* x, int tokens, int heads, int head_dim, int first_position, float theta,
+                    bool inverse) = 0;
+  virtual void swiglu(DType t, const void* gate, const void* up, void* out, std::size_t count) = 0;
+  virtual void swiglu_backward(DType t, const void* gate, const void* up, const void* dh, void* dgate, void* dup,
+                               std::size_t count) = 0;
+  virtual void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v,
+                                const int* lengths, void* out) = 0;
+  virtual void softmax(DType t, void* x, int rows, int n) = 0;
+  // Per-row losses (fp32) and, when dlogits is not null, their gradient times dloss.
+  virtual void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits,
+                             int rows, int vocab, float dloss) = 0;
+  virtual void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
+                     const AdamW& options) = 0;
+  virtual void cast(DType from, const void* x, DType to, void* y, std::size_t count) = 0;
+};
+
+// A device allocation released with its owner.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& backend, std::size_t bytes) : backend_(&backend), data_(backend.allocate(bytes)), bytes_(bytes) {}
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      backend_ = other.backend_;
+      data_ = other.data_;
+      bytes_ = other.bytes_;
+      other.data_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void* data() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void reset() noexcept {
+    if (data_) backend_->release(data_);
+    data_ = nullptr;
+  }
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// The backends this build has ("cpu", and "cuda" where it was built with CUDA).
+std::vector<std::string> built_backends();
+
+// "cpu", "cuda" (device `index`), or "auto" (cuda where a device is present, else cpu). Throws
+// DeviceError when the backend is not built or has no device, core::InputError for an unknown
+// name.
+std::unique_ptr<Backend> make_backend(const std::string& name, int index = 0);
+
+std::unique_ptr<Backend> make_cpu_backend();
+#if defined(HETRL_HAVE_CUDA)
+std::unique_ptr<Backend> make_cuda_backend(int index);
+int cuda_device_count();
+#endif
+
+}  // namespace hetrl::device

@@ -1,0 +1,238 @@
+// The cpu backend: the host as a device. GEMMs go to OpenBLAS (fp32; bf16 and fp16 operands
+// are widened to fp32 first, since Debian's OpenBLAS has no half-precision GEMM, and the result
+// rounded back), every other operation loops over the kernels of device/kernels.h.
+
+#include <cblas.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "device/backend.h"
+
+namespace hetrl::device {
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string name = line.substr(colon + 1);
+        name.erase(0, name.find_first_not_of(' '));
+        return name;
+      }
+    }
+  }
+  return "CPU";
+}
+
+template <typename T>
+const T* typed(const void* p) {
+  return static_cast<const T*>(p);
+}
+template <typename T>
+T* typed(void* p) {
+  return static_cast<T*>(p);
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+    info_.backend = "cpu";
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    info_.name = cpu_model_name() + " (" + std::to_string(threads) + " threads)";
+    info_.compute_units = static_cast<int>(threads);
+    info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    utsname u{};
+    if (uname(&u) == 0) info_.driver = std::string(u.sysname) + " " + u.release;
+    info_.runtime = std::string("OpenBLAS ") + openblas_get_config();
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  void* allocate(std::size_t bytes) override {
+    constexpr std::size_t kAlign = 64;
+    const std::size_t rounded = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  void release(void* p) noexcept override { std::free(p); }
+  void upload(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
+  void download(void* host, const void* device, std::size_t bytes) override { std::memcpy(host, device, bytes); }
+  void copy(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
+  void synchronize() override {}
+
+  void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
+
+  void read_all(const void* p, std::size_t bytes, float* sink) override {
+    // Eight independent integer sums, so the loop vectorises and is bound by memory.
+    const auto* words = static_cast<const std::uint32_t*>(p);
+    const std::size_t count = bytes / 4;
+    std::uint32_t lanes[8] = {};
+    std::size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+      for (int l = 0; l < 8; ++l) lanes[l] += words[i + static_cast<std::size_t>(l)];
+    }
+    for (; i < count; ++i) lanes[0] += words[i];
+    std::uint32_t total = 0;
+    for (std::uint32_t l : lanes) total += l;
+    *sink = static_cast<float>(total);
+  }
+
+  void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
+    const CBLAS_TRANSPOSE tb = g.b_transposed ? CblasTrans : CblasNoTrans;
+    const int ldb = g.b_transposed ? g.k : g.n;
+    if (g.dtype == DType::kF32) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, g.m, g.n, g.k, 1.0f, typed<float>(a), g.k, typed<float>(b), ldb,
+                  0.0f, typed<float>(c), g.n);
+      return;
+    }
+    const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
+    const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
+    const std::size_t c_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.n);
+    wide_a_.resize(a_count);
+    wide_b_.resize(b_count);
+    wide_c_.resize(c_count);
+    cast(g.dtype, a, DType::kF32, wide_a_.data(), a_count);
+    cast(g.dtype, b, DType::kF32, wide_b_.data(), b_count);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, g.m, g.n, g.k, 1.0f, wide_a_.data(), g.k, wide_b_.data(), ldb, 0.0f,
+                wide_c_.data(), g.n);
+    cast(DType::kF32, wide_c_.data(), g.dtype, c, c_count);
+  }
+
+  void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) {
+        const long offset = static_cast<long>(r) * n;
+        rmsnorm_row(typed<T>(x) + offset, typed<T>(w), typed<T>(y) + offset, n, eps);
+      }
+    });
+  }
+
+  void rmsnorm_backward(DType t, const void* x, const void* w, const void* dy, void* dx, float* dw, int rows, int n,
+                        float eps) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) {
+        const long offset = static_cast<long>(r) * n;
+        rmsnorm_backward_row(typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset, n, eps);
+      }
+      if (dw) {
+        for (int col = 0; col < n; ++col) dw[col] = rmsnorm_weight_grad(typed<T>(x), typed<T>(dy), rows, n, col, eps);
+      }
+    });
+  }
+
+  void rope(DType t, void* x, int tokens, int heads, int head_dim, int first_position, float theta,
+            bool inverse) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int token = 0; token < tokens; ++token) {
+        for (int h = 0; h < heads; ++h) {
+          T* head = typed<T>(x) + (static_cast<long>(token) * heads + h) * head_dim;
+          for (int i = 0; i < head_dim / 2; ++i) {
+            rope_pair(head, i, head_dim, static_cast<float>(first_position + token), theta, inverse);
+          }
+        }
+      }
+    });
+  }
+
+  void swiglu(DType t, const void* gate, const void* up, void* out, std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < count; ++i) typed<T>(out)[i] = device::swiglu(typed<T>(gate)[i], typed<T>(up)[i]);
+    });
+  }
+
+  void swiglu_backward(DType t, const void* gate, const void* up, const void* dh, void* dgate, void* dup,
+                       std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < count; ++i) {
+        device::swiglu_backward(typed<T>(gate)[i], typed<T>(up)[i], typed<T>(dh)[i], typed<T>(dgate)[i],
+                                typed<T>(dup)[i]);
+      }
+    });
+  }
+
+  void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v, const int* lengths,
+                        void* out) override {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+      const int group = a.heads / a.kv_heads;
+      const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
+      for (int s = 0; s < a.batch; ++s) {
+        const long cache = static_cast<long>(s) * a.capacity * stride;
+        for (int h = 0; h < a.heads; ++h) {
+          const long head = (static_cast<long>(s) * a.heads + h) * a.head_dim;
+          const long kv = cache + static_cast<long>(h / group) * a.head_dim;
+          attend_cached(typed<T>(q) + head, typed<T>(k) + kv, typed<T>(v) + kv, lengths[s], stride, a.head_dim, scale,
+                        typed<T>(out) + head);
+        }
+      }
+    });
+  }
+
+  void softmax(DType t, void* x, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) softmax_row(typed<T>(x) + static_cast<long>(r) * n, n);
+    });
+  }
+
+  void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits, int rows,
+                     int vocab, float dloss) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) {
+        const long offset = static_cast<long>(r) * vocab;
+        losses[r] = cross_entropy_row(typed<T>(logits) + offset, vocab, targets[r]);
+        if (dlogits) {
+          cross_entropy_backward_row(typed<T>(logits) + offset, vocab, targets[r], dloss, typed<T>(dlogits) + offset);
+        }
+      }
+    });
+  }
+
+  void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
+             const AdamW& options) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < count; ++i) adamw_element(master[i], m[i], v[i], grad[i], options, typed<T>(weight)[i]);
+    });
+  }
+
+  void cast(DType from, const void* x, DType to, void* y, std::size_t count) override {
+    with_dtype(from, [&](auto from_tag) {
+      using From = decltype(from_tag);
+      with_dtype(to, [&](auto to_tag) {
+        using To = decltype(to_tag);
+        for (std::size_t i = 0; i < count; ++i) typed<To>(y)[i] = device::cast<To>(typed<From>(x)[i]);
+      });
+    });
+  }
+
+ private:
+  DeviceInfo info_;
+  std::vector<float> wide_a_, wide_b_, wide_c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace hetrl::device

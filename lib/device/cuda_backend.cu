@@ -1,0 +1,342 @@
+// The cuda backend: one NVIDIA GPU. GEMMs go to cuBLAS (cublasGemmEx, fp32 accumulation);
+// every other kernel is a thin launch over the arithmetic of device/kernels.h, one thread per
+// row, pair, element or query head. All work is queued on one stream; synchronize() waits.
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "device/backend.h"
+
+namespace hetrl::device {
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw DeviceError(std::string("cuda: ") + what + ": " + cudaGetErrorString(status));
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw DeviceError(std::string("cuda: ") + what + ": " + cublasGetStatusString(status));
+  }
+}
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(std::size_t work) { return static_cast<unsigned>((work + kThreads - 1) / kThreads); }
+
+template <typename T>
+__global__ void rmsnorm_kernel(const T* x, const T* w, T* y, int rows, int n, float eps) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) rmsnorm_row(x + static_cast<long>(r) * n, w, y + static_cast<long>(r) * n, n, eps);
+}
+
+template <typename T>
+__global__ void rmsnorm_backward_kernel(const T* x, const T* w, const T* dy, T* dx, int rows, int n, float eps) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) {
+    const long offset = static_cast<long>(r) * n;
+    rmsnorm_backward_row(x + offset, w, dy + offset, dx + offset, n, eps);
+  }
+}
+
+template <typename T>
+__global__ void rmsnorm_weight_grad_kernel(const T* x, const T* dy, float* dw, int rows, int n, float eps) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col < n) dw[col] = rmsnorm_weight_grad(x, dy, rows, n, col, eps);
+}
+
+template <typename T>
+__global__ void rope_kernel(T* x, int tokens, int heads, int head_dim, int first_position, float theta, bool inverse) {
+  const long pairs = static_cast<long>(tokens) * heads * (head_dim / 2);
+  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int i = static_cast<int>(p % (head_dim / 2));
+  const long head = p / (head_dim / 2);
+  const int token = static_cast<int>(head / heads);
+  rope_pair(x + head * head_dim, i, head_dim, static_cast<float>(first_position + token), theta, inverse);
+}
+
+template <typename T>
+__global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::size_t count) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) out[i] = swiglu(gate[i], up[i]);
+}
+
+template <typename T>
+__global__ void swiglu_backward_kernel(const T* gate, const T* up, const T* dh, T* dgate, T* dup, std::size_t count) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) swiglu_backward(gate[i], up[i], dh[i], dgate[i], dup[i]);
+}
+
+template <typename T>
+__global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* k, const T* v, const int* lengths,
+                                        T* out) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h >= a.batch * a.heads) return;
+  const int s = h / a.heads, head = h % a.heads;
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(head / (a.heads / a.kv_heads)) * a.head_dim;
+  const long at = static_cast<long>(h) * a.head_dim;
+  attend_cached(q + at, k + kv, v + kv, lengths[s], stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
+                out + at);
+}
+
+template <typename T>
+__global__ void softmax_kernel(T* x, int rows, int n) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) softmax_row(x + static_cast<long>(r) * n, n);
+}
+
+template <typename T>
+__global__ void cross_entropy_kernel(const T* logits, const int* targets, float* losses, T* dlogits, int rows,
+                                     int vocab, float dloss) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const long offset = static_cast<long>(r) * vocab;
+  losses[r] = cross_entropy_row(logits + offset, vocab, targets[r]);
+  if (dlogits) cross_entropy_backward_row(logits + offset, vocab, targets[r], dloss, dlogits + offset);
+}
+
+template <typename T>
+__global__ void adamw_kernel(float* master, float* m, float* v, const float* grad, T* weight, std::size_t count,
+                             AdamW options) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) adamw_element(master[i], m[i], v[i], grad[i], options, weight[i]);
+}
+
+template <typename To, typename From>
+__global__ void cast_kernel(const From* x, To* y, std::size_t count) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) y[i] = cast<To>(x[i]);
+}
+
+// Reads 16 bytes a thread per step (grid-stride) and adds the words, so the loads are
+// coalesced and wide; one atomic per thread block.
+__global__ void read_kernel(const uint4* words, std::size_t count, float* sink) {
+  unsigned total = 0;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const uint4 w = words[i];
+    total += w.x + w.y + w.z + w.w;
+  }
+  __shared__ unsigned block_total;
+  if (threadIdx.x == 0) block_total = 0;
+  __syncthreads();
+  atomicAdd(&block_total, total);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(sink, static_cast<float>(block_total));
+}
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::kBf16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kF32:
+      break;
+  }
+  return CUDA_R_32F;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) {
+    check(cudaSetDevice(index), "cudaSetDevice");
+    cudaDeviceProp props{};
+    check(cudaGetDeviceProperties(&props, index), "cudaGetDeviceProperties");
+    int driver = 0, runtime = 0, count = 0;
+    check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
+    check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
+    check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    int blas_version = 0;
+    check(cublasGetVersion(blas_, &blas_version), "cublasGetVersion");
+    info_.backend = "cuda";
+    info_.name = props.name;
+    info_.index = index;
+    info_.count = count;
+    info_.memory = static_cast<double>(props.totalGlobalMem);
+    info_.compute_units = props.multiProcessorCount;
+    info_.driver = "CUDA driver " + version(driver);
+    info_.runtime = "CUDA runtime " + version(runtime) + ", cuBLAS " + std::to_string(blas_version) + ", sm_" +
+                    std::to_string(props.major) + std::to_string(props.minor);
+  }
+  ~CudaBackend() override {
+    cublasDestroy(blas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+  }
+  void release(void* p) noexcept override { cudaFree(p); }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    synchronize();
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    synchronize();
+  }
+  void copy(void* to, const void* from, std::size_t bytes) override {
+    check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  }
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+  void fill_zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream_), "fill"); }
+
+  void read_all(const void* p, std::size_t bytes, float* sink) override {
+    check(cudaMemsetAsync(sink, 0, sizeof(float), stream_), "read");
+    const std::size_t words = bytes / sizeof(uint4);
+    read_kernel<<<static_cast<unsigned>(info_.compute_units) * 8, kThreads, 0, stream_>>>(
+        static_cast<const uint4*>(p), words, sink);
+    launched("read");
+  }
+
+  void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
+    // Row-major C = A B is column-major C^T = B^T A^T.
+    const float alpha = 1, beta = 0;
+    const cudaDataType_t type = cuda_type(g.dtype);
+    check(cublasGemmEx(blas_, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g.n, g.m, g.k, &alpha, b, type,
+                       g.b_transposed ? g.k : g.n, a, type, g.k, &beta, c, type, g.n, CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  }
+
+  void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      rmsnorm_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(y), rows, n, eps);
+    });
+    launched("rmsnorm");
+  }
+
+  void rmsnorm_backward(DType t, const void* x, const void* w, const void* dy, void* dx, float* dw, int rows, int n,
+                        float eps) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      rmsnorm_backward_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(dy),
+                                                                          typed<T>(dx), rows, n, eps);
+      if (dw) {
+        rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy), dw, rows, n,
+                                                                             eps);
+      }
+    });
+    launched("rmsnorm_backward");
+  }
+
+  void rope(DType t, void* x, int tokens, int heads, int head_dim, int first_position, float theta,
+            bool inverse) override {
+    const std::size_t pairs = static_cast<std::size_t>(tokens) * heads * (head_dim / 2);
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      rope_kernel<<<blocks_for(pairs), kThreads, 0, stream_>>>(typed<T>(x), tokens, heads, head_dim, first_position,
+                                                               theta, inverse);
+    });
+    launched("rope");
+  }
+
+  void swiglu(DType t, const void* gate, const void* up, void* out, std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      swiglu_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(gate), typed<T>(up), typed<T>(out), count);
+    });
+    launched("swiglu");
+  }
+
+  void swiglu_backward(DType t, const void* gate, const void* up, const void* dh, void* dgate, void* dup,
+                       std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      swiglu_backward_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(
+          typed<T>(gate), typed<T>(up), typed<T>(dh), typed<T>(dgate), typed<T>(dup), count);
+    });
+    launched("swiglu_backward");
+  }
+
+  void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v, const int* lengths,
+                        void* out) override {
+    if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: decode attention head_dim above " + std::to_string(kMaxHeadDim));
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      decode_attention_kernel<<<blocks_for(static_cast<std::size_t>(a.batch) * a.heads), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(out));
+    });
+    launched("decode_attention");
+  }
+
+  void softmax(DType t, void* x, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      softmax_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), rows, n);
+    });
+    launched("softmax");
+  }
+
+  void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits, int rows, int vocab,
+                     float dloss) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      cross_entropy_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(logits), targets, losses,
+                                                                        static_cast<T*>(dlogits), rows, vocab, dloss);
+    });
+    launched("cross_entropy");
+  }
+
+  void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
+             const AdamW& options) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      adamw_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(master, m, v, grad, typed<T>(weight), count, options);
+    });
+    launched("adamw");
+  }
+
+  void cast(DType from, const void* x, DType to, void* y, std::size_t count) override {
+    with_dtype(from, [&](auto from_tag) {
+      using From = decltype(from_tag);
+      with_dtype(to, [&](auto to_tag) {
+        using To = decltype(to_tag);
+        cast_kernel<To, From><<<blocks_for(count), kThreads, 0, stream_>>>(typed<From>(x), typed<To>(y), count);
+      });
+    });
+    launched("cast");
+  }
+
+ private:
+  template <typename T>
+  static const T* typed(const void* p) {
+    return static_cast<const T*>(p);
+  }
+  template <typename T>
+  static T* typed(void* p) {
+    return static_cast<T*>(p);
+  }
+  static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+  static void launched(const char* what) { check(cudaGetLastError(), what); }
+
+  DeviceInfo info_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+  return count;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<CudaBackend>(index); }
+
+}  // namespace hetrl::device

@@ -1,0 +1,185 @@
+#pragma once
+// The arithmetic of every device kernel, written once. The CPU backend loops over these
+// functions; a CUDA kernel calls one of them per thread (cuda_backend.cu), so the tests on the
+// CPU check the arithmetic the GPU runs and only launch geometry and memory movement are
+// GPU-only.
+//
+// Reading map: each function does one unit of work (a row, a pair, an element, one query head)
+// on storage type T (float, Bf16, Half) and computes in fp32. Rows are contiguous; the caller
+// passes pointers already offset to the row. The conventions are those of Llama-family models
+// (Hugging Face transformers, Megatron-LM): RMSNorm with a learned scale and eps inside the
+// square root; RoPE rotating the pairs (i, i + d/2) of each head ("rotate half"), angle
+// pos * theta^(-2i/d); SwiGLU = silu(gate) * up; grouped-query attention over a KV cache laid
+// out [position][kv_head][head_dim]; cross-entropy in nats over the vocabulary; AdamW with
+// bias correction and decoupled weight decay on fp32 master weights.
+
+#include <cmath>
+
+#include "device/numeric.h"
+
+namespace hetrl::device {
+
+// The largest head dimension decode attention keeps in registers (Llama and Qwen use 128).
+inline constexpr int kMaxHeadDim = 256;
+
+// y = x * w / sqrt(mean(x^2) + eps) over one row of n.
+template <typename T>
+HETRL_HD void rmsnorm_row(const T* x, const T* w, T* y, int n, float eps) {
+  float squares = 0;
+  for (int i = 0; i < n; ++i) {
+    const float v = to_float(x[i]);
+    squares += v * v;
+  }
+  const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+  for (int i = 0; i < n; ++i) y[i] = store<T>(to_float(x[i]) * r * to_float(w[i]));
+}
+
+// The gradient of rmsnorm_row with respect to x, given dy:
+// dx_i = r w_i dy_i - r^3 x_i sum_j(w_j dy_j x_j) / n.
+template <typename T>
+HETRL_HD void rmsnorm_backward_row(const T* x, const T* w, const T* dy, T* dx, int n, float eps) {
+  float squares = 0, dot = 0;
+  for (int i = 0; i < n; ++i) {
+    const float v = to_float(x[i]);
+    squares += v * v;
+    dot += to_float(w[i]) * to_float(dy[i]) * v;
+  }
+  const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+  const float c = r * r * r * dot / static_cast<float>(n);
+  for (int i = 0; i < n; ++i) dx[i] = store<T>(r * to_float(w[i]) * to_float(dy[i]) - c * to_float(x[i]));
+}
+
+// The gradient of rmsnorm's scale for column `col`, summed over `rows` rows of n (one thread
+// per column, so no two threads write the same sum).
+template <typename T>
+HETRL_HD float rmsnorm_weight_grad(const T* x, const T* dy, int rows, int n, int col, float eps) {
+  float grad = 0;
+  for (int row = 0; row < rows; ++row) {
+    const T* xr = x + static_cast<long>(row) * n;
+    float squares = 0;
+    for (int i = 0; i < n; ++i) {
+      const float v = to_float(xr[i]);
+      squares += v * v;
+    }
+    const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+    grad += to_float(dy[static_cast<long>(row) * n + col]) * to_float(xr[col]) * r;
+  }
+  return grad;
+}
+
+// Rotates pair i of one head (elements i and i + head_dim/2) for position pos; `inverse`
+// rotates back, which is also the gradient (the rotation is orthogonal).
+template <typename T>
+HETRL_HD void rope_pair(T* head, int i, int head_dim, float pos, float theta, bool inverse) {
+  const int half = head_dim / 2;
+  const float frequency = powf(theta, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
+  const float angle = pos * frequency;
+  const float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+  const float a = to_float(head[i]), b = to_float(head[i + half]);
+  head[i] = store<T>(a * c - b * s);
+  head[i + half] = store<T>(a * s + b * c);
+}
+
+HETRL_HD inline float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// silu(gate) * up for one element.
+template <typename T>
+HETRL_HD T swiglu(T gate, T up) {
+  const float g = to_float(gate);
+  return store<T>(g * sigmoid(g) * to_float(up));
+}
+
+// The gradients of swiglu for one element given dh.
+template <typename T>
+HETRL_HD void swiglu_backward(T gate, T up, T dh, T& dgate, T& dup) {
+  const float g = to_float(gate), u = to_float(up), d = to_float(dh);
+  const float s = sigmoid(g);
+  dgate = store<T>(d * u * s * (1.0f + g * (1.0f - s)));
+  dup = store<T>(d * g * s);
+}
+
+// One query head attending over `length` cached positions: out = softmax(q K^T * scale) V, in
+// one pass with a running maximum (the online softmax), so a head reads its cache once.
+// k and v point at the head's kv head in position 0; positions are `stride` elements apart.
+template <typename T>
+HETRL_HD void attend_cached(const T* q, const T* k, const T* v, int length, long stride, int head_dim,
+                            float scale, T* out) {
+  float acc[kMaxHeadDim];
+  for (int d = 0; d < head_dim; ++d) acc[d] = 0;
+  float running_max = -INFINITY, total = 0;
+  for (int t = 0; t < length; ++t) {
+    const T* kt = k + t * stride;
+    float score = 0;
+    for (int d = 0; d < head_dim; ++d) score += to_float(q[d]) * to_float(kt[d]);
+    score *= scale;
+    const float new_max = fmaxf(running_max, score);
+    const float correction = expf(running_max - new_max);
+    const float p = expf(score - new_max);
+    total = total * correction + p;
+    const T* vt = v + t * stride;
+    for (int d = 0; d < head_dim; ++d) acc[d] = acc[d] * correction + p * to_float(vt[d]);
+    running_max = new_max;
+  }
+  const float inverse = length > 0 ? 1.0f / total : 0.0f;
+  for (int d = 0; d < head_dim; ++d) out[d] = store<T>(acc[d] * inverse);
+}
+
+// In-place softmax over one row of n.
+template <typename T>
+HETRL_HD void softmax_row(T* x, int n) {
+  float most = -INFINITY;
+  for (int i = 0; i < n; ++i) most = fmaxf(most, to_float(x[i]));
+  float total = 0;
+  for (int i = 0; i < n; ++i) total += expf(to_float(x[i]) - most);
+  for (int i = 0; i < n; ++i) x[i] = store<T>(expf(to_float(x[i]) - most) / total);
+}
+
+// -log softmax(logits)[target] over a row of `vocab`.
+template <typename T>
+HETRL_HD float cross_entropy_row(const T* logits, int vocab, int target) {
+  float most = -INFINITY;
+  for (int i = 0; i < vocab; ++i) most = fmaxf(most, to_float(logits[i]));
+  float total = 0;
+  for (int i = 0; i < vocab; ++i) total += expf(to_float(logits[i]) - most);
+  return most + logf(total) - to_float(logits[target]);
+}
+
+// d loss / d logits for one row, times dloss: (softmax - onehot(target)) * dloss.
+template <typename T>
+HETRL_HD void cross_entropy_backward_row(const T* logits, int vocab, int target, float dloss, T* dlogits) {
+  float most = -INFINITY;
+  for (int i = 0; i < vocab; ++i) most = fmaxf(most, to_float(logits[i]));
+  float total = 0;
+  for (int i = 0; i < vocab; ++i) total += expf(to_float(logits[i]) - most);
+  for (int i = 0; i < vocab; ++i) {
+    const float p = expf(to_float(logits[i]) - most) / total;
+    dlogits[i] = store<T>((p - (i == target ? 1.0f : 0.0f)) * dloss);
+  }
+}
+
+struct AdamW {
+  float lr = 1e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  int step = 1;  // 1 on the first update (bias correction)
+};
+
+// One AdamW update of element i: fp32 master weight and moments, the working copy in T.
+template <typename T>
+HETRL_HD void adamw_element(float& master, float& m, float& v, float grad, const AdamW& o, T& weight) {
+  m = o.beta1 * m + (1 - o.beta1) * grad;
+  v = o.beta2 * v + (1 - o.beta2) * grad * grad;
+  const float m_hat = m / (1 - powf(o.beta1, static_cast<float>(o.step)));
+  const float v_hat = v / (1 - powf(o.beta2, static_cast<float>(o.step)));
+  master -= o.lr * (m_hat / (sqrtf(v_hat) + o.eps) + o.weight_decay * master);
+  weight = store<T>(master);
+}
+
+template <typename To, typename From>
+HETRL_HD To cast(From x) {
+  return store<To>(to_float(x));
+}
+
+}  // namespace hetrl::device

@@ -1,0 +1,56 @@
+// Choosing a backend by name: the ones built, auto's fallback, and the errors users see.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+#include "device/backend.h"
+
+namespace hetrl::device {
+namespace {
+
+TEST_CASE("backends: cpu is always built and describes the host") {
+  const std::vector<std::string> built = built_backends();
+  CHECK(std::find(built.begin(), built.end(), "cpu") != built.end());
+  const auto b = make_backend("cpu");
+  CHECK(b->info().backend == "cpu");
+  CHECK(b->info().memory > 0);
+  CHECK(b->info().compute_units >= 1);
+  CHECK(b->info().runtime.rfind("OpenBLAS", 0) == 0);
+}
+
+TEST_CASE("backends: an unknown name is an input error with the closest name") {
+  try {
+    (void)make_backend("cdua");
+    FAIL("no error");
+  } catch (const core::InputError& e) {
+    CHECK(std::string(e.what()) == "unknown backend \"cdua\" (did you mean \"cuda\"?); known: auto, cpu, cuda");
+  }
+}
+
+TEST_CASE("backends: auto falls back to the cpu without a CUDA device, cuda then fails with the reason") {
+#if defined(HETRL_HAVE_CUDA)
+  const bool has_gpu = cuda_device_count() > 0;
+#else
+  const bool has_gpu = false;
+#endif
+  const auto b = make_backend("auto");
+  CHECK(b->info().backend == (has_gpu ? "cuda" : "cpu"));
+  if (!has_gpu) {
+    try {
+      (void)make_backend("cuda");
+      FAIL("no error");
+    } catch (const DeviceError& e) {
+#if defined(HETRL_HAVE_CUDA)
+      CHECK(std::string(e.what()) == "cuda: no CUDA device is present");
+#else
+      CHECK(std::string(e.what()) == "cuda: this build has no CUDA backend (built without the CUDA toolkit)");
+#endif
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hetrl::device
