@@ -55,7 +55,7 @@ class CpuBackend final : public Backend {
     info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     utsname u{};
     if (uname(&u) == 0) info_.driver = std::string(u.sysname) + " " + u.release;
-    info_.runtime = std::string("OpenBLAS ") + openblas_get_config();
+    info_.runtime = openblas_get_config();
   }
 
   const DeviceInfo& info() const override { return info_; }

@@ -162,13 +162,15 @@ ClusterBuildParams default_build_params(const Catalog& catalog) {
   return params;
 }
 
-NodeGroup parse_node_spec(std::string_view spec, const Catalog& catalog) {
+NodeGroup parse_node_spec(std::string_view spec, const Catalog& catalog, const std::vector<std::string>& new_types) {
   const std::string context = fmt::format("--node {}", core::quoted(spec));
   const SpecParts parts =
       split_zone_spec(spec, "--node", "ZONE:[NODES x]GPUS x GPU_TYPE[:key=value,...], e.g. us-east-1a:2x8xA100-SXM-80G");
   const CountedName counted = parse_counted(parts.body, true, context);
-  const GpuSpec& gpu = catalog.gpu(counted.name, context);
-  NodeGroup group{parts.zone, counted.nodes, counted.gpus, gpu.name, lower(gpu.name),
+  const bool is_new = catalog.find_gpu(counted.name) == nullptr &&
+                      std::find(new_types.begin(), new_types.end(), counted.name) != new_types.end();
+  const std::string gpu = is_new ? counted.name : catalog.gpu(counted.name, context).name;
+  NodeGroup group{parts.zone, counted.nodes, counted.gpus, gpu, lower(gpu),
                   kDefaultNicGbps * core::kGbps, std::nullopt, std::nullopt};
   apply_node_options(group, parts.options, context, catalog);
   return group;

@@ -65,7 +65,9 @@ struct ClusterBuildParams {
 // "cross-region" presets.
 ClusterBuildParams default_build_params(const Catalog& catalog);
 
-NodeGroup parse_node_spec(std::string_view spec, const Catalog& catalog);
+// `new_types`: GPU types the catalogue does not have that the build defines (from profiles).
+NodeGroup parse_node_spec(std::string_view spec, const Catalog& catalog,
+                          const std::vector<std::string>& new_types = {});
 NodeGroup parse_preset_node_spec(std::string_view spec, const Catalog& catalog);
 LinkRequest parse_link_spec(std::string_view spec, const Catalog& catalog);
 LinkSpec parse_network_spec(std::string_view spec, const Catalog& catalog,

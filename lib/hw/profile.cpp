@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/units.h"
 
@@ -32,7 +34,37 @@ void take(std::optional<T>& into, const std::optional<T>& from) {
 
 GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
                                       const std::string& source) {
-  const GpuSpec& spec = catalog.gpu(profile.gpu_type, "/gpu_type");
+  const GpuSpec* known = catalog.find_gpu(profile.gpu_type);
+  if (!known) {
+    // A device of its own: its peaks are what it was measured to reach.
+    if (!profile.device || !profile.gemm_large_flops || !profile.memory_bandwidth) {
+      (void)catalog.gpu(profile.gpu_type, "/gpu_type");  // throws, with the closest name
+    }
+    if (!(*profile.gemm_large_flops > 0) || !(*profile.memory_bandwidth > 0) || !(profile.device->memory > 0)) {
+      throw core::InputError(fmt::format("the profile of new type {} needs a positive large-GEMM rate, memory "
+                                         "bandwidth and memory", core::quoted(profile.gpu_type)));
+    }
+    GpuTypeOverride o;
+    o.name = profile.gpu_type;
+    o.source = source;
+    o.memory = profile.device->memory;
+    o.memory_bandwidth = profile.memory_bandwidth;
+    o.bf16_flops = o.fp16_flops = profile.gemm_large_flops;
+    o.fp32_flops = profile.fp32_flops.value_or(*profile.gemm_large_flops);
+    o.gemm_large = 1.0;
+    if (profile.gemm_small_flops) o.gemm_small = std::clamp(*profile.gemm_small_flops / *profile.gemm_large_flops, 1e-3, 1.0);
+    o.memory_efficiency = 1.0;
+    // The link between two such devices in a node: nominally PCIe 4, at the measured rate when
+    // the profile has one.
+    o.intra_node_link = "pcie4";
+    if (profile.intra_node_bandwidth) {
+      o.intra_node_bandwidth = profile.intra_node_bandwidth;
+    } else if (profile.host_to_device_bandwidth) {
+      o.intra_node_bandwidth = profile.host_to_device_bandwidth;
+    }
+    return o;
+  }
+  const GpuSpec& spec = *known;
   GpuTypeOverride o;
   o.name = spec.name;
   o.source = source;
@@ -66,6 +98,24 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   if (!later.source.empty()) {
     earlier.source = earlier.source.empty() ? later.source : earlier.source + "; " + later.source;
   }
+}
+
+GpuProfile datasheet_profile(const GpuSpec& spec) {
+  GpuProfile p;
+  p.gpu_type = spec.name;
+  p.device_name = spec.name + " (datasheet)";
+  const double peak = spec.tensor_flops();
+  p.gemm_large_flops = peak * spec.efficiency.gemm_large;
+  p.gemm_small_flops = peak * spec.efficiency.gemm_small;
+  for (double tokens : {1.0, 16.0, 64.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0}) {
+    p.gemm_curve.emplace_back(tokens, peak * spec.efficiency.gemm(tokens));
+  }
+  p.fp32_flops = spec.fp32_flops;
+  p.memory_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
+  p.intra_node_bandwidth = spec.intra_node.bandwidth;
+  p.allreduce_bus_bandwidth = spec.intra_node.bandwidth * spec.efficiency.collective;
+  p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
+  return p;
 }
 
 }  // namespace hetrl::hw

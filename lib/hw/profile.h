@@ -1,33 +1,120 @@
 #pragma once
-// A measured GPU profile (what hetrl-profile writes) and how it replaces datasheet figures.
-// A profile gives achieved rates; against the catalogue's datasheet peaks they become the
-// efficiency factors of that GPU type (measured / peak), and a measured GPU-to-GPU bandwidth
-// replaces the intra-node link's. A rate above the datasheet peak means the profile names
-// the wrong GPU type, and is an error.
+// A measured device profile (what hetrl-profile writes) and how it replaces datasheet figures.
+//
+// A profile has the machine it was measured on, the raw measurements (each a curve over sizes,
+// every point the median and range of several timed repeats) and the figures fitted from them
+// that the cost model uses. For a GPU type the catalogue knows, the fitted rates against its
+// datasheet peaks become that type's efficiency factors (measured / peak), and a measured
+// GPU-to-GPU bandwidth replaces the intra-node link's; a rate above the datasheet peak means
+// the profile names the wrong GPU type, and is an error. A device the catalogue does not know
+// (the CPU backend's host, a new GPU) becomes a GPU type of its own whose peaks are the
+// measured rates.
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "core/provenance.h"
 #include "hw/gpu.h"
 
 namespace hetrl::hw {
 
-struct GpuProfile {
-  std::string gpu_type;
-  std::string device_name;
-  std::string host;
-  std::optional<double> gemm_large_flops;         // FLOP/s, GEMMs of >= 2048 tokens
-  std::optional<double> gemm_small_flops;         // FLOP/s, GEMMs of about 256 tokens
-  std::optional<double> memory_bandwidth;         // bytes/s
-  std::optional<double> intra_node_bandwidth;     // bytes/s per direction, GPU to GPU
-  std::optional<double> allreduce_bus_bandwidth;  // bytes/s, NCCL bus bandwidth
+// Seconds of one operation over a point's timed repeats.
+struct TimeSpread {
+  double median = 0;
+  double min = 0;
+  double max = 0;
+  int repeats = 0;
 };
 
-// `source` names the profile in the override (e.g. its file name and hash).
+struct GemmMeasurement {
+  std::string dtype;  // fp32, bf16, fp16
+  int tokens = 0;     // m: rows (tokens) through the layer
+  int n = 0;          // output features
+  int k = 0;          // input features
+  TimeSpread seconds;
+  double flops() const { return 2.0 * tokens * n * k; }
+};
+
+// Memory traffic: read, write or copy on the device, or host_to_device, device_to_host.
+struct BandwidthMeasurement {
+  std::string op;
+  double bytes = 0;  // moved per operation (a copy counts what it reads and what it writes)
+  TimeSpread seconds;
+};
+
+struct AttentionMeasurement {
+  std::string dtype;
+  int batch = 0, length = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  double bytes = 0;  // the cache read per step
+  TimeSpread seconds;
+};
+
+struct CollectiveMeasurement {
+  std::string op;  // all_reduce, all_gather, reduce_scatter, broadcast
+  int ranks = 0;
+  double bytes = 0;  // per rank
+  TimeSpread seconds;
+  double bus_bandwidth = 0;  // bytes/s, NCCL's bus bandwidth convention
+};
+
+struct DeviceDescription {
+  std::string backend;  // cpu or cuda
+  std::string name;
+  int count = 1;
+  double memory = 0;  // bytes
+  int compute_units = 0;
+  std::string driver;
+  std::string runtime;
+};
+
+// How a profile was measured (v2).
+struct ProfileSettings {
+  bool quick = false;
+  std::string dtype;  // of the GEMMs and attention
+  int repeats = 0;
+};
+
+struct GpuProfile {
+  core::Provenance provenance;
+  std::string gpu_type;  // a catalogue type, or the name of the new type the device becomes
+  std::string device_name;
+  std::string host;
+  std::optional<DeviceDescription> device;  // v2
+  std::optional<ProfileSettings> settings;  // v2
+
+  // v2: the raw measurements.
+  std::vector<GemmMeasurement> gemms;
+  std::vector<BandwidthMeasurement> bandwidths;
+  std::vector<AttentionMeasurement> attention;
+  std::vector<CollectiveMeasurement> collectives;
+  std::optional<TimeSpread> launch;
+
+  // Fitted (v1's measurements). FLOP/s and bytes/s.
+  std::optional<double> gemm_large_flops;         // GEMMs of >= 2048 tokens
+  std::optional<double> gemm_small_flops;         // GEMMs of about 256 tokens
+  std::optional<double> memory_bandwidth;         // reading device memory
+  std::optional<double> intra_node_bandwidth;     // per direction, GPU to GPU
+  std::optional<double> allreduce_bus_bandwidth;  // bus bandwidth
+  // v2 only.
+  std::optional<double> fp32_flops;                      // large fp32 GEMMs
+  std::vector<std::pair<double, double>> gemm_curve;     // (tokens, FLOP/s), tokens ascending
+  std::optional<double> launch_overhead;                 // seconds
+  std::optional<double> host_to_device_bandwidth;        // bytes/s
+  std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
+};
+
+// `source` names the profile in the override (e.g. its file name and hash). A type the
+// catalogue does not know needs the device's memory and the fitted GEMM and memory rates.
 GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
                                       const std::string& source);
 
 // Merges `later` into `earlier` (same GPU type): fields `later` sets win.
 void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later);
+
+// What the catalogue expects a GPU type to reach (datasheet peaks times its efficiencies), as
+// a profile's fitted figures, for comparison with a measured one.
+GpuProfile datasheet_profile(const GpuSpec& spec);
 
 }  // namespace hetrl::hw

@@ -55,4 +55,20 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   }
 }
 
+void check_writable(const std::string& path) {
+  const std::filesystem::path target(path);
+  std::filesystem::path folder = target.parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  if (std::filesystem::is_directory(target, ec)) {
+    throw core::JobError(fmt::format("cannot write {}: it is a directory", path));
+  }
+  if (!std::filesystem::is_directory(folder, ec)) {
+    throw core::JobError(fmt::format("cannot write {}: no folder {}", path, folder.string()));
+  }
+  if (::access(folder.c_str(), W_OK) != 0) {
+    throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
 }  // namespace hetrl::io

@@ -13,4 +13,8 @@ std::string read_text_file(const std::string& path);
 // Throws core::JobError "cannot write FILE: reason".
 void write_file_atomic(const std::string& path, std::string_view content);
 
+// Throws core::JobError "cannot write FILE: reason" when write_file_atomic would fail for want
+// of a folder or of permission to write in it: for tools that work long before they write.
+void check_writable(const std::string& path);
+
 }  // namespace hetrl::io

@@ -1,34 +1,282 @@
 #include "io/profile_io.h"
 
+#include <fmt/format.h>
+
+#include <string>
+#include <utility>
+
 #include "core/error.h"
 #include "core/units.h"
 #include "io/files.h"
 #include "io/json_reader.h"
+#include "io/json_writer.h"
 
 namespace hetrl::io {
+namespace {
+
+using detail::ObjectReader;
+using detail::OrderedJson;
+using detail::Range;
+
+constexpr double kMicrosecond = 1e-6;
+
+// A figure derived from others (a rate from a time), written for readers at 6 significant
+// digits, so it does not vary in the last digits when a file is read and written again.
+double derived(double value) { return std::stod(fmt::format("{:.6g}", value)); }
+
+hw::TimeSpread read_spread(ObjectReader& r, std::string_view unit_name, double unit) {
+  hw::TimeSpread s;
+  s.median = r.number(std::string("median_") + std::string(unit_name), Range::kPositive) * unit;
+  s.min = r.number(std::string("min_") + std::string(unit_name), Range::kPositive) * unit;
+  s.max = r.number(std::string("max_") + std::string(unit_name), Range::kPositive) * unit;
+  s.repeats = static_cast<int>(r.integer("repeats", 1, 1000000));
+  if (!(s.min <= s.median && s.median <= s.max)) {
+    throw core::InputError(core::located(r.where(), "expected min <= median <= max"));
+  }
+  return s;
+}
+
+void write_spread(OrderedJson& out, const hw::TimeSpread& s, std::string_view unit_name, double unit) {
+  out[std::string("median_") + std::string(unit_name)] = detail::file_units(s.median / unit);
+  out[std::string("min_") + std::string(unit_name)] = detail::file_units(s.min / unit);
+  out[std::string("max_") + std::string(unit_name)] = detail::file_units(s.max / unit);
+  out["repeats"] = s.repeats;
+}
+
+std::string dtype(ObjectReader& r) {
+  return r.optional_choice<std::string>("dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}}, "bf16");
+}
+
+void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
+  if (auto launch = m.optional_object("launch")) {
+    p.launch = read_spread(*launch, "us", kMicrosecond);
+    launch->finish();
+  }
+  if (m.has("gemm")) {
+    for (ObjectReader& g : m.object_array("gemm", true)) {
+      hw::GemmMeasurement x;
+      x.dtype = dtype(g);
+      x.tokens = static_cast<int>(g.integer("tokens", 1, 1 << 30));
+      x.n = static_cast<int>(g.integer("n", 1, 1 << 30));
+      x.k = static_cast<int>(g.integer("k", 1, 1 << 30));
+      x.seconds = read_spread(g, "ms", core::kMillisecond);
+      (void)g.optional_number("tflops", Range::kPositive);  // derived, written for readers
+      g.finish();
+      p.gemms.push_back(x);
+    }
+  }
+  if (m.has("memory")) {
+    for (ObjectReader& b : m.object_array("memory", true)) {
+      hw::BandwidthMeasurement x;
+      x.op = b.optional_choice<std::string>("op",
+                                            {{"read", "read"},
+                                             {"write", "write"},
+                                             {"copy", "copy"},
+                                             {"host_to_device", "host_to_device"},
+                                             {"device_to_host", "device_to_host"}},
+                                            "read");
+      x.bytes = b.number("bytes", Range::kPositive);
+      x.seconds = read_spread(b, "ms", core::kMillisecond);
+      (void)b.optional_number("gb_per_s", Range::kPositive);
+      b.finish();
+      p.bandwidths.push_back(x);
+    }
+  }
+  if (m.has("attention")) {
+    for (ObjectReader& a : m.object_array("attention", true)) {
+      hw::AttentionMeasurement x;
+      x.dtype = dtype(a);
+      x.batch = static_cast<int>(a.integer("batch", 1, 1 << 30));
+      x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
+      x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
+      x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
+      x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+      x.bytes = a.number("bytes", Range::kPositive);
+      x.seconds = read_spread(a, "ms", core::kMillisecond);
+      (void)a.optional_number("gb_per_s", Range::kPositive);
+      a.finish();
+      p.attention.push_back(x);
+    }
+  }
+  if (m.has("collectives")) {
+    for (ObjectReader& c : m.object_array("collectives", true)) {
+      hw::CollectiveMeasurement x;
+      x.op = c.optional_choice<std::string>("op",
+                                            {{"all_reduce", "all_reduce"},
+                                             {"all_gather", "all_gather"},
+                                             {"reduce_scatter", "reduce_scatter"},
+                                             {"broadcast", "broadcast"}},
+                                            "all_reduce");
+      x.ranks = static_cast<int>(c.integer("ranks", 2, 1 << 20));
+      x.bytes = c.number("bytes", Range::kPositive);
+      x.seconds = read_spread(c, "ms", core::kMillisecond);
+      x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
+      c.finish();
+      p.collectives.push_back(x);
+    }
+  }
+}
+
+void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
+  p.gemm_large_flops = f.optional_quantity("gemm_large_tflops", core::kTflops);
+  p.gemm_small_flops = f.optional_quantity("gemm_small_tflops", core::kTflops);
+  p.memory_bandwidth = f.optional_quantity("memory_bandwidth_gb_per_s", core::kGBps);
+  p.intra_node_bandwidth = f.optional_quantity("intra_node_bandwidth_gb_per_s", core::kGBps);
+  p.allreduce_bus_bandwidth = f.optional_quantity("allreduce_bus_gb_per_s", core::kGBps);
+  if (!v2) return;
+  p.fp32_flops = f.optional_quantity("fp32_tflops", core::kTflops);
+  p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
+  p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
+  p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
+  if (f.has("gemm_curve")) {
+    double previous = 0;
+    for (ObjectReader& point : f.object_array("gemm_curve", true)) {
+      const double tokens = point.number("tokens", Range::kPositive);
+      if (tokens <= previous) {
+        throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
+      }
+      previous = tokens;
+      p.gemm_curve.emplace_back(tokens, point.number("tflops", Range::kPositive) * core::kTflops);
+      point.finish();
+    }
+  }
+}
+
+}  // namespace
 
 hw::GpuProfile parse_profile(std::string_view text, std::string_view file) {
   const detail::Json json = detail::parse_json(text, file);
-  detail::ObjectReader root(json, std::string(file), "");
-  detail::check_schema(root, "hetrl.profile/v1");
-  detail::read_provenance(root);
+  ObjectReader root(json, std::string(file), "");
+  const bool v2 = json.is_object() && json.contains("schema") && json["schema"] == "hetrl.profile/v2";
+  detail::check_schema(root, v2 ? "hetrl.profile/v2" : "hetrl.profile/v1");
   hw::GpuProfile profile;
+  profile.provenance = detail::read_provenance(root);
   profile.gpu_type = root.string("gpu_type");
   profile.device_name = root.optional_string("device_name").value_or("");
   profile.host = root.optional_string("host").value_or("");
-  detail::ObjectReader m = root.object("measurements");
-  profile.gemm_large_flops = m.optional_quantity("gemm_large_tflops", core::kTflops);
-  profile.gemm_small_flops = m.optional_quantity("gemm_small_tflops", core::kTflops);
-  profile.memory_bandwidth = m.optional_quantity("memory_bandwidth_gb_per_s", core::kGBps);
-  profile.intra_node_bandwidth = m.optional_quantity("intra_node_bandwidth_gb_per_s", core::kGBps);
-  profile.allreduce_bus_bandwidth = m.optional_quantity("allreduce_bus_gb_per_s", core::kGBps);
-  m.finish();
+  if (!v2) {
+    ObjectReader m = root.object("measurements");
+    read_fitted(m, profile, false);
+    m.finish();
+    root.finish();
+    return profile;
+  }
+  if (auto d = root.optional_object("device")) {
+    hw::DeviceDescription device;
+    device.backend = d->optional_choice<std::string>("backend", {{"cpu", "cpu"}, {"cuda", "cuda"}}, "cuda");
+    device.name = d->string("name");
+    device.count = static_cast<int>(d->optional_integer("count", 1, 1 << 20).value_or(1));
+    device.memory = d->number("memory_gib", Range::kPositive) * core::kGiB;
+    device.compute_units = static_cast<int>(d->optional_integer("compute_units", 1, 1 << 24).value_or(1));
+    device.driver = d->optional_string("driver").value_or("");
+    device.runtime = d->optional_string("runtime").value_or("");
+    d->finish();
+    if (profile.device_name.empty()) profile.device_name = device.name;
+    profile.device = device;
+  }
+  if (auto s = root.optional_object("settings")) {
+    hw::ProfileSettings settings;
+    settings.quick = s->optional_boolean("quick").value_or(false);
+    settings.dtype = dtype(*s);
+    settings.repeats = static_cast<int>(s->optional_integer("repeats", 1, 1000000).value_or(1));
+    s->finish();
+    profile.settings = settings;
+  }
+  if (auto m = root.optional_object("measurements")) {
+    read_measurements_v2(*m, profile);
+    m->finish();
+  }
+  if (auto f = root.optional_object("fitted")) {
+    read_fitted(*f, profile, true);
+    f->finish();
+  }
   root.finish();
   return profile;
 }
 
-hw::GpuProfile read_profile(const std::string& path) {
-  return parse_profile(read_text_file(path), path);
+hw::GpuProfile read_profile(const std::string& path) { return parse_profile(read_text_file(path), path); }
+
+std::string profile_to_json(const hw::GpuProfile& p) {
+  OrderedJson out;
+  out["schema"] = "hetrl.profile/v2";
+  detail::write_provenance(out, p.provenance);
+  out["gpu_type"] = p.gpu_type;
+  if (!p.host.empty()) out["host"] = p.host;
+  if (p.device) {
+    const hw::DeviceDescription& d = *p.device;
+    out["device"] = {{"backend", d.backend},
+                     {"name", d.name},
+                     {"count", d.count},
+                     {"memory_gib", detail::file_units(d.memory / core::kGiB)},
+                     {"compute_units", d.compute_units},
+                     {"driver", d.driver},
+                     {"runtime", d.runtime}};
+  }
+  if (p.settings) {
+    out["settings"] = {{"quick", p.settings->quick}, {"dtype", p.settings->dtype}, {"repeats", p.settings->repeats}};
+  }
+  OrderedJson m = OrderedJson::object();
+  if (p.launch) {
+    OrderedJson launch;
+    write_spread(launch, *p.launch, "us", kMicrosecond);
+    m["launch"] = std::move(launch);
+  }
+  OrderedJson gemm = OrderedJson::array();
+  for (const hw::GemmMeasurement& g : p.gemms) {
+    OrderedJson row{{"dtype", g.dtype}, {"tokens", g.tokens}, {"n", g.n}, {"k", g.k}};
+    write_spread(row, g.seconds, "ms", core::kMillisecond);
+    row["tflops"] = derived(g.flops() / g.seconds.median / core::kTflops);
+    gemm.push_back(std::move(row));
+  }
+  m["gemm"] = std::move(gemm);
+  OrderedJson memory = OrderedJson::array();
+  for (const hw::BandwidthMeasurement& b : p.bandwidths) {
+    OrderedJson row{{"op", b.op}, {"bytes", b.bytes}};
+    write_spread(row, b.seconds, "ms", core::kMillisecond);
+    row["gb_per_s"] = derived(b.bytes / b.seconds.median / core::kGBps);
+    memory.push_back(std::move(row));
+  }
+  m["memory"] = std::move(memory);
+  OrderedJson attention = OrderedJson::array();
+  for (const hw::AttentionMeasurement& a : p.attention) {
+    OrderedJson row{{"dtype", a.dtype},       {"batch", a.batch},       {"length", a.length}, {"heads", a.heads},
+                    {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"bytes", a.bytes}};
+    write_spread(row, a.seconds, "ms", core::kMillisecond);
+    row["gb_per_s"] = derived(a.bytes / a.seconds.median / core::kGBps);
+    attention.push_back(std::move(row));
+  }
+  m["attention"] = std::move(attention);
+  OrderedJson collectives = OrderedJson::array();
+  for (const hw::CollectiveMeasurement& c : p.collectives) {
+    OrderedJson row{{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}};
+    write_spread(row, c.seconds, "ms", core::kMillisecond);
+    row["bus_gb_per_s"] = detail::file_units(c.bus_bandwidth / core::kGBps);
+    collectives.push_back(std::move(row));
+  }
+  m["collectives"] = std::move(collectives);
+  out["measurements"] = std::move(m);
+  OrderedJson f = OrderedJson::object();
+  const auto put = [&](const char* key, const std::optional<double>& value, double unit) {
+    if (value) f[key] = detail::file_units(*value / unit);
+  };
+  put("gemm_large_tflops", p.gemm_large_flops, core::kTflops);
+  put("gemm_small_tflops", p.gemm_small_flops, core::kTflops);
+  put("fp32_tflops", p.fp32_flops, core::kTflops);
+  if (!p.gemm_curve.empty()) {
+    OrderedJson curve = OrderedJson::array();
+    for (const auto& [tokens, flops] : p.gemm_curve) {
+      curve.push_back({{"tokens", tokens}, {"tflops", detail::file_units(flops / core::kTflops)}});
+    }
+    f["gemm_curve"] = std::move(curve);
+  }
+  put("memory_bandwidth_gb_per_s", p.memory_bandwidth, core::kGBps);
+  put("intra_node_bandwidth_gb_per_s", p.intra_node_bandwidth, core::kGBps);
+  put("allreduce_bus_gb_per_s", p.allreduce_bus_bandwidth, core::kGBps);
+  put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
+  put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
+  put("launch_overhead_us", p.launch_overhead, kMicrosecond);
+  out["fitted"] = std::move(f);
+  return detail::dump(out);
 }
 
 }  // namespace hetrl::io

@@ -1,13 +1,20 @@
 #pragma once
-// The GPU profile file (hetrl.profile/v1), as hetrl-profile writes it:
+// Device profile files, as hetrl-profile writes them. Version 2 (written) keeps the machine,
+// the settings, every raw measurement and the fitted figures:
 //
-//   {"schema": "hetrl.profile/v1", "gpu_type": "A100-SXM-80G",
-//    "device_name": "NVIDIA A100-SXM4-80GB", "host": "node-17",
-//    "measurements": {"gemm_large_tflops": 218, "gemm_small_tflops": 205,
-//                     "memory_bandwidth_gb_per_s": 1530,
-//                     "intra_node_bandwidth_gb_per_s": 240, "allreduce_bus_gb_per_s": 170}}
+//   {"schema": "hetrl.profile/v2", "generator": {...}, "gpu_type": "H200", "host": "node-17",
+//    "device": {"backend": "cuda", "name": "NVIDIA H200", "count": 1, "memory_gib": 139.8,
+//               "compute_units": 132, "driver": "...", "runtime": "..."},
+//    "settings": {"quick": false, "dtype": "bf16", "repeats": 5},
+//    "measurements": {"launch": {...}, "gemm": [...], "memory": [...], "attention": [...],
+//                     "collectives": [...]},
+//    "fitted": {"gemm_large_tflops": 710, "gemm_small_tflops": 520, "fp32_tflops": 51,
+//               "gemm_curve": [{"tokens": 1, "tflops": 9.5}, ...],
+//               "memory_bandwidth_gb_per_s": 4100, "launch_overhead_us": 4.1, ...}}
 //
-// Every measurement is optional; those present replace the catalogue's figures.
+// Times are in milliseconds (launch overhead in microseconds), each as the median, minimum and
+// maximum over the repeats. Version 1 (read) has only the fitted figures, under
+// "measurements". Every figure is optional; those present replace the catalogue's.
 
 #include <string>
 #include <string_view>
@@ -18,5 +25,8 @@ namespace hetrl::io {
 
 hw::GpuProfile parse_profile(std::string_view text, std::string_view file);
 hw::GpuProfile read_profile(const std::string& path);
+
+// The profile as hetrl.profile/v2 JSON.
+std::string profile_to_json(const hw::GpuProfile& profile);
 
 }  // namespace hetrl::io

@@ -1,0 +1,139 @@
+// hetrl-profile: measure this machine's device (a GPU through the cuda backend, or the CPU)
+// and write a profile (hetrl.profile/v2) that hetrl-cluster --from-profile adopts; print a
+// catalogue type's datasheet figures; or show a profile beside the datasheet.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/tool.h"
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "device/backend.h"
+#include "io/catalog_io.h"
+#include "io/files.h"
+#include "io/profile_io.h"
+#include "profile/measure.h"
+#include "profile/report.h"
+
+namespace {
+
+using namespace hetrl;
+
+constexpr const char* kExamples = R"(Examples:
+  hetrl-profile --quick -o profile.json            (the GPU if there is one, else the CPU)
+  hetrl-profile --backend cpu --quick -o cpu.json
+  hetrl-cluster --from-profile cpu.json --node lab:1xcpu-amd-epyc -o cluster.json
+  hetrl-profile show profile.json --compare H100-SXM
+  hetrl-profile --catalog L40S)";
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
+// A progress line on stderr, rewritten in place, when stderr is a terminal.
+profile::Progress progress_line() {
+  if (!isatty(fileno(stderr))) return {};
+  return [](const std::string& step, double done) {
+    std::fprintf(stderr, "\r\033[K[%3.0f%%] %s", 100 * done, step.c_str());
+    std::fflush(stderr);
+  };
+}
+
+const hw::GpuProfile* datasheet_for(const std::string& type, const hw::Catalog& catalog, hw::GpuProfile& storage,
+                                    const char* where) {
+  if (type.empty()) return nullptr;
+  storage = hw::datasheet_profile(catalog.gpu(type, where));
+  return &storage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Measure this machine's GPU (or CPU) and write a device profile (hetrl.profile/v2).", "hetrl-profile"};
+  app.set_version_flag("--version", std::string(core::kVersion));
+  app.footer(kExamples);
+
+  std::string backend_name = "auto", dtype_name = "bf16", gpu_type, output, catalog_type, compare;
+  int device_index = 0;
+  bool quick = false;
+  app.add_option("--backend", backend_name, "cuda, cpu or auto (cuda when a GPU is present)")->capture_default_str();
+  app.add_option("--device", device_index, "Which device of the backend")->capture_default_str()->check(
+      CLI::Range(0, 1023));
+  app.add_flag("--quick", quick, "Fewer sizes and repeats: under 30 s");
+  app.add_option("--dtype", dtype_name, "Storage type of the GEMMs and attention")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+  app.add_option("--gpu-type", gpu_type,
+                 "The GPU type the profile is of (default: the catalogue type the device's name names, or a new "
+                 "type named after the device)");
+  app.add_option("--compare", compare, "Compare with this catalogue type's datasheet (default: the profile's type)");
+  app.add_option("-o,--output", output, "Write the profile here (default: JSON to stdout)");
+  app.add_option("--catalog", catalog_type, "Print a catalogue GPU type's datasheet figures instead of measuring");
+  CLI::App* show = app.add_subcommand("show", "Show a profile's figures beside the datasheet");
+  std::string show_file;
+  show->add_option("file", show_file, "The profile (hetrl.profile/v1 or v2)")->required();
+  show->add_option("--compare", compare, "Compare with this catalogue type's datasheet (default: the profile's type)");
+  app.require_subcommand(0, 1);
+
+  return apps::run_tool(app, argc, argv, [&] {
+    const hw::Catalog& catalog = io::builtin_catalogs().hardware;
+    hw::GpuProfile sheet;
+    if (show->parsed()) {
+      const hw::GpuProfile p = io::read_profile(show_file);
+      const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
+      fmt::print("{}", profile::format_profile_table(p, datasheet_for(type, catalog, sheet, "--compare")));
+      return apps::kExitOk;
+    }
+    if (!catalog_type.empty()) {
+      const hw::GpuProfile p = hw::datasheet_profile(catalog.gpu(catalog_type, "--catalog"));
+      if (!output.empty()) {
+        io::write_file_atomic(output, io::profile_to_json(p));
+        fmt::print("wrote {}\n\n", output);
+      }
+      fmt::print("{}", profile::format_profile_table(p, nullptr));
+      return apps::kExitOk;
+    }
+    if (!compare.empty()) (void)catalog.gpu(compare, "--compare");
+    if (!gpu_type.empty() && catalog.find_gpu(gpu_type) == nullptr && gpu_type.find_first_of(" \t:,") != std::string::npos) {
+      apps::usage_error(fmt::format("--gpu-type {}: a type name has no spaces, ':' or ','", core::quoted(gpu_type)));
+    }
+    if (!output.empty()) io::check_writable(output);  // before minutes of measuring
+    std::unique_ptr<device::Backend> backend;
+    try {
+      backend = device::make_backend(backend_name, device_index);
+    } catch (const device::DeviceError& e) {
+      throw core::JobError(e.what());
+    }
+    profile::ProfileParams params = quick ? profile::ProfileParams::quick_settings() : profile::ProfileParams{};
+    params.dtype = dtype_name == "fp32" ? device::DType::kF32 : dtype_name == "fp16" ? device::DType::kF16
+                                                                                     : device::DType::kBf16;
+    const core::SteadyClock clock;
+    hw::GpuProfile p;
+    try {
+      p = profile::measure(*backend, clock, params, progress_line());
+    } catch (const device::DeviceError& e) {
+      if (isatty(fileno(stderr))) std::fprintf(stderr, "\n");
+      throw core::JobError(fmt::format("the device failed while profiling: {}", e.what()));
+    }
+    if (isatty(fileno(stderr))) std::fprintf(stderr, "\r\033[K");
+    p.gpu_type = !gpu_type.empty() ? gpu_type : profile::match_gpu_type(backend->info(), catalog);
+    if (p.gpu_type.empty()) p.gpu_type = profile::new_type_name(backend->info());
+    p.host = host_name();
+    p.settings = hw::ProfileSettings{params.quick, dtype_name, params.repeats};
+    p.provenance.tool = "hetrl-profile";
+    p.provenance.version = core::kVersion;
+    const std::string json = io::profile_to_json(p);
+    if (output.empty()) {
+      fmt::print("{}", json);
+      return apps::kExitOk;
+    }
+    io::write_file_atomic(output, json);
+    const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
+    fmt::print("wrote {}\n\n{}", output, profile::format_profile_table(p, datasheet_for(type, catalog, sheet, "--compare")));
+    return apps::kExitOk;
+  });
+}

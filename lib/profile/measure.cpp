@@ -1,0 +1,360 @@
+#include "profile/measure.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace hetrl::profile {
+namespace {
+
+using device::Backend;
+using device::Buffer;
+using device::DType;
+
+// Llama-3-8B's attention layout (32 query heads, 8 KV heads of 128), the most common one.
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+
+class Timer {
+ public:
+  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params)
+      : backend_(backend), clock_(clock), params_(params) {}
+
+  // The seconds one call of `op` takes: a warm-up call, then repeats of as many calls as make
+  // a repeat last params.repeat_seconds.
+  hw::TimeSpread time(const std::function<void()>& op) {
+    op();
+    backend_.synchronize();
+    long count = 1;
+    for (;;) {
+      const double seconds = run(op, count);
+      if (seconds >= params_.repeat_seconds || count >= (1L << 24)) break;
+      const double wanted = seconds > 0 ? 1.2 * params_.repeat_seconds / seconds * static_cast<double>(count) : 16.0 * static_cast<double>(count);
+      count = std::max(count + 1, std::min(16 * count, static_cast<long>(std::ceil(wanted))));
+    }
+    std::vector<double> per_call;
+    for (int r = 0; r < params_.repeats; ++r) per_call.push_back(run(op, count) / static_cast<double>(count));
+    std::sort(per_call.begin(), per_call.end());
+    hw::TimeSpread s;
+    const std::size_t n = per_call.size();
+    s.median = n % 2 ? per_call[n / 2] : 0.5 * (per_call[n / 2 - 1] + per_call[n / 2]);
+    s.min = per_call.front();
+    s.max = per_call.back();
+    s.repeats = params_.repeats;
+    return s;
+  }
+
+  // Whether a curve's next point, whose one call is predicted to take `seconds`, fits the
+  // point budget; the first kLeastPoints of a curve are always measured, so that every curve
+  // has a shape however slow the device.
+  bool affordable(double seconds, std::size_t measured) const {
+    return measured < kLeastPoints ||
+           std::max(seconds, params_.repeat_seconds) * (params_.repeats + 2) <= params_.point_seconds;
+  }
+  static constexpr std::size_t kLeastPoints = 2;
+
+ private:
+  double run(const std::function<void()>& op, long count) {
+    const double start = clock_.seconds();
+    for (long i = 0; i < count; ++i) op();
+    backend_.synchronize();
+    return clock_.seconds() - start;
+  }
+
+  Backend& backend_;
+  const core::Clock& clock_;
+  const ProfileParams& params_;
+};
+
+// Fills a buffer with small random values of type t (a GEMM of zeros may run faster).
+void randomize(Backend& b, DType t, const Buffer& buffer, std::size_t count) {
+  std::vector<float> host(count);
+  unsigned state = 12345;
+  for (float& x : host) {
+    state = state * 1664525u + 1013904223u;
+    x = static_cast<float>(state >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  Buffer wide(b, count * sizeof(float));
+  b.upload(wide.data(), host.data(), wide.bytes());
+  b.cast(DType::kF32, wide.data(), t, buffer.data(), count);
+  b.synchronize();
+}
+
+std::string lowercase_words(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+struct Steps {
+  const Progress& progress;
+  int total;
+  int done = 0;
+  void next(const std::string& name) {
+    if (progress) progress(name, static_cast<double>(done) / total);
+    ++done;
+  }
+};
+
+void measure_launch(Backend& b, Timer& timer, hw::GpuProfile& p) {
+  const Buffer tiny(b, 16);
+  p.launch = timer.time([&] { b.fill_zero(tiny.data(), 16); });
+}
+
+void measure_memory(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
+  const auto largest = static_cast<std::size_t>(params.largest_buffer);
+  const Buffer from(b, largest), to(b, largest), sink(b, sizeof(float));
+  b.fill_zero(from.data(), largest);
+  b.fill_zero(to.data(), largest);
+  double rate = 0;  // the best so far, to predict the next point
+  std::size_t points = 0;
+  for (std::size_t bytes = 1 << 20; bytes <= largest; bytes *= 4, ++points) {
+    if (rate > 0 && !timer.affordable(2.0 * static_cast<double>(bytes) / rate, points)) break;
+    const struct {
+      const char* op;
+      double moved;
+      std::function<void()> run;
+    } ops[] = {
+        {"read", static_cast<double>(bytes), [&] { b.read_all(from.data(), bytes, sink.as<float>()); }},
+        {"write", static_cast<double>(bytes), [&] { b.fill_zero(to.data(), bytes); }},
+        {"copy", 2.0 * static_cast<double>(bytes), [&] { b.copy(to.data(), from.data(), bytes); }},
+    };
+    for (const auto& op : ops) {
+      hw::BandwidthMeasurement m{op.op, op.moved, timer.time(op.run)};
+      rate = std::max(rate, m.bytes / m.seconds.median);
+      p.bandwidths.push_back(m);
+    }
+  }
+}
+
+// `seen`: the best rate measured at each token count on the narrower widths, which predicts a
+// point's time better than this width's smaller token counts do.
+void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, DType t, int width,
+                        const std::vector<int>& tokens, std::map<int, double>& seen, hw::GpuProfile& p) {
+  const int most = tokens.back();
+  const std::size_t elements = static_cast<std::size_t>(most) * static_cast<std::size_t>(width);
+  const std::size_t weight = static_cast<std::size_t>(width) * static_cast<std::size_t>(width);
+  if (static_cast<double>((2 * elements + weight) * device::dtype_bytes(t)) > params.largest_buffer * 1.5) return;
+  const Buffer a(b, elements * device::dtype_bytes(t)), w(b, weight * device::dtype_bytes(t)),
+      c(b, elements * device::dtype_bytes(t));
+  randomize(b, t, a, elements);
+  randomize(b, t, w, weight);
+  double rate = 0;
+  std::size_t points = 0;
+  for (int m : tokens) {
+    const device::Gemm g{t, m, width, width, true};
+    const double flops = 2.0 * m * width * width;
+    const double predicted = std::max(rate, seen.count(m) ? seen[m] : 0.0);
+    if (predicted > 0 && !timer.affordable(flops / predicted, points++)) break;
+    hw::GemmMeasurement point{device::dtype_name(t), m, width, width,
+                              timer.time([&] { b.gemm(g, a.data(), w.data(), c.data()); })};
+    rate = std::max(rate, point.flops() / point.seconds.median);
+    seen[m] = std::max(seen[m], point.flops() / point.seconds.median);
+    p.gemms.push_back(point);
+  }
+}
+
+void measure_attention(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
+  const DType t = params.dtype;
+  const std::vector<int> batches = params.quick ? std::vector<int>{1, 16} : std::vector<int>{1, 8, 32, 128};
+  const std::vector<int> lengths = params.quick ? std::vector<int>{512, 4096} : std::vector<int>{256, 1024, 4096, 16384};
+  double rate = 0;
+  for (int batch : batches) {
+    for (int length : lengths) {
+      const double cache_bytes = 2.0 * batch * length * kKvHeads * kHeadDim * static_cast<double>(device::dtype_bytes(t));
+      if (cache_bytes > params.largest_buffer) continue;
+      if (rate > 0 && !timer.affordable(cache_bytes / rate, p.attention.size())) continue;
+      const std::size_t cache = static_cast<std::size_t>(batch) * length * kKvHeads * kHeadDim;
+      const std::size_t queries = static_cast<std::size_t>(batch) * kHeads * kHeadDim;
+      const Buffer k(b, cache * device::dtype_bytes(t)), v(b, cache * device::dtype_bytes(t)),
+          q(b, queries * device::dtype_bytes(t)), out(b, queries * device::dtype_bytes(t)),
+          lens(b, static_cast<std::size_t>(batch) * sizeof(int));
+      randomize(b, t, k, cache);
+      randomize(b, t, v, cache);
+      randomize(b, t, q, queries);
+      const std::vector<int> host_lengths(static_cast<std::size_t>(batch), length);
+      b.upload(lens.data(), host_lengths.data(), lens.bytes());
+      const device::DecodeAttention shape{t, batch, kHeads, kKvHeads, kHeadDim, length};
+      hw::AttentionMeasurement m{device::dtype_name(t), batch, length, kHeads, kKvHeads, kHeadDim, cache_bytes,
+                                 timer.time([&] {
+                                   b.decode_attention(shape, q.data(), k.data(), v.data(), lens.as<int>(), out.data());
+                                 })};
+      rate = std::max(rate, m.bytes / m.seconds.median);
+      p.attention.push_back(m);
+    }
+  }
+}
+
+void measure_transfers(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
+  const auto largest = static_cast<std::size_t>(std::min(params.largest_buffer, 256.0 * (1 << 20)));
+  std::vector<char> host(largest, 1);
+  const Buffer on_device(b, largest);
+  double rate = 0;
+  std::size_t points = 0;
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{1} << 12, std::size_t{1} << 20, std::size_t{1} << 24, largest}) {
+    if (bytes > largest) break;
+    if (rate > 0 && !timer.affordable(static_cast<double>(bytes) / rate, points++)) break;
+    hw::BandwidthMeasurement up{"host_to_device", static_cast<double>(bytes),
+                                timer.time([&] { b.upload(on_device.data(), host.data(), bytes); })};
+    hw::BandwidthMeasurement down{"device_to_host", static_cast<double>(bytes),
+                                  timer.time([&] { b.download(host.data(), on_device.data(), bytes); })};
+    rate = std::max(rate, up.bytes / up.seconds.median);
+    p.bandwidths.push_back(up);
+    p.bandwidths.push_back(down);
+  }
+}
+
+}  // namespace
+
+ProfileParams ProfileParams::quick_settings() {
+  ProfileParams p;
+  p.quick = true;
+  p.repeats = 3;
+  p.repeat_seconds = 1e-3;
+  p.point_seconds = 0.4;
+  p.widths = {1024, 4096};
+  p.tokens = {1, 16, 64, 256, 1024, 2048, 4096, 8192};
+  p.largest_buffer = 256.0 * (1 << 20);
+  return p;
+}
+
+hw::GpuProfile measure(Backend& backend, const core::Clock& clock, const ProfileParams& params,
+                       const Progress& progress) {
+  hw::GpuProfile p;
+  const device::DeviceInfo& info = backend.info();
+  p.device = hw::DeviceDescription{info.backend, info.name, info.count, info.memory, info.compute_units, info.driver,
+                                   info.runtime};
+  p.device_name = info.name;
+  Timer timer(backend, clock, params);
+  Steps steps{progress, 5 + static_cast<int>(params.widths.size())};
+  steps.next("launch overhead");
+  measure_launch(backend, timer, p);
+  steps.next("memory bandwidth");
+  measure_memory(backend, timer, params, p);
+  std::map<int, double> seen;
+  for (int width : params.widths) {
+    steps.next("GEMM " + std::string(device::dtype_name(params.dtype)) + " width " + std::to_string(width));
+    measure_gemm_width(backend, timer, params, params.dtype, width, params.tokens, seen, p);
+  }
+  steps.next("GEMM fp32");
+  if (params.dtype != DType::kF32) {
+    // One large fp32 point: the fp32 peak a new type needs.
+    std::map<int, double> none;
+    measure_gemm_width(backend, timer, params, DType::kF32, params.widths.front(), {2048}, none, p);
+  }
+  steps.next("decode attention");
+  measure_attention(backend, timer, params, p);
+  steps.next("host transfers");
+  measure_transfers(backend, timer, params, p);
+  fit(p);
+  return p;
+}
+
+void fit(hw::GpuProfile& p) {
+  // The GEMM curve: at each token count, the widest width measured there (closest to the
+  // cost model's reference width at the large sizes).
+  std::vector<std::pair<double, std::pair<int, double>>> best;  // tokens -> (width, rate)
+  std::string half;
+  for (const hw::GemmMeasurement& g : p.gemms) {
+    const double rate = g.flops() / g.seconds.median;
+    if (g.dtype == "fp32" && std::any_of(p.gemms.begin(), p.gemms.end(), [](const auto& x) { return x.dtype != "fp32"; })) {
+      p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
+      continue;
+    }
+    if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
+    auto at = std::find_if(best.begin(), best.end(), [&](const auto& e) { return e.first == g.tokens; });
+    if (at == best.end()) {
+      best.push_back({static_cast<double>(g.tokens), {g.n, rate}});
+    } else if (g.n > at->second.first || (g.n == at->second.first && rate > at->second.second)) {
+      at->second = {g.n, rate};
+    }
+    if (g.tokens >= hw::kGemmLargeTokens) p.gemm_large_flops = std::max(p.gemm_large_flops.value_or(0.0), rate);
+  }
+  std::sort(best.begin(), best.end());
+  p.gemm_curve.clear();
+  for (const auto& [tokens, point] : best) p.gemm_curve.emplace_back(tokens, point.second);
+  if (!p.gemm_curve.empty()) {
+    // The small-GEMM rate: the curve at 256 tokens, linear in log2(tokens) between points.
+    const auto& c = p.gemm_curve;
+    double small = c.front().second;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].first >= hw::kGemmSmallTokens) {
+        if (i == 0 || c[i].first == hw::kGemmSmallTokens) {
+          small = c[i].second;
+        } else {
+          const double f = (std::log2(hw::kGemmSmallTokens) - std::log2(c[i - 1].first)) /
+                           (std::log2(c[i].first) - std::log2(c[i - 1].first));
+          small = c[i - 1].second + f * (c[i].second - c[i - 1].second);
+        }
+        break;
+      }
+      small = c[i].second;
+    }
+    p.gemm_small_flops = small;
+    if (!p.gemm_large_flops) p.gemm_large_flops = c.back().second;
+  }
+  // Reading memory: the largest buffer read (the cost model streams weights and caches).
+  double largest_read = 0;
+  for (const hw::BandwidthMeasurement& m : p.bandwidths) {
+    const double rate = m.bytes / m.seconds.median;
+    if (m.op == "read" && m.bytes >= largest_read) {
+      largest_read = m.bytes;
+      p.memory_bandwidth = rate;
+    }
+    if (m.op == "host_to_device") p.host_to_device_bandwidth = std::max(p.host_to_device_bandwidth.value_or(0.0), rate);
+  }
+  for (const hw::AttentionMeasurement& a : p.attention) {
+    p.decode_attention_bandwidth = std::max(p.decode_attention_bandwidth.value_or(0.0), a.bytes / a.seconds.median);
+  }
+  if (p.launch) p.launch_overhead = p.launch->median;
+  for (const hw::CollectiveMeasurement& c : p.collectives) {
+    if (c.op == "all_reduce") p.allreduce_bus_bandwidth = std::max(p.allreduce_bus_bandwidth.value_or(0.0), c.bus_bandwidth);
+  }
+}
+
+std::string match_gpu_type(const device::DeviceInfo& info, const hw::Catalog& catalog) {
+  if (info.backend != "cuda") return "";
+  std::string device = " " + lowercase_words(info.name) + " ";
+  for (char& c : device) c = c == '-' ? ' ' : c;
+  std::string best;
+  int best_words = 0;
+  for (const hw::GpuSpec& spec : catalog.gpus) {
+    // The model word (the first with a digit: a100, l40s, 4090) must be in the device's name;
+    // the other words (sxm, pcie) break ties.
+    std::istringstream words(lowercase_words(spec.name));
+    int matched = 0;
+    bool model_seen = false, fits = true;
+    for (std::string part; std::getline(words, part, '-');) {
+      const bool found = device.find(" " + part + " ") != std::string::npos;
+      const bool model = !model_seen && std::any_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (model) {
+        model_seen = true;
+        fits = found;
+      }
+      matched += found ? 1 : 0;
+    }
+    if (!fits || std::abs(spec.memory - info.memory) > 0.1 * spec.memory) continue;
+    if (matched > best_words) {
+      best = spec.name;
+      best_words = matched;
+    }
+  }
+  return best;
+}
+
+std::string new_type_name(const device::DeviceInfo& info) {
+  std::string name = info.name;
+  const auto paren = name.find(" (");
+  if (paren != std::string::npos) name.erase(paren);
+  return (info.backend == "cpu" ? "cpu-" : "gpu-") + lowercase_words(name);
+}
+
+}  // namespace hetrl::profile

@@ -1,0 +1,60 @@
+#pragma once
+// Measuring a device: what hetrl-profile runs. Each measurement is a curve over sizes; each
+// point times an operation over several repeats (each long enough for the clock to resolve it,
+// ended by synchronize()) and keeps the median and range of one operation's time. Then the
+// figures the cost model uses are fitted from the curves (fit()).
+//
+// Sizes follow LLM layers: GEMMs of 1 to 8192 tokens against the hidden sizes of the
+// catalogue's models (decode-like up to 256 tokens, prefill-like above), memory traffic from
+// 1 MiB to 1 GiB, decode attention over KV caches of a Llama-style head layout. A point whose
+// time the previous points predict to exceed the point budget is left out (a slow device, or
+// --quick), so a CPU finishes in seconds and a GPU still measures the large sizes; the first
+// two points of every curve are always measured.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "device/backend.h"
+#include "hw/profile.h"
+
+namespace hetrl::profile {
+
+struct ProfileParams {
+  bool quick = false;
+  int repeats = 5;                   // timed repeats per point
+  double repeat_seconds = 2e-3;      // each repeat runs the operation until it lasts this long
+  double point_seconds = 1.0;        // a point predicted to take longer is left out
+  device::DType dtype = device::DType::kBf16;  // GEMMs and attention (fp32 is also measured at one size)
+  std::vector<int> widths{1024, 2048, 4096, 5120, 8192};  // GEMM hidden sizes (n = k)
+  std::vector<int> tokens{1, 4, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
+  double largest_buffer = 1 << 30;   // bytes, memory traffic and transfers
+
+  // The settings of --quick: fewer sizes, 3 repeats, a tighter point budget.
+  static ProfileParams quick_settings();
+};
+
+// Called before each step with its name and the fraction of steps done.
+using Progress = std::function<void(const std::string& step, double done)>;
+
+// Measures `backend`'s device. Throws device::DeviceError when the device fails.
+hw::GpuProfile measure(device::Backend& backend, const core::Clock& clock, const ProfileParams& params,
+                       const Progress& progress = {});
+
+// Fills the fitted figures of `profile` from its measurements: the GEMM curve (the widest
+// width's rate at each token count), the small- and large-GEMM rates (256 tokens, and the best
+// at 2048 or more), fp32 peak, memory bandwidth (reading the largest buffer), launch overhead,
+// host-to-device bandwidth and the best decode attention rate.
+void fit(hw::GpuProfile& profile);
+
+// The catalogue type a device's name names ("NVIDIA H100 80GB HBM3" -> H100-SXM), or "" when
+// none does: the model word of a type's name (its first with a digit) must appear in the
+// device's, and its memory be within 10% of the device's.
+std::string match_gpu_type(const device::DeviceInfo& info, const hw::Catalog& catalog);
+
+// The name of a new type for a device the catalogue does not know: "cpu-amd-epyc" for the
+// host, "gpu-..." for others; lowercase words joined by '-'.
+std::string new_type_name(const device::DeviceInfo& info);
+
+}  // namespace hetrl::profile

@@ -1,0 +1,218 @@
+// Device profiles: measuring with a fake clock, fitting the figures the cost model uses, the
+// v2 file, a device failing mid-run, and how a profile becomes a GPU type.
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "device/backend.h"
+#include "fixtures.h"
+#include "hw/profile.h"
+#include "io/profile_io.h"
+#include "profile/measure.h"
+
+namespace hetrl {
+namespace {
+
+hw::TimeSpread spread(double seconds) { return hw::TimeSpread{seconds, seconds * 0.9, seconds * 1.2, 3}; }
+
+// GEMMs taking `seconds` for `tokens` x width x width.
+hw::GemmMeasurement gemm(const char* dtype, int tokens, int width, double tflops) {
+  const double flops = 2.0 * tokens * width * width;
+  return hw::GemmMeasurement{dtype, tokens, width, width, spread(flops / (tflops * 1e12))};
+}
+
+profile::ProfileParams tiny_params() {
+  profile::ProfileParams p;
+  p.repeats = 2;
+  p.repeat_seconds = 1e-3;
+  p.point_seconds = 1.0;
+  p.widths = {32, 64};
+  p.tokens = {1, 8};
+  p.largest_buffer = 4.0 * (1 << 20);
+  return p;
+}
+
+// A backend that fails on its n-th operation, as a device that falls off the bus mid-run.
+class FailingBackend final : public device::Backend {
+ public:
+  explicit FailingBackend(int fail_at) : cpu_(device::make_cpu_backend()), left_(fail_at) {}
+  const device::DeviceInfo& info() const override { return cpu_->info(); }
+  void* allocate(std::size_t bytes) override { return cpu_->allocate(bytes); }
+  void release(void* p) noexcept override { cpu_->release(p); }
+  void upload(void* d, const void* h, std::size_t n) override { tick(), cpu_->upload(d, h, n); }
+  void download(void* h, const void* d, std::size_t n) override { tick(), cpu_->download(h, d, n); }
+  void copy(void* t, const void* f, std::size_t n) override { tick(), cpu_->copy(t, f, n); }
+  void synchronize() override { tick(); }
+  void fill_zero(void* p, std::size_t n) override { tick(), cpu_->fill_zero(p, n); }
+  void read_all(const void* p, std::size_t n, float* s) override { tick(), cpu_->read_all(p, n, s); }
+  void gemm(const device::Gemm& g, const void* a, const void* b, void* c) override { tick(), cpu_->gemm(g, a, b, c); }
+  void rmsnorm(device::DType, const void*, const void*, void*, int, int, float) override { tick(); }
+  void rmsnorm_backward(device::DType, const void*, const void*, const void*, void*, float*, int, int, float) override {
+    tick();
+  }
+  void rope(device::DType, void*, int, int, int, int, float, bool) override { tick(); }
+  void swiglu(device::DType, const void*, const void*, void*, std::size_t) override { tick(); }
+  void swiglu_backward(device::DType, const void*, const void*, const void*, void*, void*, std::size_t) override {
+    tick();
+  }
+  void decode_attention(const device::DecodeAttention& a, const void* q, const void* k, const void* v, const int* l,
+                        void* o) override {
+    tick(), cpu_->decode_attention(a, q, k, v, l, o);
+  }
+  void softmax(device::DType, void*, int, int) override { tick(); }
+  void cross_entropy(device::DType, const void*, const int*, float*, void*, int, int, float) override { tick(); }
+  void adamw(device::DType, float*, float*, float*, const float*, void*, std::size_t, const device::AdamW&) override {
+    tick();
+  }
+  void cast(device::DType f, const void* x, device::DType t, void* y, std::size_t n) override {
+    tick(), cpu_->cast(f, x, t, y, n);
+  }
+
+ private:
+  void tick() {
+    if (--left_ == 0) throw device::DeviceError("cuda: an illegal memory access was encountered");
+  }
+  std::unique_ptr<device::Backend> cpu_;
+  int left_;
+};
+
+TEST_CASE("profile: measuring with a fake clock covers every section and fits every figure") {
+  const auto backend = device::make_cpu_backend();
+  const core::FakeClock clock(2e-3);  // each repeat "lasts" 2 ms: one call a repeat
+  std::vector<std::string> steps;
+  const hw::GpuProfile p =
+      profile::measure(*backend, clock, tiny_params(), [&](const std::string& step, double) { steps.push_back(step); });
+  CHECK(steps.size() == 7);  // launch, memory, two widths, fp32, attention, transfers
+  REQUIRE(p.device);
+  CHECK(p.device->backend == "cpu");
+  CHECK(p.launch);
+  CHECK(p.gemms.size() == 5);  // 2 widths x 2 token counts in bf16, one fp32 point
+  for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 2);
+  CHECK(p.bandwidths.size() >= 5);  // read, write, copy at 1 MiB and 4 MiB; transfers
+  CHECK(!p.attention.empty());
+  REQUIRE(p.gemm_curve.size() == 2);
+  CHECK(p.gemm_curve.front().first == 1);
+  CHECK(p.gemm_large_flops.value_or(0) > 0);
+  CHECK(p.gemm_small_flops.value_or(0) > 0);
+  CHECK(p.fp32_flops.value_or(0) > 0);
+  CHECK(p.memory_bandwidth.value_or(0) > 0);
+  CHECK(p.host_to_device_bandwidth.value_or(0) > 0);
+  CHECK(p.decode_attention_bandwidth.value_or(0) > 0);
+}
+
+TEST_CASE("profile: a device that fails mid-run ends the measurement with its error") {
+  FailingBackend backend(40);
+  const core::FakeClock clock(2e-3);  // each repeat "lasts" 2 ms: one call a repeat
+  CHECK_THROWS_WITH_AS(profile::measure(backend, clock, tiny_params()),
+                       "cuda: an illegal memory access was encountered", device::DeviceError);
+}
+
+TEST_CASE("profile: fitting takes the widest width per token count, 256 tokens between points, the best large GEMM") {
+  hw::GpuProfile p;
+  p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 64, 4096, 20), gemm("bf16", 1024, 4096, 80),
+             gemm("bf16", 2048, 1024, 90), gemm("bf16", 2048, 4096, 100), gemm("fp32", 2048, 1024, 30)};
+  p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"read", 1 << 30, spread(0.5)}, {"copy", 1 << 30, spread(0.1)},
+                  {"host_to_device", 1 << 20, spread(1e-4)}};
+  p.attention = {{"bf16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}, {"bf16", 8, 4096, 32, 8, 128, 4e9, spread(2e-3)}};
+  p.launch = spread(5e-6);
+  profile::fit(p);
+  REQUIRE(p.gemm_curve.size() == 3);
+  CHECK(p.gemm_curve[0].second == doctest::Approx(20e12));   // width 4096 over 1024
+  CHECK(p.gemm_curve[2].second == doctest::Approx(100e12));
+  // 256 tokens is two thirds of the way from 64 to 1024 tokens in log2: 20 + (80 - 20) * 2/4.
+  CHECK(*p.gemm_small_flops == doctest::Approx(50e12));
+  CHECK(*p.gemm_large_flops == doctest::Approx(100e12));
+  CHECK(*p.fp32_flops == doctest::Approx(30e12));
+  CHECK(*p.memory_bandwidth == doctest::Approx((1 << 30) / 0.5));  // the largest read
+  CHECK(*p.host_to_device_bandwidth == doctest::Approx((1 << 20) / 1e-4));
+  CHECK(*p.decode_attention_bandwidth == doctest::Approx(2e12));
+  CHECK(*p.launch_overhead == doctest::Approx(5e-6));
+}
+
+TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.host = "bench-1";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  p.settings = hw::ProfileSettings{true, "bf16", 3};
+  p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
+  p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
+  p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
+  p.collectives = {{"all_reduce", 2, 1 << 20, spread(1e-3), 2e9}};
+  p.launch = spread(5e-6);
+  profile::fit(p);
+  p.provenance.tool = "hetrl-profile";
+  p.provenance.version = "1.0";
+  const std::string json = io::profile_to_json(p);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  CHECK(io::profile_to_json(q) == json);
+  CHECK(q.gemms.size() == 2);
+  CHECK(q.attention.front().dtype == "fp16");
+  CHECK(q.collectives.front().bus_bandwidth == doctest::Approx(2e9));
+  CHECK(*q.allreduce_bus_bandwidth == doctest::Approx(2e9));
+  CHECK(q.device->memory == doctest::Approx(8.0 * (1 << 30)));
+}
+
+TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending names where") {
+  const std::string head = R"({"schema": "hetrl.profile/v2", "gpu_type": "L4", )";
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("measurements": {"launch": {"median_us": 5, "min_us": 6,
+      "max_us": 7, "repeats": 3}}})", "p.json"), "p.json: /measurements/launch: expected min <= median <= max",
+                       core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curve": [{"tokens": 8, "tflops": 1},
+      {"tokens": 4, "tflops": 2}]}})", "p.json"), "p.json: /fitted/gemm_curve/1/tokens: expected tokens in ascending order",
+                       core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_large_tflop": 5}})", "p.json"),
+                       doctest::Contains("unknown field \"gemm_large_tflop\""), core::InputError);
+}
+
+TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are the measured rates") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "", ""};
+  p.gemm_large_flops = 2e11;
+  p.gemm_small_flops = 5e10;
+  p.fp32_flops = 2.2e11;
+  p.memory_bandwidth = 3e10;
+  const hw::GpuSpec spec = hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
+  CHECK(spec.name == "cpu-test");
+  CHECK(spec.memory == doctest::Approx(16.0 * (1 << 30)));
+  CHECK(spec.tensor_flops() == doctest::Approx(2e11));
+  CHECK(spec.fp32_flops == doctest::Approx(2.2e11));
+  CHECK(spec.efficiency.gemm(hw::kGemmLargeTokens) == doctest::Approx(1.0));
+  CHECK(spec.efficiency.gemm(hw::kGemmSmallTokens) == doctest::Approx(0.25));
+  CHECK(spec.memory_bandwidth * spec.efficiency.memory == doctest::Approx(3e10));
+  // Without the device's memory it is an unknown type, with the closest name.
+  p.device.reset();
+  p.gpu_type = "L4S";
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(p, testing::catalogs().hardware, "p.json"),
+                       doctest::Contains("unknown GPU type \"L4S\""), core::InputError);
+}
+
+TEST_CASE("profile: a CUDA device's name and memory pick its catalogue type") {
+  const hw::Catalog& catalog = testing::catalogs().hardware;
+  const auto info = [&](const char* name, const char* type) {
+    device::DeviceInfo d;
+    d.backend = "cuda";
+    d.name = name;
+    d.memory = catalog.gpu(type, "").memory;
+    return d;
+  };
+  CHECK(profile::match_gpu_type(info("NVIDIA H100 PCIe", "H100-PCIe"), catalog) == "H100-PCIe");
+  CHECK(profile::match_gpu_type(info("NVIDIA A100-SXM4-80GB", "A100-SXM-80G"), catalog) == "A100-SXM-80G");
+  CHECK(profile::match_gpu_type(info("NVIDIA L40S", "L40S"), catalog) == "L40S");
+  CHECK(profile::match_gpu_type(info("NVIDIA L4", "L4"), catalog) == "L4");
+  device::DeviceInfo unknown = info("NVIDIA GeForce RTX 5090", "RTX-4090");
+  CHECK(profile::match_gpu_type(unknown, catalog).empty());
+  CHECK(profile::new_type_name(unknown) == "gpu-nvidia-geforce-rtx-5090");
+  device::DeviceInfo cpu;
+  cpu.backend = "cpu";
+  cpu.name = "AMD EPYC 7B13 (2 threads)";
+  CHECK(profile::match_gpu_type(cpu, catalog).empty());
+  CHECK(profile::new_type_name(cpu) == "cpu-amd-epyc-7b13");
+}
+
+}  // namespace
+}  // namespace hetrl
