@@ -33,18 +33,29 @@ struct Move {
     kUniform,
     kRegroup,  // the task moves to group `to`, keeping its strategy where the nodes take it
     kNodes,    // `nodes` nodes of class `cls` move from group `from` to group `to` (-1: unused)
+    // Group `from` gives `nodes` nodes of class `cls` to `to` (a group, or -1: the unused pool)
+    // and takes as many of class `other` from it: a GPU type traded for another at once, which
+    // two node moves cannot do when the group is worse off in between (too few GPUs to hold its
+    // models, or slower), the paper's GPU swaps.
+    kSwap,
   };
   Kind kind = Kind::kStrategy;
   int task = 0;  // position in Candidate::tasks
   TaskChoice choice;
   int cls = 0;
+  int other = 0;  // kSwap: the class that comes back
   int from = 0;
   int to = 0;
   int nodes = 1;  // how many move
 
   // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
-  bool regroups() const { return kind == Kind::kRegroup || kind == Kind::kNodes; }
+  bool regroups() const { return kind == Kind::kRegroup || kind == Kind::kNodes || kind == Kind::kSwap; }
 };
+
+// Successive halving keeps beside the better half the best candidates of at most this many
+// other kinds of start (the node classes a start took): on four GPU types there are fifteen
+// kinds, and keeping them all to the end tripled the planning time.
+constexpr std::size_t kMostKinds = 5;
 
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
 // quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
@@ -78,6 +89,7 @@ struct Candidate {
   bool done = false;
   int restarts = 0;
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
+  std::vector<bool> start_classes;  // the node classes its start took
   bool shed = false;          // its start gave up nodes (to a budget, or lean)
   // How far the current plan is over a GPU's memory (0: it fits): while it does not fit, the
   // search takes the moves that bring it closer.
@@ -140,6 +152,8 @@ class Search {
   std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group,
                                                    const std::vector<std::vector<TaskChoice>>& valid) const;
   bool move_node(Candidate& c, const Move& m) const;
+  bool swap_nodes(Candidate& c, const Move& m) const;
+  bool within_budget(const Candidate& c) const;  // the price of its nodes
   double evaluate(Candidate& c);
   void start(Candidate& c);
   void fit_start(Candidate& c);
@@ -352,6 +366,9 @@ std::vector<Candidate> Search::level_one() {
     c.partition = *out[i].partition;
     c.counts = std::move(out[i].counts);
     c.shed = out[i].shed;
+    for (const std::vector<int>& per_group : c.counts) {
+      c.start_classes.push_back(std::any_of(per_group.begin(), per_group.end(), [](int n) { return n > 0; }));
+    }
     for (std::size_t g = 0; g < c.partition.size(); ++g) {
       for (int t : c.partition[g]) {
         c.tasks.push_back(t);
@@ -477,6 +494,28 @@ void Search::align_forward_passes(Candidate& c, std::size_t i) const {
 
 // Moves one node of a class between groups (or the unused pool); false, changing nothing,
 // when the source has no node of that class left.
+bool Search::within_budget(const Candidate& c) const {
+  if (!params_.goal.budget_per_hour) return true;
+  const hw::Cluster& cluster = model_.cluster();
+  double total = 0;
+  for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
+    const double price = cluster.node_price_per_hour(cluster.nodes[classes_[cls].front()]).value_or(0.0);
+    for (int n : c.counts[cls]) total += price * n;
+  }
+  return params_.goal.within_budget(total);
+}
+
+bool Search::swap_nodes(Candidate& c, const Move& m) const {
+  Move out = m, back = m;
+  back.cls = m.other;
+  back.from = m.to;
+  back.to = m.from;
+  if (!move_node(c, back)) return false;
+  if (move_node(c, out)) return true;
+  move_node(c, Move{m.kind, 0, {}, m.other, 0, m.from, m.to, m.nodes});  // undo `back`
+  return false;
+}
+
 bool Search::move_node(Candidate& c, const Move& m) const {
   int taken = 0;
   for (int n : c.counts[m.cls]) taken += n;
@@ -577,6 +616,27 @@ void Search::next_sweep(Candidate& c) {
         const int size = static_cast<int>(classes_[cls].size());
         for (int step = size > kSingleStepNodes ? size / 2 : 1; step >= 1; step = step > 2 ? step / 2 : step - 1) {
           m.nodes = step;
+          c.moves.push_back(m);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < k; ++g) {
+    for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
+      if (c.counts[cls][g] == 0) continue;
+      for (std::size_t other = 0; other < classes_.size(); ++other) {
+        if (other == cls) continue;
+        int taken = 0;
+        for (int h = 0; h < k; ++h) taken += c.counts[other][h];
+        for (int to = -1; to < k; ++to) {
+          const bool has = to == -1 ? taken < static_cast<int>(classes_[other].size()) : c.counts[other][to] > 0;
+          if (to == g || !has) continue;
+          Move m;
+          m.kind = Move::Kind::kSwap;
+          m.cls = static_cast<int>(cls);
+          m.other = static_cast<int>(other);
+          m.from = g;
+          m.to = to;
           c.moves.push_back(m);
         }
       }
@@ -794,7 +854,13 @@ void Search::search(Candidate& c, long long budget) {
       case Move::Kind::kNodes:
         laid_out = move_node(c, m) && repair(c);
         break;
+      case Move::Kind::kSwap:
+        laid_out = swap_nodes(c, m) && repair(c);
+        break;
     }
+    // Nodes that take the plan over the budget: no plan of them is acceptable, however close
+    // to fitting (a start short of memory would otherwise take every node there is).
+    if (laid_out && (m.kind == Move::Kind::kNodes || m.kind == Move::Kind::kSwap) && !within_budget(c)) laid_out = false;
     if (!laid_out) {
       c.counts = counts;
       c.choices = choices;
@@ -847,9 +913,13 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
       2, static_cast<long long>(static_cast<double>(params_.evaluation_budget) /
                                 (std::max<double>(1, static_cast<double>(candidates)) * rounds)));
   int round = 0;
+  bool last = false;  // the round in which the survivors search to the end
   while (!alive.empty() && !timed_out_) {
+    last = last || alive.size() == 1;
     for (Candidate& c : alive) {
-      search(c, alive.size() == 1 ? std::numeric_limits<long long>::max() : budget);
+      // In the last round the leader searches to the end; the best of the other kinds go on
+      // with the round's budget.
+      search(c, last && &c == &alive.front() ? std::numeric_limits<long long>::max() : budget);
       if (timed_out_) break;
     }
     ++round;
@@ -865,15 +935,41 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
       for (const auto& [overflow, id] : over) unfit.push_back(id);
     }
     if (progress) progress({round, static_cast<int>(alive.size()), evaluations_, clock_.seconds() - start_});
-    if (alive.size() == 1) break;
-    // The better half goes on with twice the budget.
+    if (last) break;
+    // The better half goes on with twice the budget, and so does the best candidate of each
+    // kind of start (the node classes it took; the closest to fitting where none of a kind has
+    // a plan yet): a start on other GPU types may lead only after the budget of several rounds
+    // (on the paper's region network, GRPO-14B async, the ILP's optimum of 30.8 samples/s has
+    // A100 generation beside A100 and L40S training and the L4s idle; hybrid found 22.0
+    // before, 30.8 with this). When the halving is down to one, it searches to the end and the
+    // kinds kept beside it once more with the round's budget.
     std::stable_sort(alive.begin(), alive.end(), [](const Candidate& a, const Candidate& b) {
       return a.best > b.best || (a.best == b.best && a.id < b.id);
     });
     std::size_t keep = (alive.size() + 1) / 2;
     while (keep > 1 && alive[keep - 1].best == kWorst) --keep;
     if (alive.front().best == kWorst) keep = std::min<std::size_t>(keep, alive.size());
-    alive.resize(keep);
+    std::vector<Candidate> next(std::make_move_iterator(alive.begin()),
+                                std::make_move_iterator(alive.begin() + static_cast<std::ptrdiff_t>(keep)));
+    std::set<std::vector<bool>> kinds;
+    for (const Candidate& c : next) kinds.insert(c.start_classes);
+    // Of those left out, per kind: the best plan, else the closest to fitting.
+    std::vector<std::size_t> order;
+    for (std::size_t i = keep; i < alive.size(); ++i) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const Candidate &x = alive[a], &y = alive[b];
+      return x.best != y.best ? x.best > y.best : x.overflow < y.overflow;
+    });
+    std::size_t kept_kinds = 0;
+    for (std::size_t i : order) {
+      if (kept_kinds == kMostKinds) break;
+      if (kinds.insert(alive[i].start_classes).second) {
+        next.push_back(std::move(alive[i]));
+        ++kept_kinds;
+      }
+    }
+    last = keep == 1 || next.size() == alive.size();
+    alive = std::move(next);
     budget *= 2;
   }
   if (!timed_out_) second_chance(starts, unfit, alive);

@@ -11,14 +11,16 @@
 //            all their GPUs are pruned before any evaluation; beyond max_candidates, a seeded
 //            sample is kept (the all-colocated ones always).
 //   Level 2  node counts: how many nodes of each class each group takes (moves of one node
-//            between groups or to and from the unused pool).
+//            between groups or to and from the unused pool, and swaps of a node of one class
+//            for one of another; none past a budget).
 //   Level 3  each task's strategy (TP, PP, ZeRO stage, recompute), with layers split by stage
 //            speed and batch shares re-weighted by replica speed (closed forms).
 //   Levels 2 and 3 run as first-improvement local search from a memory-aware start: sweeps
 //   over every strategy of every task, then every one-node move; a sweep without improvement
 //   ends in a seeded perturbation, restarts times, then the candidate is done.
-//   Successive halving: every candidate gets a first budget, the better half twice as much,
-//   and so on until one is left, which then searches to the end. A time limit stops
+//   Successive halving: every candidate gets a first budget, the better half twice as much
+//   (and the best candidate of each kind of start, by the node classes it took), and so on
+//   until one is left, which then searches to the end. A time limit stops
 //   the search at any point with the best plan found so far.
 //
 // Deterministic: the same inputs and seed give the same plan (when the time limit does not
