@@ -44,7 +44,7 @@ const SpecFlag<std::vector<std::string>> kListFlags[] = {
      "A link between two zones: ZONE,ZONE:gbps=G,latency_ms=L or ZONE,ZONE:PRESET"},
     {"--region", &io::ClusterSpecs::regions, "Put zones in a region: REGION=ZONE,ZONE (default: from the zone's name)"},
     {"--from-profile", &io::ClusterSpecs::profiles,
-     "A measured GPU profile (hetrl.profile/v1) that replaces the datasheet figures of its GPU type"},
+     "A measured profile (hetrl.profile/v1 or v2): replaces the datasheet figures of its GPU type, or defines the type of a device the catalogue lacks"},
     {"--gpu-price", &io::ClusterSpecs::prices, "A GPU type's price: GPU_TYPE=USD_PER_GPU_HOUR"},
 };
 
