@@ -25,6 +25,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int index) {
     }
     if (name == "cuda") throw DeviceError("cuda: no CUDA device is present");
 #else
+    (void)index;
     if (name == "cuda") throw DeviceError("cuda: this build has no CUDA backend (built without the CUDA toolkit)");
 #endif
     return make_cpu_backend();
