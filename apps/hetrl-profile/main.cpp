@@ -43,11 +43,13 @@ profile::Progress progress_line() {
   };
 }
 
-const hw::GpuProfile* datasheet_for(const std::string& type, const hw::Catalog& catalog, hw::GpuProfile& storage,
-                                    const char* where) {
-  if (type.empty()) return nullptr;
-  storage = hw::datasheet_profile(catalog.gpu(type, where));
-  return &storage;
+// The profile's table beside the datasheet of `compare`, or of the profile's own type when the
+// catalogue has it (none otherwise).
+std::string table_with_datasheet(const hw::GpuProfile& p, const std::string& compare, const hw::Catalog& catalog) {
+  const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
+  if (type.empty()) return profile::format_profile_table(p, nullptr);
+  const hw::GpuProfile sheet = hw::datasheet_profile(catalog.gpu(type, "--compare"));
+  return profile::format_profile_table(p, &sheet);
 }
 
 }  // namespace
@@ -81,11 +83,9 @@ int main(int argc, char** argv) {
 
   return apps::run_tool(app, argc, argv, [&] {
     const hw::Catalog& catalog = io::builtin_catalogs().hardware;
-    hw::GpuProfile sheet;
     if (show->parsed()) {
       const hw::GpuProfile p = io::read_profile(show_file);
-      const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
-      fmt::print("{}", profile::format_profile_table(p, datasheet_for(type, catalog, sheet, "--compare")));
+      fmt::print("{}", table_with_datasheet(p, compare, catalog));
       return apps::kExitOk;
     }
     if (!catalog_type.empty()) {
@@ -132,8 +132,7 @@ int main(int argc, char** argv) {
       return apps::kExitOk;
     }
     io::write_file_atomic(output, json);
-    const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
-    fmt::print("wrote {}\n\n{}", output, profile::format_profile_table(p, datasheet_for(type, catalog, sheet, "--compare")));
+    fmt::print("wrote {}\n\n{}", output, table_with_datasheet(p, compare, catalog));
     return apps::kExitOk;
   });
 }

@@ -47,74 +47,68 @@ std::string dtype(ObjectReader& r) {
   return r.optional_choice<std::string>("dtype", {{"fp32", "fp32"}, {"bf16", "bf16"}, {"fp16", "fp16"}}, "bf16");
 }
 
+// Each object of the array `key` (absent: none), read by `read`, then checked for unknown keys.
+template <typename Read>
+void read_rows(ObjectReader& m, std::string_view key, Read read) {
+  if (!m.has(key)) return;
+  for (ObjectReader& row : m.object_array(key, true)) {
+    read(row);
+    row.finish();
+  }
+}
+
 void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
   if (auto launch = m.optional_object("launch")) {
     p.launch = read_spread(*launch, "us", kMicrosecond);
     launch->finish();
   }
-  if (m.has("gemm")) {
-    for (ObjectReader& g : m.object_array("gemm", true)) {
-      hw::GemmMeasurement x;
-      x.dtype = dtype(g);
-      x.tokens = static_cast<int>(g.integer("tokens", 1, 1 << 30));
-      x.n = static_cast<int>(g.integer("n", 1, 1 << 30));
-      x.k = static_cast<int>(g.integer("k", 1, 1 << 30));
-      x.seconds = read_spread(g, "ms", core::kMillisecond);
-      (void)g.optional_number("tflops", Range::kPositive);  // derived, written for readers
-      g.finish();
-      p.gemms.push_back(x);
-    }
-  }
-  if (m.has("memory")) {
-    for (ObjectReader& b : m.object_array("memory", true)) {
-      hw::BandwidthMeasurement x;
-      x.op = b.optional_choice<std::string>("op",
-                                            {{"read", "read"},
-                                             {"write", "write"},
-                                             {"copy", "copy"},
-                                             {"host_to_device", "host_to_device"},
-                                             {"device_to_host", "device_to_host"}},
-                                            "read");
-      x.bytes = b.number("bytes", Range::kPositive);
-      x.seconds = read_spread(b, "ms", core::kMillisecond);
-      (void)b.optional_number("gb_per_s", Range::kPositive);
-      b.finish();
-      p.bandwidths.push_back(x);
-    }
-  }
-  if (m.has("attention")) {
-    for (ObjectReader& a : m.object_array("attention", true)) {
-      hw::AttentionMeasurement x;
-      x.dtype = dtype(a);
-      x.batch = static_cast<int>(a.integer("batch", 1, 1 << 30));
-      x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
-      x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
-      x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
-      x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
-      x.bytes = a.number("bytes", Range::kPositive);
-      x.seconds = read_spread(a, "ms", core::kMillisecond);
-      (void)a.optional_number("gb_per_s", Range::kPositive);
-      a.finish();
-      p.attention.push_back(x);
-    }
-  }
-  if (m.has("collectives")) {
-    for (ObjectReader& c : m.object_array("collectives", true)) {
-      hw::CollectiveMeasurement x;
-      x.op = c.optional_choice<std::string>("op",
-                                            {{"all_reduce", "all_reduce"},
-                                             {"all_gather", "all_gather"},
-                                             {"reduce_scatter", "reduce_scatter"},
-                                             {"broadcast", "broadcast"}},
-                                            "all_reduce");
-      x.ranks = static_cast<int>(c.integer("ranks", 2, 1 << 20));
-      x.bytes = c.number("bytes", Range::kPositive);
-      x.seconds = read_spread(c, "ms", core::kMillisecond);
-      x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
-      c.finish();
-      p.collectives.push_back(x);
-    }
-  }
+  read_rows(m, "gemm", [&](ObjectReader& g) {
+    hw::GemmMeasurement& x = p.gemms.emplace_back();
+    x.dtype = dtype(g);
+    x.tokens = static_cast<int>(g.integer("tokens", 1, 1 << 30));
+    x.n = static_cast<int>(g.integer("n", 1, 1 << 30));
+    x.k = static_cast<int>(g.integer("k", 1, 1 << 30));
+    x.seconds = read_spread(g, "ms", core::kMillisecond);
+    (void)g.optional_number("tflops", Range::kPositive);  // derived, written for readers
+  });
+  read_rows(m, "memory", [&](ObjectReader& b) {
+    hw::BandwidthMeasurement& x = p.bandwidths.emplace_back();
+    x.op = b.optional_choice<std::string>("op",
+                                          {{"read", "read"},
+                                           {"write", "write"},
+                                           {"copy", "copy"},
+                                           {"host_to_device", "host_to_device"},
+                                           {"device_to_host", "device_to_host"}},
+                                          "read");
+    x.bytes = b.number("bytes", Range::kPositive);
+    x.seconds = read_spread(b, "ms", core::kMillisecond);
+    (void)b.optional_number("gb_per_s", Range::kPositive);
+  });
+  read_rows(m, "attention", [&](ObjectReader& a) {
+    hw::AttentionMeasurement& x = p.attention.emplace_back();
+    x.dtype = dtype(a);
+    x.batch = static_cast<int>(a.integer("batch", 1, 1 << 30));
+    x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
+    x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
+    x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
+    x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+    x.bytes = a.number("bytes", Range::kPositive);
+    x.seconds = read_spread(a, "ms", core::kMillisecond);
+    (void)a.optional_number("gb_per_s", Range::kPositive);
+  });
+  read_rows(m, "collectives", [&](ObjectReader& c) {
+    hw::CollectiveMeasurement& x = p.collectives.emplace_back();
+    x.op = c.optional_choice<std::string>("op",
+                                          {{"all_reduce", "all_reduce"},
+                                           {"all_gather", "all_gather"},
+                                           {"reduce_scatter", "reduce_scatter"},
+                                           {"broadcast", "broadcast"}},
+                                          "all_reduce");
+    x.ranks = static_cast<int>(c.integer("ranks", 2, 1 << 20));
+    x.bytes = c.number("bytes", Range::kPositive);
+    x.seconds = read_spread(c, "ms", core::kMillisecond);
+    x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
+  });
 }
 
 void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
@@ -128,18 +122,15 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
-  if (f.has("gemm_curve")) {
-    double previous = 0;
-    for (ObjectReader& point : f.object_array("gemm_curve", true)) {
-      const double tokens = point.number("tokens", Range::kPositive);
-      if (tokens <= previous) {
-        throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
-      }
-      previous = tokens;
-      p.gemm_curve.emplace_back(tokens, point.number("tflops", Range::kPositive) * core::kTflops);
-      point.finish();
+  double previous = 0;
+  read_rows(f, "gemm_curve", [&](ObjectReader& point) {
+    const double tokens = point.number("tokens", Range::kPositive);
+    if (tokens <= previous) {
+      throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
     }
-  }
+    previous = tokens;
+    p.gemm_curve.emplace_back(tokens, point.number("tflops", Range::kPositive) * core::kTflops);
+  });
 }
 
 }  // namespace

@@ -117,7 +117,12 @@ class Search {
   Search(const cost::CostModel& model, const workload::ModelCatalog& models, const HybridParams& params,
          const core::Clock& clock)
       : model_(model), models_(models), params_(params), clock_(clock), pricer_(model, models),
-        start_(clock.seconds()), classes_(model.cluster().node_classes().members) {}
+        start_(clock.seconds()), classes_(model.cluster().node_classes().members) {
+    const hw::Cluster& cluster = model.cluster();
+    for (const std::vector<int>& members : classes_) {
+      class_price_.push_back(cluster.node_price_per_hour(cluster.nodes[members.front()]).value_or(0.0));
+    }
+  }
 
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
 
@@ -172,6 +177,7 @@ class Search {
   PlanPricer pricer_;  // each distinct group priced once
   double start_;
   std::vector<std::vector<int>> classes_;  // node indices per class
+  std::vector<double> class_price_;        // USD per hour of one node of each class
   long long evaluations_ = 0;
   long long pruned_ = 0;
   // How far the last plan evaluate() priced was over a GPU's memory (Prediction::overflow): 0
@@ -239,14 +245,13 @@ bool Search::shed_nodes(Start& c, Shed order, bool lean) const {
   const std::vector<std::vector<int>>& partition = *c.partition;
   const int k = static_cast<int>(partition.size());
   const int classes = static_cast<int>(classes_.size());
-  std::vector<double> price(classes);
+  const std::vector<double>& price = class_price_;
   std::vector<double> capacity(classes);  // of one node; a class's nodes are alike
   std::vector<int> held(k, 0);
   std::vector<double> room(k, 0);  // each group's memory beyond its models' least state
   double total = 0;
   for (int cls = 0; cls < classes; ++cls) {
     const int node = classes_[cls].front();
-    price[cls] = cluster.node_price_per_hour(cluster.nodes[node]).value_or(0.0);
     capacity[cls] = model_.usable_memory(node) * cluster.nodes[node].gpu_count;
     for (int g = 0; g < k; ++g) {
       total += price[cls] * c.counts[cls][g];
@@ -502,30 +507,28 @@ void Search::align_forward_passes(Candidate& c, std::size_t i) const {
   }
 }
 
-// Moves one node of a class between groups (or the unused pool); false, changing nothing,
-// when the source has no node of that class left.
 bool Search::within_budget(const Candidate& c) const {
   if (!params_.goal.budget_per_hour) return true;
-  const hw::Cluster& cluster = model_.cluster();
   double total = 0;
   for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
-    const double price = cluster.node_price_per_hour(cluster.nodes[classes_[cls].front()]).value_or(0.0);
-    for (int n : c.counts[cls]) total += price * n;
+    for (int n : c.counts[cls]) total += class_price_[cls] * n;
   }
   return params_.goal.within_budget(total);
 }
 
+// A swap is two node moves at once: `other` comes to group m.from from m.to, `cls` goes back.
+// False, changing nothing, when either side lacks the nodes.
 bool Search::swap_nodes(Candidate& c, const Move& m) const {
-  Move out = m, back = m;
+  if (c.counts[m.cls][m.from] < m.nodes) return false;
+  Move back = m;
   back.cls = m.other;
   back.from = m.to;
   back.to = m.from;
-  if (!move_node(c, back)) return false;
-  if (move_node(c, out)) return true;
-  move_node(c, Move{m.kind, 0, {}, m.other, 0, m.from, m.to, m.nodes});  // undo `back`
-  return false;
+  return move_node(c, back) && move_node(c, m);
 }
 
+// Moves one node of a class between groups (or the unused pool); false, changing nothing,
+// when the source has no node of that class left.
 bool Search::move_node(Candidate& c, const Move& m) const {
   int taken = 0;
   for (int n : c.counts[m.cls]) taken += n;
@@ -861,16 +864,15 @@ void Search::search(Candidate& c, long long budget) {
         c.task_group[m.task] = m.to;
         laid_out = repair(c);
         break;
+      // Nodes that take the plan over the budget are not tried: no plan of them is acceptable,
+      // however close to fitting (a start short of memory would otherwise take every node).
       case Move::Kind::kNodes:
-        laid_out = move_node(c, m) && repair(c);
+        laid_out = move_node(c, m) && within_budget(c) && repair(c);
         break;
       case Move::Kind::kSwap:
-        laid_out = swap_nodes(c, m) && repair(c);
+        laid_out = swap_nodes(c, m) && within_budget(c) && repair(c);
         break;
     }
-    // Nodes that take the plan over the budget: no plan of them is acceptable, however close
-    // to fitting (a start short of memory would otherwise take every node there is).
-    if (laid_out && (m.kind == Move::Kind::kNodes || m.kind == Move::Kind::kSwap) && !within_budget(c)) laid_out = false;
     if (!laid_out) {
       c.counts = counts;
       c.choices = choices;

@@ -261,24 +261,20 @@ hw::GpuProfile measure(Backend& backend, const core::Clock& clock, const Profile
 void fit(hw::GpuProfile& p) {
   // The GEMM curve: at each token count, the widest width measured there (closest to the
   // cost model's reference width at the large sizes).
-  std::vector<std::pair<double, std::pair<int, double>>> best;  // tokens -> (width, rate)
-  std::string half;
+  std::map<int, std::pair<int, double>> best;  // tokens -> (width, rate)
+  // fp32 GEMMs beside half-precision ones give the fp32 peak only; alone, they are the curve.
+  const bool half_measured =
+      std::any_of(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) { return g.dtype != "fp32"; });
   for (const hw::GemmMeasurement& g : p.gemms) {
     const double rate = g.flops() / g.seconds.median;
-    if (g.dtype == "fp32" && std::any_of(p.gemms.begin(), p.gemms.end(), [](const auto& x) { return x.dtype != "fp32"; })) {
-      p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
-      continue;
-    }
     if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
-    auto at = std::find_if(best.begin(), best.end(), [&](const auto& e) { return e.first == g.tokens; });
-    if (at == best.end()) {
-      best.push_back({static_cast<double>(g.tokens), {g.n, rate}});
-    } else if (g.n > at->second.first || (g.n == at->second.first && rate > at->second.second)) {
+    if (g.dtype == "fp32" && half_measured) continue;
+    const auto [at, added] = best.try_emplace(g.tokens, g.n, rate);
+    if (!added && (g.n > at->second.first || (g.n == at->second.first && rate > at->second.second))) {
       at->second = {g.n, rate};
     }
     if (g.tokens >= hw::kGemmLargeTokens) p.gemm_large_flops = std::max(p.gemm_large_flops.value_or(0.0), rate);
   }
-  std::sort(best.begin(), best.end());
   p.gemm_curve.clear();
   for (const auto& [tokens, point] : best) p.gemm_curve.emplace_back(tokens, point.second);
   if (!p.gemm_curve.empty()) {
