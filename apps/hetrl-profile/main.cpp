@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "device/backend.h"
+#include "device/comm.h"
 #include "io/catalog_io.h"
 #include "io/files.h"
 #include "io/profile_io.h"
@@ -25,6 +26,7 @@ using namespace hetrl;
 constexpr const char* kExamples = R"(Examples:
   hetrl-profile --quick -o profile.json            (the GPU if there is one, else the CPU)
   hetrl-profile --backend cpu --quick -o cpu.json
+  mpirun -n 4 hetrl-profile -o node.json           (one device a process, and collectives between them)
   hetrl-cluster --from-profile cpu.json --node lab:1xcpu-amd-epyc -o cluster.json
   hetrl-profile show profile.json --compare H100-SXM
   hetrl-profile --catalog L40S)";
@@ -63,8 +65,8 @@ int main(int argc, char** argv) {
   int device_index = 0;
   bool quick = false;
   app.add_option("--backend", backend_name, "cuda, cpu or auto (cuda when a GPU is present)")->capture_default_str();
-  app.add_option("--device", device_index, "Which device of the backend")->capture_default_str()->check(
-      CLI::Range(0, 1023));
+  app.add_option("--device", device_index, "Which device of the backend (default: the process's local rank under mpirun)")
+      ->check(CLI::Range(0, 1023));
   app.add_flag("--quick", quick, "Fewer sizes and repeats: under 30 s");
   app.add_option("--dtype", dtype_name, "Storage type of the GEMMs and attention")
       ->capture_default_str()
@@ -101,25 +103,43 @@ int main(int argc, char** argv) {
     if (!gpu_type.empty() && catalog.find_gpu(gpu_type) == nullptr && gpu_type.find_first_of(" \t:,") != std::string::npos) {
       apps::usage_error(fmt::format("--gpu-type {}: a type name has no spaces, ':' or ','", core::quoted(gpu_type)));
     }
-    if (!output.empty()) io::check_writable(output);  // before minutes of measuring
+    // Under mpirun each process measures one device (its local rank's) and rank 0 writes.
+    const device::Launch launch = device::launch_from_environment();
+    const bool writer = launch.rank == 0;
+    if (writer && !output.empty()) io::check_writable(output);  // before minutes of measuring
     std::unique_ptr<device::Backend> backend;
+    std::unique_ptr<device::Communicator> comm;
     try {
-      backend = device::make_backend(backend_name, device_index);
+      backend = device::make_backend(backend_name, app.count("--device") ? device_index : launch.local_rank);
+      comm = device::make_communicator(*backend, launch);
     } catch (const device::DeviceError& e) {
       throw core::JobError(e.what());
+    }
+    if (writer && comm->size() == 1 && backend->info().count > 1) {
+      std::fprintf(stderr, "hetrl-profile: measuring device %d of %d; `mpirun -n %d hetrl-profile` measures the "
+                           "collectives between them\n", backend->info().index, backend->info().count,
+                   backend->info().count);
     }
     profile::ProfileParams params = quick ? profile::ProfileParams::quick_settings() : profile::ProfileParams{};
     params.dtype = dtype_name == "fp32" ? device::DType::kF32 : dtype_name == "fp16" ? device::DType::kF16
                                                                                      : device::DType::kBf16;
     const core::SteadyClock clock;
     hw::GpuProfile p;
+    const bool terminal = writer && isatty(fileno(stderr));
     try {
-      p = profile::measure(*backend, clock, params, progress_line());
+      p = profile::measure(*backend, *comm, clock, params, terminal ? progress_line() : profile::Progress{});
     } catch (const device::DeviceError& e) {
-      if (isatty(fileno(stderr))) std::fprintf(stderr, "\n");
-      throw core::JobError(fmt::format("the device failed while profiling: {}", e.what()));
+      if (terminal) std::fprintf(stderr, "\n");
+      const std::string message = fmt::format("the device failed while profiling: {}", e.what());
+      if (comm->size() > 1) {
+        // The other processes wait for this one in a collective: end them all.
+        std::fprintf(stderr, "hetrl-profile: error: rank %d: %s\n", comm->rank(), message.c_str());
+        comm->abort(apps::kExitFailure);
+      }
+      throw core::JobError(message);
     }
-    if (isatty(fileno(stderr))) std::fprintf(stderr, "\r\033[K");
+    if (terminal) std::fprintf(stderr, "\r\033[K");
+    if (!writer) return apps::kExitOk;
     p.gpu_type = !gpu_type.empty() ? gpu_type : profile::match_gpu_type(backend->info(), catalog);
     if (p.gpu_type.empty()) p.gpu_type = profile::new_type_name(backend->info());
     p.host = host_name();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "device/backend.h"
+#include "device/cuda_internal.h"
 
 namespace hetrl::device {
 namespace {
@@ -172,6 +173,7 @@ class CudaBackend final : public Backend {
   }
 
   const DeviceInfo& info() const override { return info_; }
+  cudaStream_t stream() const { return stream_; }
 
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
@@ -338,5 +340,11 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<CudaBackend>(index); }
+
+cudaStream_t cuda_stream(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (!cuda) throw DeviceError("cuda: the " + backend.info().backend + " backend has no CUDA stream");
+  return cuda->stream();
+}
 
 }  // namespace hetrl::device

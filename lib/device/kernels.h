@@ -177,6 +177,12 @@ HETRL_HD void adamw_element(float& master, float& m, float& v, float grad, const
   weight = store<T>(master);
 }
 
+// into[i] += from[i] for one step of a sum across devices: fp32, rounded to T.
+template <typename T>
+HETRL_HD void add_into(T* into, const T* from, long count) {
+  for (long i = 0; i < count; ++i) into[i] = store<T>(to_float(into[i]) + to_float(from[i]));
+}
+
 template <typename To, typename From>
 HETRL_HD To cast(From x) {
   return store<To>(to_float(x));

@@ -62,6 +62,10 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     } else if (profile.host_to_device_bandwidth) {
       o.intra_node_bandwidth = profile.host_to_device_bandwidth;
     }
+    // Collectives between such devices reach the measured bus bandwidth of that link.
+    if (profile.allreduce_bus_bandwidth && o.intra_node_bandwidth) {
+      o.collective = std::clamp(*profile.allreduce_bus_bandwidth / *o.intra_node_bandwidth, 1e-3, 1.0);
+    }
     return o;
   }
   const GpuSpec& spec = *known;

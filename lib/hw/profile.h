@@ -59,6 +59,14 @@ struct CollectiveMeasurement {
   double bus_bandwidth = 0;  // bytes/s, NCCL's bus bandwidth convention
 };
 
+// Moving bytes between two endpoints of one machine: "host", or a device by its process's
+// rank, "device0", "device1" (a profile measured by several processes, one device each).
+struct TransferMeasurement {
+  std::string from, to;
+  double bytes = 0;
+  TimeSpread seconds;
+};
+
 struct DeviceDescription {
   std::string backend;  // cpu or cuda
   std::string name;
@@ -89,13 +97,14 @@ struct GpuProfile {
   std::vector<BandwidthMeasurement> bandwidths;
   std::vector<AttentionMeasurement> attention;
   std::vector<CollectiveMeasurement> collectives;
+  std::vector<TransferMeasurement> transfers;  // device to device
   std::optional<TimeSpread> launch;
 
   // Fitted (v1's measurements). FLOP/s and bytes/s.
   std::optional<double> gemm_large_flops;         // GEMMs of >= 2048 tokens
   std::optional<double> gemm_small_flops;         // GEMMs of about 256 tokens
   std::optional<double> memory_bandwidth;         // reading device memory
-  std::optional<double> intra_node_bandwidth;     // per direction, GPU to GPU
+  std::optional<double> intra_node_bandwidth;     // per direction, GPU to GPU (v2: the median pair)
   std::optional<double> allreduce_bus_bandwidth;  // bus bandwidth
   // v2 only.
   std::optional<double> fp32_flops;                      // large fp32 GEMMs
@@ -103,6 +112,7 @@ struct GpuProfile {
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
+  std::optional<double> intra_node_latency;              // seconds, one small transfer GPU to GPU
 };
 
 // `source` names the profile in the override (e.g. its file name and hash). A type the

@@ -109,6 +109,15 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.seconds = read_spread(c, "ms", core::kMillisecond);
     x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
   });
+  read_rows(m, "transfers", [&](ObjectReader& t) {
+    hw::TransferMeasurement& x = p.transfers.emplace_back();
+    x.from = t.string("from");
+    x.to = t.string("to");
+    if (x.from == x.to) throw core::InputError(core::located(t.where("to"), "expected an endpoint other than from"));
+    x.bytes = t.number("bytes", Range::kPositive);
+    x.seconds = read_spread(t, "ms", core::kMillisecond);
+    (void)t.optional_number("gb_per_s", Range::kPositive);
+  });
 }
 
 void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
@@ -122,6 +131,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
+  p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
   double previous = 0;
   read_rows(f, "gemm_curve", [&](ObjectReader& point) {
     const double tokens = point.number("tokens", Range::kPositive);
@@ -245,6 +255,14 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     collectives.push_back(std::move(row));
   }
   m["collectives"] = std::move(collectives);
+  OrderedJson transfers = OrderedJson::array();
+  for (const hw::TransferMeasurement& t : p.transfers) {
+    OrderedJson row{{"from", t.from}, {"to", t.to}, {"bytes", t.bytes}};
+    write_spread(row, t.seconds, "ms", core::kMillisecond);
+    row["gb_per_s"] = derived(t.bytes / t.seconds.median / core::kGBps);
+    transfers.push_back(std::move(row));
+  }
+  m["transfers"] = std::move(transfers);
   out["measurements"] = std::move(m);
   OrderedJson f = OrderedJson::object();
   const auto put = [&](const char* key, const std::optional<double>& value, double unit) {
@@ -266,6 +284,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);
+  put("intra_node_latency_us", p.intra_node_latency, kMicrosecond);
   out["fitted"] = std::move(f);
   return detail::dump(out);
 }

@@ -21,6 +21,12 @@ class Timer {
   Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params)
       : backend_(backend), clock_(clock), params_(params) {}
 
+  // Times an operation every process runs together (a collective, or a transfer between two of
+  // them): each repeat starts after a barrier and lasts as long as the slowest process's, so
+  // every process takes the same decisions and calls the operation equally often.
+  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params, device::Communicator& together)
+      : backend_(backend), clock_(clock), params_(params), together_(&together) {}
+
   // The seconds one call of `op` takes: a warm-up call, then repeats of as many calls as make
   // a repeat last params.repeat_seconds.
   hw::TimeSpread time(const std::function<void()>& op) {
@@ -56,15 +62,18 @@ class Timer {
 
  private:
   double run(const std::function<void()>& op, long count) {
+    if (together_) together_->barrier();
     const double start = clock_.seconds();
     for (long i = 0; i < count; ++i) op();
     backend_.synchronize();
-    return clock_.seconds() - start;
+    const double seconds = clock_.seconds() - start;
+    return together_ ? together_->max(seconds) : seconds;
   }
 
   Backend& backend_;
   const core::Clock& clock_;
   const ProfileParams& params_;
+  device::Communicator* together_ = nullptr;
 };
 
 // Fills a buffer with small random values of type t (a GEMM of zeros may run faster).
@@ -212,29 +221,91 @@ void measure_transfers(Backend& b, Timer& timer, const ProfileParams& params, hw
   }
 }
 
-}  // namespace
-
-ProfileParams ProfileParams::quick_settings() {
-  ProfileParams p;
-  p.quick = true;
-  p.repeats = 3;
-  p.repeat_seconds = 1e-3;
-  p.point_seconds = 0.4;
-  p.widths = {1024, 4096};
-  p.tokens = {1, 16, 64, 256, 1024, 2048, 4096, 8192};
-  p.largest_buffer = 256.0 * (1 << 20);
-  return p;
+// Bus bandwidth as NCCL's tests define it, so that one figure compares across operations and
+// process counts: the algorithm's rate (the message over the time) times the share of it each
+// process's link carries.
+double bus_factor(const std::string& op, int ranks) {
+  const double n = ranks;
+  if (op == "all_reduce") return 2 * (n - 1) / n;
+  if (op == "broadcast") return 1;
+  return (n - 1) / n;  // all_gather, reduce_scatter
 }
 
-hw::GpuProfile measure(Backend& backend, const core::Clock& clock, const ProfileParams& params,
-                       const Progress& progress) {
-  hw::GpuProfile p;
-  const device::DeviceInfo& info = backend.info();
-  p.device = hw::DeviceDescription{info.backend, info.name, info.count, info.memory, info.compute_units, info.driver,
-                                   info.runtime};
-  p.device_name = info.name;
+// The collectives over every process, from 1 KiB to the largest buffer. A message is what
+// NCCL's tests call its size: each process's buffer for all-reduce and broadcast, the gathered
+// whole for all-gather and the scattered whole for reduce-scatter.
+void measure_collectives(Backend& b, device::Communicator& comm, const core::Clock& clock, const ProfileParams& params,
+                         hw::GpuProfile& p) {
+  Timer timer(b, clock, params, comm);
+  const DType t = params.dtype;
+  const std::size_t element = device::dtype_bytes(t);
+  const int n = comm.size();
+  const auto largest = static_cast<std::size_t>(params.largest_buffer);
+  const Buffer one(b, largest), other(b, largest);
+  b.fill_zero(one.data(), largest);
+  b.fill_zero(other.data(), largest);
+  for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+    double rate = 0;
+    std::size_t points = 0;
+    for (std::size_t bytes = 1 << 10; bytes <= largest; bytes *= 4, ++points) {
+      // Whole elements, and a whole number of them per process.
+      const std::size_t count = std::max<std::size_t>(1, bytes / element / n) * n;
+      const double message = static_cast<double>(count * element);
+      if (rate > 0 && !timer.affordable(message / rate, points)) break;
+      std::function<void()> run;
+      if (op == "all_reduce") {
+        run = [&] { comm.all_reduce(t, one.data(), one.data(), count); };
+      } else if (op == "all_gather") {
+        run = [&] { comm.all_gather(t, one.data(), other.data(), count / n); };
+      } else if (op == "reduce_scatter") {
+        run = [&] { comm.reduce_scatter(t, one.data(), other.data(), count / n); };
+      } else {
+        run = [&] { comm.broadcast(t, one.data(), count, 0); };
+      }
+      hw::CollectiveMeasurement m{op, n, message, timer.time(run), 0};
+      rate = message / m.seconds.median;
+      m.bus_bandwidth = rate * bus_factor(op, n);
+      p.collectives.push_back(m);
+    }
+  }
+}
+
+// Every ordered pair of processes: a small transfer (its latency) and a large one (its
+// bandwidth), one pair at a time while the others wait.
+void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::Clock& clock,
+                            const ProfileParams& params, hw::GpuProfile& p) {
+  Timer timer(b, clock, params, comm);
+  const DType t = DType::kF32;
+  const std::size_t large = static_cast<std::size_t>(std::min(params.largest_buffer, params.quick ? 16.0 * (1 << 20)
+                                                                                                    : 64.0 * (1 << 20)));
+  const Buffer buffer(b, large);
+  b.fill_zero(buffer.data(), large);
+  const int me = comm.rank();
+  for (int from = 0; from < comm.size(); ++from) {
+    for (int to = 0; to < comm.size(); ++to) {
+      if (from == to) continue;
+      for (const std::size_t bytes : {sizeof(float), large}) {
+        const std::size_t count = bytes / sizeof(float);
+        const hw::TimeSpread seconds = timer.time([&] {
+          if (me == from) comm.send(t, buffer.data(), count, to);
+          if (me == to) comm.recv(t, buffer.data(), count, from);
+        });
+        p.transfers.push_back({"device" + std::to_string(from), "device" + std::to_string(to),
+                               static_cast<double>(bytes), seconds});
+      }
+    }
+  }
+}
+
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+void measure_device(Backend& backend, const core::Clock& clock, const ProfileParams& params, Steps& steps,
+                    hw::GpuProfile& p) {
   Timer timer(backend, clock, params);
-  Steps steps{progress, 5 + static_cast<int>(params.widths.size())};
   steps.next("launch overhead");
   measure_launch(backend, timer, p);
   steps.next("memory bandwidth");
@@ -254,9 +325,45 @@ hw::GpuProfile measure(Backend& backend, const core::Clock& clock, const Profile
   measure_attention(backend, timer, params, p);
   steps.next("host transfers");
   measure_transfers(backend, timer, params, p);
+}
+
+}  // namespace
+
+ProfileParams ProfileParams::quick_settings() {
+  ProfileParams p;
+  p.quick = true;
+  p.repeats = 3;
+  p.repeat_seconds = 1e-3;
+  p.point_seconds = 0.4;
+  p.widths = {1024, 4096};
+  p.tokens = {1, 16, 64, 256, 1024, 2048, 4096, 8192};
+  p.largest_buffer = 256.0 * (1 << 20);
+  return p;
+}
+
+hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core::Clock& clock,
+                       const ProfileParams& params, const Progress& progress) {
+  hw::GpuProfile p;
+  const device::DeviceInfo& info = backend.info();
+  p.device = hw::DeviceDescription{info.backend, info.name, info.count, info.memory, info.compute_units, info.driver,
+                                   info.runtime};
+  p.device_name = info.name;
+  const bool together = comm.size() > 1;
+  Steps steps{progress, 5 + static_cast<int>(params.widths.size()) + (together ? 2 : 0)};
+  // Rank 0 measures its device while the others wait without spinning; then all of them
+  // measure what passes between them.
+  if (comm.rank() == 0) measure_device(backend, clock, params, steps, p);
+  if (together) {
+    comm.barrier();
+    steps.next("collectives over " + std::to_string(comm.size()) + " processes");
+    measure_collectives(backend, comm, clock, params, p);
+    steps.next("transfers between processes");
+    measure_peer_transfers(backend, comm, clock, params, p);
+  }
   fit(p);
   return p;
 }
+
 
 void fit(hw::GpuProfile& p) {
   // The GEMM curve: at each token count, the widest width measured there (closest to the
@@ -311,6 +418,23 @@ void fit(hw::GpuProfile& p) {
     p.decode_attention_bandwidth = std::max(p.decode_attention_bandwidth.value_or(0.0), a.bytes / a.seconds.median);
   }
   if (p.launch) p.launch_overhead = p.launch->median;
+  // Between devices: the median pair, its largest transfer's rate and its smallest's time.
+  std::map<std::pair<std::string, std::string>, std::pair<const hw::TransferMeasurement*, const hw::TransferMeasurement*>>
+      pairs;  // (from, to) -> (smallest, largest)
+  for (const hw::TransferMeasurement& t : p.transfers) {
+    auto& [smallest, largest] = pairs[{t.from, t.to}];
+    if (!smallest || t.bytes < smallest->bytes) smallest = &t;
+    if (!largest || t.bytes > largest->bytes) largest = &t;
+  }
+  if (!pairs.empty()) {
+    std::vector<double> rates, latencies;
+    for (const auto& [endpoints, extremes] : pairs) {
+      rates.push_back(extremes.second->bytes / extremes.second->seconds.median);
+      latencies.push_back(extremes.first->seconds.median);
+    }
+    p.intra_node_bandwidth = median_of(rates);
+    p.intra_node_latency = median_of(latencies);
+  }
   for (const hw::CollectiveMeasurement& c : p.collectives) {
     if (c.op == "all_reduce") p.allreduce_bus_bandwidth = std::max(p.allreduce_bus_bandwidth.value_or(0.0), c.bus_bandwidth);
   }

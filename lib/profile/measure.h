@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "device/backend.h"
+#include "device/comm.h"
 #include "hw/profile.h"
 
 namespace hetrl::profile {
@@ -38,14 +39,18 @@ struct ProfileParams {
 // Called before each step with its name and the fraction of steps done.
 using Progress = std::function<void(const std::string& step, double done)>;
 
-// Measures `backend`'s device. Throws device::DeviceError when the device fails.
-hw::GpuProfile measure(device::Backend& backend, const core::Clock& clock, const ProfileParams& params,
-                       const Progress& progress = {});
+// Measures `backend`'s device. With several processes (`comm`, one device each), rank 0
+// measures its device while the others wait, then all of them measure collectives over every
+// process and transfers between each pair; every process must call this, and only rank 0's
+// profile has the device's own curves. Throws device::DeviceError when the device fails.
+hw::GpuProfile measure(device::Backend& backend, device::Communicator& comm, const core::Clock& clock,
+                       const ProfileParams& params, const Progress& progress = {});
 
 // Fills the fitted figures of `profile` from its measurements: the GEMM curve (the widest
 // width's rate at each token count), the small- and large-GEMM rates (256 tokens, and the best
 // at 2048 or more), fp32 peak, memory bandwidth (reading the largest buffer), launch overhead,
-// host-to-device bandwidth and the best decode attention rate.
+// host-to-device bandwidth, the best decode attention rate, the best all-reduce bus bandwidth,
+// and between devices the median pair's bandwidth (largest transfer) and latency (smallest).
 void fit(hw::GpuProfile& profile);
 
 // The catalogue type a device's name names ("NVIDIA H100 80GB HBM3" -> H100-SXM), or "" when

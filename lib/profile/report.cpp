@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
+#include <vector>
 
 #include "core/units.h"
 
@@ -19,6 +22,69 @@ std::optional<double> curve_at(const hw::GpuProfile& p, double tokens) {
     if (t == tokens) return flops;
   }
   return std::nullopt;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string bytes_text(double bytes) {
+  if (bytes >= core::kGiB) return fmt::format("{:.0f} GiB", bytes / core::kGiB);
+  if (bytes >= kMiB) return fmt::format("{:.0f} MiB", bytes / kMiB);
+  if (bytes >= 1024) return fmt::format("{:.0f} KiB", bytes / 1024);
+  return fmt::format("{:.0f} B", bytes);
+}
+
+// Each collective's bus bandwidth at its smallest message, at 1 MiB and at its best.
+std::string collectives_table(const hw::GpuProfile& m) {
+  if (m.collectives.empty()) return "";
+  std::string out = fmt::format("\n{:<34} {:>12} {:>12} {:>20}\n",
+                                fmt::format("collectives, {} processes (bus GB/s)", m.collectives.front().ranks),
+                                "smallest", "1 MiB", "best (message)");
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const hw::CollectiveMeasurement*>> by_op;
+  for (const hw::CollectiveMeasurement& c : m.collectives) {
+    if (by_op[c.op].empty()) order.push_back(c.op);
+    by_op[c.op].push_back(&c);
+  }
+  for (const std::string& op : order) {
+    const auto& rows = by_op[op];
+    const auto best = *std::max_element(rows.begin(), rows.end(), [](auto* a, auto* b) {
+      return a->bus_bandwidth < b->bus_bandwidth;
+    });
+    std::string at_mib = "-";
+    for (const auto* c : rows) {
+      if (c->bytes == kMiB) at_mib = fmt::format("{:.4g}", c->bus_bandwidth / core::kGBps);
+    }
+    out += fmt::format("{:<34} {:>12.4g} {:>12} {:>20}\n", "  " + op, rows.front()->bus_bandwidth / core::kGBps, at_mib,
+                       fmt::format("{:.4g} ({})", best->bus_bandwidth / core::kGBps, bytes_text(best->bytes)));
+  }
+  return out;
+}
+
+// The largest transfer's rate between each pair of devices, sender by row.
+std::string transfer_matrix(const hw::GpuProfile& m) {
+  if (m.transfers.empty()) return "";
+  std::vector<std::string> names;
+  std::map<std::pair<std::string, std::string>, const hw::TransferMeasurement*> largest;
+  for (const hw::TransferMeasurement& t : m.transfers) {
+    for (const std::string& e : {t.from, t.to}) {
+      if (std::find(names.begin(), names.end(), e) == names.end()) names.push_back(e);
+    }
+    const hw::TransferMeasurement*& at = largest[{t.from, t.to}];
+    if (!at || t.bytes > at->bytes) at = &t;
+  }
+  std::string out = fmt::format("\n{:<34}", "device to device (GB/s), from \\ to");
+  for (const std::string& n : names) out += fmt::format(" {:>9}", n);
+  out += "\n";
+  for (const std::string& from : names) {
+    out += fmt::format("{:<34}", "  " + from);
+    for (const std::string& to : names) {
+      const auto at = largest.find({from, to});
+      out += at == largest.end() ? fmt::format(" {:>9}", "-")
+                                 : fmt::format(" {:>9.4g}", at->second->bytes / at->second->seconds.median / core::kGBps);
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -53,6 +119,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const hw::GpuProfile* 
   row("decode attention, KV read (GB/s)", m.decode_attention_bandwidth, s.decode_attention_bandwidth, core::kGBps,
       "{:.4g}");
   row("GPU to GPU (GB/s)", m.intra_node_bandwidth, s.intra_node_bandwidth, core::kGBps, "{:.4g}");
+  row("GPU to GPU latency (us)", m.intra_node_latency, s.intra_node_latency, 1e-6, "{:.3g}");
   row("all-reduce bus (GB/s)", m.allreduce_bus_bandwidth, s.allreduce_bus_bandwidth, core::kGBps, "{:.4g}");
   row("host to device (GB/s)", m.host_to_device_bandwidth, s.host_to_device_bandwidth, core::kGBps, "{:.4g}");
   row("launch overhead (us)", m.launch_overhead, s.launch_overhead, 1e-6, "{:.3g}");
@@ -65,6 +132,8 @@ std::string format_profile_table(const hw::GpuProfile& m, const hw::GpuProfile* 
                          sheet ? fmt::format("{:.2f}", flops / *sheet) : std::string("-"));
     }
   }
+  out += collectives_table(m);
+  out += transfer_matrix(m);
   return out;
 }
 

@@ -24,41 +24,12 @@ constexpr DType kTypes[] = {DType::kF32, DType::kBf16, DType::kF16};
 // Relative precision of one value stored in t (half an ulp at 1, with room for fp32 sums).
 double precision(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kBf16 ? 8e-3 : 1e-3; }
 
-// The value x after a round trip through storage t.
-double quantize(DType t, double x) {
-  const float f = static_cast<float>(x);
-  return with_dtype(t, [&](auto tag) { return static_cast<double>(to_float(store<decltype(tag)>(f))); });
-}
-
 std::vector<double> random_values(std::size_t n, double scale, unsigned seed, DType t) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> normal(0.0, scale);
   std::vector<double> v(n);
   for (double& x : v) x = quantize(t, normal(rng));
   return v;
-}
-
-// Device buffers in storage type t from doubles, and back.
-Buffer put(Backend& b, DType t, const std::vector<double>& values) {
-  Buffer buffer(b, values.size() * dtype_bytes(t));
-  with_dtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    std::vector<T> host(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) host[i] = store<T>(static_cast<float>(values[i]));
-    b.upload(buffer.data(), host.data(), buffer.bytes());
-  });
-  return buffer;
-}
-
-std::vector<double> get(Backend& b, DType t, const Buffer& buffer, std::size_t count) {
-  std::vector<double> values(count);
-  with_dtype(t, [&](auto tag) {
-    using T = decltype(tag);
-    std::vector<T> host(count);
-    b.download(host.data(), buffer.data(), count * sizeof(T));
-    for (std::size_t i = 0; i < count; ++i) values[i] = static_cast<double>(to_float(host[i]));
-  });
-  return values;
 }
 
 template <typename U>
@@ -412,6 +383,27 @@ TEST_CASE("kernels: AdamW follows the update rule with bias correction over seve
     std::vector<double> stored;
     for (double x : master) stored.push_back(quantize(t, x));
     check_close(get(*b, t, weight, count), stored, precision(t));
+  }
+}
+
+TEST_CASE("kernels: add_into sums each element in fp32 and rounds it once to the storage type") {
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> a = random_values(257, 3.0, 11, t), b = random_values(257, 0.01, 12, t);
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<T> into(a.size()), from(b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        into[i] = store<T>(static_cast<float>(a[i]));
+        from[i] = store<T>(static_cast<float>(b[i]));
+      }
+      add_into(into.data(), from.data(), static_cast<long>(into.size()));
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        CAPTURE(i);
+        // One rounding of the exact sum (both terms are exact in fp32, their sum nearly so).
+        CHECK(static_cast<double>(to_float(into[i])) == quantize(t, a[i] + b[i]));
+      }
+    });
   }
 }
 

@@ -83,8 +83,9 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto backend = device::make_cpu_backend();
   const core::FakeClock clock(2e-3);  // each repeat "lasts" 2 ms: one call a repeat
   std::vector<std::string> steps;
-  const hw::GpuProfile p =
-      profile::measure(*backend, clock, tiny_params(), [&](const std::string& step, double) { steps.push_back(step); });
+  const auto alone = device::make_single_communicator(*backend);
+  const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
+                                            [&](const std::string& step, double) { steps.push_back(step); });
   CHECK(steps.size() == 7);  // launch, memory, two widths, fp32, attention, transfers
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
@@ -106,7 +107,8 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
 TEST_CASE("profile: a device that fails mid-run ends the measurement with its error") {
   FailingBackend backend(40);
   const core::FakeClock clock(2e-3);  // each repeat "lasts" 2 ms: one call a repeat
-  CHECK_THROWS_WITH_AS(profile::measure(backend, clock, tiny_params()),
+  const auto alone = device::make_single_communicator(backend);
+  CHECK_THROWS_WITH_AS(profile::measure(backend, *alone, clock, tiny_params()),
                        "cuda: an illegal memory access was encountered", device::DeviceError);
 }
 

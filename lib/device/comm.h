@@ -1,0 +1,82 @@
+#pragma once
+// Communication between the processes of one run, one device each: the collectives a data-,
+// tensor- or pipeline-parallel step needs, on device buffers.
+//
+// A run is one process, or several started by a launcher (mpirun) with one device each. The
+// transport follows the backend: MPI (Open MPI) between processes on the cpu backend, NCCL on
+// the cuda backend (its communicator bootstrapped through MPI), and no transport for a process
+// alone. Sums are element-wise in fp32 and rounded to the storage type after each step, as NCCL
+// does (device/kernels.h, add_into); the order of the steps is the library's.
+//
+// Every collective is called by every process of the run, in the same order, with the same
+// counts; a process that fails must abort() the run, or the others wait for it forever.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "device/backend.h"
+
+namespace hetrl::device {
+
+// Where this process is among those the launcher started, from its environment (Open MPI's
+// OMPI_COMM_WORLD_*, or PMI_RANK and PMI_SIZE); rank 0 of 1 when no launcher started it.
+struct Launch {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;  // among the processes on this machine: the device it takes
+  int local_size = 1;
+};
+Launch launch_from_environment();
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string transport() const = 0;  // "none", "mpi" or "nccl"
+
+  // recv = the sum over processes of send (count elements each); send may be recv.
+  virtual void all_reduce(DType t, const void* send, void* recv, std::size_t count) = 0;
+  // recv (size() * count elements) = every process's send (count elements), in rank order.
+  virtual void all_gather(DType t, const void* send, void* recv, std::size_t count) = 0;
+  // recv (count elements) = this rank's block of count elements of the sum of send
+  // (size() * count elements).
+  virtual void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) = 0;
+  virtual void broadcast(DType t, void* data, std::size_t count, int root) = 0;
+  // Point to point: a send to `peer` matches peer's recv from this rank, in order.
+  virtual void send(DType t, const void* data, std::size_t count, int peer) = 0;
+  virtual void recv(DType t, void* data, std::size_t count, int peer) = 0;
+
+  // Host-side agreement between the processes. barrier() waits without spinning a core, so a
+  // process that waits does not slow one that measures.
+  virtual void barrier() = 0;
+  virtual double max(double x) = 0;
+  virtual void broadcast_host(void* data, std::size_t bytes, int root) = 0;
+  // Ends every process of the run with `code` (after this process printed why).
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// The communicator over the processes the launcher started, for `backend`'s device. Throws
+// DeviceError when the build lacks what the launch needs (MPI, or NCCL for the cuda backend
+// across processes).
+std::unique_ptr<Communicator> make_communicator(Backend& backend, const Launch& launch);
+
+// A process alone: collectives copy, point to point has no peer.
+std::unique_ptr<Communicator> make_single_communicator(Backend& backend);
+
+// Whether this build has each transport.
+bool built_with_mpi();
+bool built_with_nccl();
+
+#if defined(HETRL_HAVE_MPI)
+// MPI's world, on host memory (the cpu backend's).
+std::unique_ptr<Communicator> make_mpi_communicator();
+#endif
+#if defined(HETRL_HAVE_NCCL)
+// NCCL over `backend`'s GPU, one rank per process; `host` (MPI's world, or the single
+// communicator) bootstraps it and does the host-side agreement.
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& backend, std::unique_ptr<Communicator> host);
+#endif
+
+}  // namespace hetrl::device

@@ -1,0 +1,153 @@
+// MPI's world as a communicator, on host memory: the cpu backend's transport between
+// processes. Sums of fp32 use MPI_SUM; bf16 and fp16 have no MPI type, so they travel as 16-bit
+// words and are summed by an MPI operation over device/kernels.h's add_into.
+
+#include <mpi.h>
+
+#include <chrono>
+#include <climits>
+#include <string>
+#include <thread>
+
+#include "device/comm.h"
+
+namespace hetrl::device {
+namespace {
+
+void check(int status, const char* what) {
+  if (status == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(status, text, &length);
+  throw DeviceError(std::string("mpi: ") + what + ": " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+template <typename T>
+void sum_words(void* in, void* inout, int* count, MPI_Datatype*) {
+  add_into(static_cast<T*>(inout), static_cast<const T*>(in), *count);
+}
+
+// MPI starts once per process and ends at exit (it cannot start again after it ends), and
+// reports errors as return codes instead of ending the process.
+class World {
+ public:
+  static World& get() {
+    static World world;
+    return world;
+  }
+  MPI_Op sum(DType t) const { return t == DType::kBf16 ? bf16_sum_ : t == DType::kF16 ? fp16_sum_ : MPI_SUM; }
+
+ private:
+  World() {
+    int started = 0;
+    MPI_Initialized(&started);
+    if (!started) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+      owned_ = true;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    check(MPI_Op_create(&sum_words<Bf16>, 1, &bf16_sum_), "MPI_Op_create");
+    check(MPI_Op_create(&sum_words<Half>, 1, &fp16_sum_), "MPI_Op_create");
+  }
+  ~World() {
+    int ended = 0;
+    MPI_Finalized(&ended);
+    if (owned_ && !ended) MPI_Finalize();
+  }
+  bool owned_ = false;
+  MPI_Op bf16_sum_ = MPI_OP_NULL, fp16_sum_ = MPI_OP_NULL;
+};
+
+MPI_Datatype mpi_type(DType t) { return t == DType::kF32 ? MPI_FLOAT : MPI_UINT16_T; }
+
+int mpi_count(std::size_t count, const char* what) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw DeviceError(std::string("mpi: ") + what + " of " + std::to_string(count) + " elements is more than MPI's " +
+                      std::to_string(INT_MAX) + " in one call");
+  }
+  return static_cast<int>(count);
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() : world_(World::get()) {
+    check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string transport() const override { return "mpi"; }
+
+  void all_reduce(DType t, const void* send, void* recv, std::size_t count) override {
+    check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count, "all-reduce"), mpi_type(t),
+                        world_.sum(t), MPI_COMM_WORLD),
+          "MPI_Allreduce");
+  }
+  void all_gather(DType t, const void* send, void* recv, std::size_t count) override {
+    const int n = mpi_count(count * static_cast<std::size_t>(size_), "all-gather");
+    check(MPI_Allgather(send, n / size_, mpi_type(t), recv, n / size_, mpi_type(t), MPI_COMM_WORLD), "MPI_Allgather");
+  }
+  void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) override {
+    const int n = mpi_count(count * static_cast<std::size_t>(size_), "reduce-scatter");
+    check(MPI_Reduce_scatter_block(send, recv, n / size_, mpi_type(t), world_.sum(t), MPI_COMM_WORLD),
+          "MPI_Reduce_scatter_block");
+  }
+  void broadcast(DType t, void* data, std::size_t count, int root) override {
+    check(MPI_Bcast(data, mpi_count(count, "broadcast"), mpi_type(t), root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+  void send(DType t, const void* data, std::size_t count, int peer) override {
+    check(MPI_Send(data, mpi_count(count, "send"), mpi_type(t), peer, kTag, MPI_COMM_WORLD), "MPI_Send");
+  }
+  void recv(DType t, void* data, std::size_t count, int peer) override {
+    check(MPI_Recv(data, mpi_count(count, "receive"), mpi_type(t), peer, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  }
+
+  // MPI's blocking calls spin while they wait; a process measuring beside a waiting one would
+  // lose a core to it. The host-side calls start a non-blocking operation and poll it: at once
+  // for a millisecond (so that processes meeting at a barrier leave it together), then
+  // sleeping between polls.
+  void barrier() override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+    wait(request);
+  }
+  double max(double x) override {
+    double most = x;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(&x, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &request), "MPI_Iallreduce");
+    wait(request);
+    return most;
+  }
+  void broadcast_host(void* data, std::size_t bytes, int root) override {
+    check(MPI_Bcast(data, mpi_count(bytes, "broadcast"), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
+  [[noreturn]] void abort(int code) override {
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::exit(code);
+  }
+
+ private:
+  static void wait(MPI_Request& request) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int done = 0;;) {
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  static constexpr int kTag = 7;
+  World& world_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
+
+}  // namespace hetrl::device
