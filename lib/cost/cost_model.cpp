@@ -209,6 +209,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     d.rate = stage.tp * peak_flops(stage.node);
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
+    if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
     d.weight_seconds = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp /
                        (g.memory_bandwidth * g.efficiency.memory);
     d.kv_seconds_per_token = stage.layers * shape.kv_bytes_per_token_layer(stage.tp) /
@@ -238,7 +239,8 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
                                            double total_context) const {
   StepCost cost;
   for (const DecodeStage& d : stages) {
-    const double efficiency = hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
+    const double efficiency = d.gemm_curve ? hw::gemm_curve_efficiency(*d.gemm_curve, batch)
+                                           : hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
     const double compute =
         (batch * d.flops_fixed + d.flops_per_context * total_context) / (d.rate * efficiency);
     const double memory = d.weight_seconds + total_context * d.kv_seconds_per_token;
@@ -271,7 +273,10 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
     double compute_bound = 0, memory_bound = 0;
     for (int j = 0; j < points; ++j) {
       const double f = position[j];
-      const double efficiency = f <= 0 ? d.gemm_small : f >= 1 ? d.gemm_large : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
+      const double efficiency = d.gemm_curve ? hw::gemm_curve_efficiency(*d.gemm_curve, batch[j])
+                                : f <= 0       ? d.gemm_small
+                                : f >= 1       ? d.gemm_large
+                                               : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
       const double compute = (batch[j] * d.flops_fixed + d.flops_per_context * context[j]) / (d.rate * efficiency);
       const double memory = d.weight_seconds + context[j] * d.kv_seconds_per_token;
       if (compute > memory) {

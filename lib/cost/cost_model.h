@@ -456,6 +456,7 @@ class CostModel {
     double rate = 0;               // peak FLOP/s of the stage's TP group
     double gemm_small = 0;  // efficiencies (see hw::Efficiency)
     double gemm_large = 0;
+    const hw::GemmCurve* gemm_curve = nullptr;  // a measured curve, which replaces the two above
     double weight_seconds = 0;        // streaming the stage's weights once
     double kv_seconds_per_token = 0;  // streaming one token of KV cache
     double tp_fixed = 0;

@@ -85,6 +85,15 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.collective, "collective", spec.name);
   require_fraction(spec.efficiency.attention, "attention", spec.name);
   require_fraction(spec.efficiency.training, "training", spec.name);
+  double previous = 0;
+  for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) {
+    if (!(tokens > previous)) {
+      throw core::InputError(fmt::format("GPU type {}: the GEMM curve's tokens must be positive and ascending, found {} "
+                                         "after {}", core::quoted(spec.name), tokens, previous));
+    }
+    require_fraction(fraction, "GEMM curve", spec.name);
+    previous = tokens;
+  }
 }
 
 GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
@@ -120,8 +129,9 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
     spec.price_per_hour = *o.price_per_hour;
     spec.price_source = o.source;
   }
-  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.memory_efficiency ||
+  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
                                   o.collective;
+  if (o.gemm_curve) spec.efficiency.gemm_curve = *o.gemm_curve;
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace hetrl::hw {
@@ -48,6 +49,21 @@ inline double gemm_efficiency(double small, double large, double tokens) {
   return small + (large - small) * ((std::log2(tokens) - kSmallLog2) / (kLargeLog2 - kSmallLog2));
 }
 
+// A measured GEMM curve: (tokens, fraction of the tensor peak) points, tokens ascending. The
+// fraction at `tokens` is linear in log2(tokens) between points and flat beyond the ends.
+using GemmCurve = std::vector<std::pair<double, double>>;
+inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
+  if (tokens <= curve.front().first) return curve.front().second;
+  for (std::size_t i = 1; i < curve.size(); ++i) {
+    if (tokens <= curve[i].first) {
+      const auto& [t0, e0] = curve[i - 1];
+      const auto& [t1, e1] = curve[i];
+      return e0 + (e1 - e0) * (std::log2(tokens / t0) / std::log2(t1 / t0));
+    }
+  }
+  return curve.back().second;
+}
+
 // Fractions of a datasheet peak that real kernels reach, each in (0, 1].
 struct Efficiency {
   double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak
@@ -59,9 +75,14 @@ struct Efficiency {
   // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
   // reach the kernel rates (cost::CostParams::megatron).
   double training = 0;
+  // A measured profile's GEMM curve (hw/profile.h); where it is given, GEMMs follow it instead
+  // of the two-point line between gemm_small and gemm_large.
+  GemmCurve gemm_curve;
   std::string source;
 
-  double gemm(double tokens) const { return gemm_efficiency(gemm_small, gemm_large, tokens); }
+  double gemm(double tokens) const {
+    return gemm_curve.empty() ? gemm_efficiency(gemm_small, gemm_large, tokens) : gemm_curve_efficiency(gemm_curve, tokens);
+  }
 };
 
 struct GpuSpec {
@@ -137,6 +158,7 @@ struct GpuTypeOverride {
   std::optional<double> price_per_hour;
   std::optional<double> gemm_large;
   std::optional<double> gemm_small;
+  std::optional<GemmCurve> gemm_curve;  // (tokens, fraction of the tensor peak)
   std::optional<double> memory_efficiency;
   std::optional<double> collective;
   std::string source;

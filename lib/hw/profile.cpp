@@ -53,6 +53,13 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     o.fp32_flops = profile.fp32_flops.value_or(*profile.gemm_large_flops);
     o.gemm_large = 1.0;
     if (profile.gemm_small_flops) o.gemm_small = std::clamp(*profile.gemm_small_flops / *profile.gemm_large_flops, 1e-3, 1.0);
+    if (!profile.gemm_curve.empty()) {
+      GemmCurve curve;
+      for (const auto& [tokens, flops] : profile.gemm_curve) {
+        curve.emplace_back(tokens, std::clamp(flops / *profile.gemm_large_flops, 1e-3, 1.0));
+      }
+      o.gemm_curve = std::move(curve);
+    }
     o.memory_efficiency = 1.0;
     // The link between two such devices in a node: nominally PCIe 4, at the measured rate when
     // the profile has one.
@@ -77,6 +84,14 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
                        core::kTflops, spec.name);
   o.gemm_small = ratio(profile.gemm_small_flops, peak, "measured small-GEMM rate", "TFLOP/s",
                        core::kTflops, spec.name);
+  if (!profile.gemm_curve.empty()) {
+    GemmCurve curve;
+    for (const auto& [tokens, flops] : profile.gemm_curve) {
+      curve.emplace_back(tokens, *ratio(flops, peak, fmt::format("measured GEMM rate at {:g} tokens", tokens), "TFLOP/s",
+                                        core::kTflops, spec.name));
+    }
+    o.gemm_curve = std::move(curve);
+  }
   o.memory_efficiency = ratio(profile.memory_bandwidth, spec.memory_bandwidth,
                               "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
   if (profile.intra_node_bandwidth) {
@@ -99,6 +114,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);
+  take(earlier.gemm_curve, later.gemm_curve);
   if (!later.source.empty()) {
     earlier.source = earlier.source.empty() ? later.source : earlier.source + "; " + later.source;
   }

@@ -65,7 +65,7 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
       r.finish();
     }
     ObjectReader defaults = root.object("default_efficiency");
-    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, 1, ""});
+    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, 1, {}, ""});
     for (auto& [name, r] : root.object_map("gpus")) {
       hw::GpuSpec spec;
       spec.name = name;

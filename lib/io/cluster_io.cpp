@@ -42,6 +42,18 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
   if (auto e = r.optional_object("efficiency")) {
     o.gemm_large = e->optional_number("gemm_large", Range::kFraction);
     o.gemm_small = e->optional_number("gemm_small", Range::kFraction);
+    if (e->has("gemm_curve")) {
+      hw::GemmCurve curve;
+      for (ObjectReader& point : e->object_array("gemm_curve", false)) {
+        const double tokens = point.number("tokens", Range::kPositive);
+        if (!curve.empty() && tokens <= curve.back().first) {
+          throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
+        }
+        curve.emplace_back(tokens, point.number("efficiency", Range::kFraction));
+        point.finish();
+      }
+      o.gemm_curve = std::move(curve);
+    }
     o.memory_efficiency = e->optional_number("memory", Range::kFraction);
     o.collective = e->optional_number("collective", Range::kFraction);
     e->finish();
@@ -77,6 +89,13 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   };
   put_fraction("gemm_large", o.gemm_large);
   put_fraction("gemm_small", o.gemm_small);
+  if (o.gemm_curve) {
+    OrderedJson curve = OrderedJson::array();
+    for (const auto& [tokens, fraction] : *o.gemm_curve) {
+      curve.push_back({{"tokens", tokens}, {"efficiency", detail::file_units(fraction)}});
+    }
+    efficiency["gemm_curve"] = std::move(curve);
+  }
   put_fraction("memory", o.memory_efficiency);
   put_fraction("collective", o.collective);
   if (!efficiency.empty()) out["efficiency"] = std::move(efficiency);

@@ -366,8 +366,14 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
 
 
 void fit(hw::GpuProfile& p) {
-  // The GEMM curve: at each token count, the widest width measured there (closest to the
-  // cost model's reference width at the large sizes).
+  // The GEMM curve: at each token count, the width measured there closest to the cost model's
+  // reference width (hw::kGemmReferenceWidth, which it scales other widths from), the wider
+  // of two as close.
+  const auto closer = [](int width, int than) {
+    const double a = std::abs(std::log2(width / hw::kGemmReferenceWidth));
+    const double b = std::abs(std::log2(than / hw::kGemmReferenceWidth));
+    return a < b - 1e-9 || (a < b + 1e-9 && width > than);
+  };
   std::map<int, std::pair<int, double>> best;  // tokens -> (width, rate)
   // fp32 GEMMs beside half-precision ones give the fp32 peak only; alone, they are the curve.
   const bool half_measured =
@@ -377,7 +383,7 @@ void fit(hw::GpuProfile& p) {
     if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
     if (g.dtype == "fp32" && half_measured) continue;
     const auto [at, added] = best.try_emplace(g.tokens, g.n, rate);
-    if (!added && (g.n > at->second.first || (g.n == at->second.first && rate > at->second.second))) {
+    if (!added && (closer(g.n, at->second.first) || (g.n == at->second.first && rate > at->second.second))) {
       at->second = {g.n, rate};
     }
     if (g.tokens >= hw::kGemmLargeTokens) p.gemm_large_flops = std::max(p.gemm_large_flops.value_or(0.0), rate);

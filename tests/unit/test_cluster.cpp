@@ -161,6 +161,26 @@ TEST_CASE("a new GPU type can be defined in the cluster file") {
   CHECK(mi.source == "AMD Instinct MI300X datasheet");
 }
 
+TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and written back") {
+  const auto cluster_with = [](const std::string& curve) {
+    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
+      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
+      "gpu_types": {"L4": {"efficiency": {"gemm_curve": )" + curve + "}}}}";
+  };
+  const hw::Cluster c = io::parse_cluster(
+      cluster_with(R"([{"tokens": 1, "efficiency": 0.02}, {"tokens": 4096, "efficiency": 0.5}])"), "x.json", catalog());
+  const hw::GpuSpec& l4 = c.gpu_types[c.nodes[0].gpu_type];
+  CHECK(l4.efficiency.gemm(64) == doctest::Approx(0.02 + 0.48 * 0.5));  // halfway in log2
+  const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
+  CHECK(again.gpu_types[again.nodes[0].gpu_type].efficiency.gemm_curve == l4.efficiency.gemm_curve);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 0.2},
+      {"tokens": 16, "efficiency": 0.1}])"), "x.json", catalog()),
+      "x.json: /gpu_types/L4/efficiency/gemm_curve/1/tokens: expected tokens in ascending order", core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 1.5}])"), "x.json", catalog()),
+                       doctest::Contains("gemm_curve/0/efficiency"), core::InputError);
+}
+
 TEST_CASE("a profile turns measured rates into efficiencies") {
   hw::GpuProfile profile;
   profile.gpu_type = "H100-SXM";

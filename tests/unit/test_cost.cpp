@@ -424,6 +424,31 @@ TEST_CASE("GEMM efficiency: the measured figures at 256 and 2048 tokens, log-lin
   CHECK(e.gemm(1024) == doctest::Approx(0.5 + 0.2 * 2 / 3));
 }
 
+TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in training and in decode") {
+  // Qwen2.5-7B PPO, 64 prompts of 512 + 512 tokens, on one A100: the actor's training pass
+  // and generation with 64 sequences at once (decode at 64 rows a GEMM, prefill at 512 a prompt).
+  hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = ppo("Qwen2.5-7B", 64, 512, 512, 1);
+  const auto seconds = [&](const hw::Cluster& c, const char* task_name) {
+    const Fixture f(c, w);
+    const std::vector<cost::Stage> one{{0, 1, 28}};
+    const std::vector<double> budget{60 * core::kGiB};
+    cost::Breakdown b(true);
+    return f.model.replica_seconds(f.task(task_name), one, 64, 1, {1, cost::Recompute::kNone}, budget, b);
+  };
+  const double train = seconds(cluster, "actor_train"), generate = seconds(cluster, "generate");
+  hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+  // The same line as points: the same prices.
+  e.gemm_curve = {{hw::kGemmSmallTokens, e.gemm_small}, {hw::kGemmLargeTokens, e.gemm_large}};
+  CHECK(seconds(cluster, "actor_train") == doctest::Approx(train).epsilon(1e-12));
+  CHECK(seconds(cluster, "generate") == doctest::Approx(generate).epsilon(1e-12));
+  // A tenth of the rate below 64 tokens, the same from 256: decode's GEMMs of 64 rows and
+  // fewer become compute-bound and slower, training's large GEMMs keep their price.
+  e.gemm_curve = {{64, e.gemm_small / 10}, {hw::kGemmSmallTokens, e.gemm_small}, {hw::kGemmLargeTokens, e.gemm_large}};
+  CHECK(seconds(cluster, "actor_train") == doctest::Approx(train).epsilon(1e-12));
+  CHECK(seconds(cluster, "generate") > 1.2 * generate);
+}
+
 TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {
   cost::StageMemory train{2, 2, 12, 5, 0};
   cost::StageMemory forward{4, 0, 0, 1, 0};

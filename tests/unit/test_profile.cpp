@@ -112,10 +112,11 @@ TEST_CASE("profile: a device that fails mid-run ends the measurement with its er
                        "cuda: an illegal memory access was encountered", device::DeviceError);
 }
 
-TEST_CASE("profile: fitting takes the widest width per token count, 256 tokens between points, the best large GEMM") {
+TEST_CASE("profile: fitting takes the reference width per token count, 256 tokens between points, the best large GEMM") {
   hw::GpuProfile p;
   p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 64, 4096, 20), gemm("bf16", 1024, 4096, 80),
-             gemm("bf16", 2048, 1024, 90), gemm("bf16", 2048, 4096, 100), gemm("fp32", 2048, 1024, 30)};
+             gemm("bf16", 2048, 1024, 90), gemm("bf16", 2048, 4096, 100), gemm("fp32", 2048, 1024, 30),
+             gemm("bf16", 2048, 8192, 110)};
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"read", 1 << 30, spread(0.5)}, {"copy", 1 << 30, spread(0.1)},
                   {"host_to_device", 1 << 20, spread(1e-4)}};
   p.attention = {{"bf16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}, {"bf16", 8, 4096, 32, 8, 128, 4e9, spread(2e-3)}};
@@ -123,15 +124,30 @@ TEST_CASE("profile: fitting takes the widest width per token count, 256 tokens b
   profile::fit(p);
   REQUIRE(p.gemm_curve.size() == 3);
   CHECK(p.gemm_curve[0].second == doctest::Approx(20e12));   // width 4096 over 1024
-  CHECK(p.gemm_curve[2].second == doctest::Approx(100e12));
+  CHECK(p.gemm_curve[2].second == doctest::Approx(100e12));  // width 4096 over 1024 and 8192
   // 256 tokens is two thirds of the way from 64 to 1024 tokens in log2: 20 + (80 - 20) * 2/4.
   CHECK(*p.gemm_small_flops == doctest::Approx(50e12));
-  CHECK(*p.gemm_large_flops == doctest::Approx(100e12));
+  CHECK(*p.gemm_large_flops == doctest::Approx(110e12));  // the best at 2048 tokens or more, any width
   CHECK(*p.fp32_flops == doctest::Approx(30e12));
   CHECK(*p.memory_bandwidth == doctest::Approx((1 << 30) / 0.5));  // the largest read
   CHECK(*p.host_to_device_bandwidth == doctest::Approx((1 << 20) / 1e-4));
   CHECK(*p.decode_attention_bandwidth == doctest::Approx(2e12));
   CHECK(*p.launch_overhead == doctest::Approx(5e-6));
+}
+
+TEST_CASE("profile: between devices, the median pair's largest transfer and smallest transfer's time") {
+  hw::GpuProfile p;
+  // Three pairs: 10, 20 and 40 GB/s at 64 MiB; 5, 9 and 30 us for 4 bytes.
+  const double large = 64.0 * (1 << 20);
+  p.transfers = {{"device0", "device1", 4, spread(5e-6)},   {"device0", "device1", large, spread(large / 10e9)},
+                 {"device1", "device0", large, spread(large / 40e9)}, {"device1", "device0", 4, spread(30e-6)},
+                 {"device0", "device2", 4, spread(9e-6)},   {"device0", "device2", large, spread(large / 20e9)}};
+  p.collectives = {{"all_reduce", 3, 1 << 20, spread(1e-3), 2e9}, {"all_reduce", 3, 1 << 24, spread(4e-3), 7e9},
+                   {"broadcast", 3, 1 << 24, spread(4e-3), 9e9}};
+  profile::fit(p);
+  CHECK(*p.intra_node_bandwidth == doctest::Approx(20e9));
+  CHECK(*p.intra_node_latency == doctest::Approx(9e-6));
+  CHECK(*p.allreduce_bus_bandwidth == doctest::Approx(7e9));  // all-reduce's best, not broadcast's
 }
 
 TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
@@ -144,6 +160,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
   p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
   p.collectives = {{"all_reduce", 2, 1 << 20, spread(1e-3), 2e9}};
+  p.transfers = {{"device0", "device1", 4, spread(3e-6)}, {"device0", "device1", 1 << 24, spread(2e-3)}};
   p.launch = spread(5e-6);
   profile::fit(p);
   p.provenance.tool = "hetrl-profile";
@@ -156,6 +173,10 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   CHECK(q.collectives.front().bus_bandwidth == doctest::Approx(2e9));
   CHECK(*q.allreduce_bus_bandwidth == doctest::Approx(2e9));
   CHECK(q.device->memory == doctest::Approx(8.0 * (1 << 30)));
+  REQUIRE(q.transfers.size() == 2);
+  CHECK(q.transfers.back().to == "device1");
+  CHECK(*q.intra_node_latency == doctest::Approx(3e-6));
+  CHECK(*q.intra_node_bandwidth == doctest::Approx((1 << 24) / 2e-3));
 }
 
 TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending names where") {
@@ -186,6 +207,17 @@ TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are 
   CHECK(spec.efficiency.gemm(hw::kGemmLargeTokens) == doctest::Approx(1.0));
   CHECK(spec.efficiency.gemm(hw::kGemmSmallTokens) == doctest::Approx(0.25));
   CHECK(spec.memory_bandwidth * spec.efficiency.memory == doctest::Approx(3e10));
+  // With a measured curve, GEMMs follow it (relative to the large rate), and with a measured
+  // link and all-reduce, collectives reach the measured share of the link.
+  p.gemm_curve = {{1, 2e9}, {64, 5e10}, {2048, 2e11}};
+  p.intra_node_bandwidth = 1e10;
+  p.allreduce_bus_bandwidth = 4e9;
+  const hw::GpuSpec curved = hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
+  CHECK(curved.efficiency.gemm(1) == doctest::Approx(0.01));
+  CHECK(curved.efficiency.gemm(8) == doctest::Approx(0.01 + (0.25 - 0.01) * 0.5));  // halfway from 1 to 64 in log2
+  CHECK(curved.efficiency.gemm(4096) == doctest::Approx(1.0));
+  CHECK(curved.intra_node.bandwidth == doctest::Approx(1e10));
+  CHECK(curved.efficiency.collective == doctest::Approx(0.4));
   // Without the device's memory it is an unknown type, with the closest name.
   p.device.reset();
   p.gpu_type = "L4S";
@@ -217,4 +249,21 @@ TEST_CASE("profile: a CUDA device's name and memory pick its catalogue type") {
 }
 
 }  // namespace
+TEST_CASE("profile: a known GPU's measured GEMM curve becomes its efficiency at each token count, none above the peak") {
+  const hw::Catalog& catalog = testing::catalogs().hardware;
+  const hw::GpuSpec& l4 = catalog.gpu("L4", "");
+  const double peak = l4.tensor_flops();
+  hw::GpuProfile p;
+  p.gpu_type = "L4";
+  p.gemm_curve = {{16, 0.1 * peak}, {256, 0.4 * peak}, {4096, 0.6 * peak}};
+  const hw::GpuSpec spec = hw::apply_override(catalog, hw::override_from_profile(p, catalog, "p.json"));
+  CHECK(spec.efficiency.gemm(1) == doctest::Approx(0.1));
+  CHECK(spec.efficiency.gemm(64) == doctest::Approx(0.25));  // halfway from 16 to 256 in log2
+  CHECK(spec.efficiency.gemm(256) == doctest::Approx(0.4));
+  CHECK(spec.efficiency.gemm(1 << 20) == doctest::Approx(0.6));
+  p.gemm_curve.back().second = 1.2 * peak;
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(p, catalog, "p.json"),
+                       doctest::Contains("measured GEMM rate at 4096 tokens"), core::InputError);
+}
+
 }  // namespace hetrl
