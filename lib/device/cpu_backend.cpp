@@ -1,8 +1,11 @@
 // The cpu backend: the host as a device. GEMMs go to OpenBLAS (fp32; bf16 and fp16 operands
 // are widened to fp32 first, since Debian's OpenBLAS has no half-precision GEMM, and the result
-// rounded back), every other operation loops over the kernels of device/kernels.h.
+// rounded back), every other operation loops over the kernels of device/kernels.h. The device
+// is the cores this process may run on: all of them alone, its share under a launcher that
+// binds processes to cores (mpirun), and OpenBLAS runs one thread on each.
 
 #include <cblas.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -36,6 +39,14 @@ std::string cpu_model_name() {
   return "CPU";
 }
 
+// The cores this process may run on.
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 template <typename T>
 const T* typed(const void* p) {
   return static_cast<const T*>(p);
@@ -49,9 +60,10 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend() {
     info_.backend = "cpu";
-    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-    info_.name = cpu_model_name() + " (" + std::to_string(threads) + " threads)";
-    info_.compute_units = static_cast<int>(threads);
+    const int threads = usable_cores();
+    openblas_set_num_threads(threads);
+    info_.name = cpu_model_name() + " (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+    info_.compute_units = threads;
     info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
     utsname u{};
     if (uname(&u) == 0) info_.driver = std::string(u.sysname) + " " + u.release;

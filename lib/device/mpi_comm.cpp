@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <string>
@@ -108,7 +109,7 @@ class MpiCommunicator final : public Communicator {
   // MPI's blocking calls spin while they wait; a process measuring beside a waiting one would
   // lose a core to it. The host-side calls start a non-blocking operation and poll it: at once
   // for a millisecond (so that processes meeting at a barrier leave it together), then
-  // sleeping between polls.
+  // sleeping between polls, twice as long each time up to 20 ms (a long wait wakes rarely).
   void barrier() override {
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
@@ -132,11 +133,13 @@ class MpiCommunicator final : public Communicator {
  private:
   static void wait(MPI_Request& request) {
     const auto start = std::chrono::steady_clock::now();
+    auto pause = std::chrono::microseconds(50);
     for (int done = 0;;) {
       check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) return;
       if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1)) {
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        std::this_thread::sleep_for(pause);
+        pause = std::min(2 * pause, std::chrono::microseconds(20000));
       }
     }
   }

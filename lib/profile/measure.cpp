@@ -410,15 +410,19 @@ void fit(hw::GpuProfile& p) {
     p.gemm_small_flops = small;
     if (!p.gemm_large_flops) p.gemm_large_flops = c.back().second;
   }
-  // Reading memory: the largest buffer read (the cost model streams weights and caches).
-  double largest_read = 0;
+  // Reading memory: the largest buffer read (the cost model streams weights and caches);
+  // host to device: the largest transfer (smaller ones may stay in a CPU's caches).
+  double largest_read = 0, largest_upload = 0;
   for (const hw::BandwidthMeasurement& m : p.bandwidths) {
     const double rate = m.bytes / m.seconds.median;
     if (m.op == "read" && m.bytes >= largest_read) {
       largest_read = m.bytes;
       p.memory_bandwidth = rate;
     }
-    if (m.op == "host_to_device") p.host_to_device_bandwidth = std::max(p.host_to_device_bandwidth.value_or(0.0), rate);
+    if (m.op == "host_to_device" && m.bytes >= largest_upload) {
+      largest_upload = m.bytes;
+      p.host_to_device_bandwidth = rate;
+    }
   }
   for (const hw::AttentionMeasurement& a : p.attention) {
     p.decode_attention_bandwidth = std::max(p.decode_attention_bandwidth.value_or(0.0), a.bytes / a.seconds.median);
