@@ -29,6 +29,7 @@ constexpr const char* kExamples = R"(Examples:
   mpirun -n 4 hetrl-profile -o node.json           (one device a process, and collectives between them)
   hetrl-cluster --from-profile cpu.json --node lab:1xcpu-amd-epyc -o cluster.json
   hetrl-profile show profile.json --compare H100-SXM
+  hetrl-profile show today.json --against last-week.json
   hetrl-profile --catalog L40S)";
 
 std::string host_name() {
@@ -45,13 +46,18 @@ profile::Progress progress_line() {
   };
 }
 
-// The profile's table beside the datasheet of `compare`, or of the profile's own type when the
-// catalogue has it (none otherwise).
-std::string table_with_datasheet(const hw::GpuProfile& p, const std::string& compare, const hw::Catalog& catalog) {
+// The profile's table beside another profile (`against`), or the datasheet of `compare`, or of
+// the profile's own type when the catalogue has it (none otherwise).
+std::string table_with_reference(const hw::GpuProfile& p, const std::string& compare, const std::string& against,
+                                 const hw::Catalog& catalog) {
+  if (!against.empty()) {
+    const hw::GpuProfile other = io::read_profile(against);
+    return profile::format_profile_table(p, {&other, "other", against});
+  }
   const std::string type = !compare.empty() ? compare : catalog.find_gpu(p.gpu_type) ? p.gpu_type : "";
-  if (type.empty()) return profile::format_profile_table(p, nullptr);
+  if (type.empty()) return profile::format_profile_table(p);
   const hw::GpuProfile sheet = hw::datasheet_profile(catalog.gpu(type, "--compare"));
-  return profile::format_profile_table(p, &sheet);
+  return profile::format_profile_table(p, {&sheet, "datasheet", "the datasheet of " + type});
 }
 
 }  // namespace
@@ -81,13 +87,16 @@ int main(int argc, char** argv) {
   std::string show_file;
   show->add_option("file", show_file, "The profile (hetrl.profile/v1 or v2)")->required();
   show->add_option("--compare", compare, "Compare with this catalogue type's datasheet (default: the profile's type)");
+  std::string against;
+  show->add_option("--against", against, "Compare with another profile (its figures in place of the datasheet's)")
+      ->excludes(show->get_option("--compare"));
   app.require_subcommand(0, 1);
 
   return apps::run_tool(app, argc, argv, [&] {
     const hw::Catalog& catalog = io::builtin_catalogs().hardware;
     if (show->parsed()) {
       const hw::GpuProfile p = io::read_profile(show_file);
-      fmt::print("{}", table_with_datasheet(p, compare, catalog));
+      fmt::print("{}", table_with_reference(p, compare, against, catalog));
       return apps::kExitOk;
     }
     if (!catalog_type.empty()) {
@@ -96,7 +105,7 @@ int main(int argc, char** argv) {
         io::write_file_atomic(output, io::profile_to_json(p));
         fmt::print("wrote {}\n\n", output);
       }
-      fmt::print("{}", profile::format_profile_table(p, nullptr));
+      fmt::print("{}", profile::format_profile_table(p));
       return apps::kExitOk;
     }
     if (!compare.empty()) (void)catalog.gpu(compare, "--compare");
@@ -152,7 +161,7 @@ int main(int argc, char** argv) {
       return apps::kExitOk;
     }
     io::write_file_atomic(output, json);
-    fmt::print("wrote {}\n\n{}", output, table_with_datasheet(p, compare, catalog));
+    fmt::print("wrote {}\n\n{}", output, table_with_reference(p, compare, "", catalog));
     return apps::kExitOk;
   });
 }

@@ -16,7 +16,7 @@ std::string cell(const std::optional<double>& value, double unit, const char* fo
   return value ? fmt::format(fmt::runtime(format), *value / unit) : std::string("-");
 }
 
-// The datasheet curve's rate at `tokens` (its points are the same token counts or bracket them).
+// The reference curve's rate at `tokens`, where it has that point.
 std::optional<double> curve_at(const hw::GpuProfile& p, double tokens) {
   for (const auto& [t, flops] : p.gemm_curve) {
     if (t == tokens) return flops;
@@ -89,19 +89,21 @@ std::string transfer_matrix(const hw::GpuProfile& m) {
 
 }  // namespace
 
-std::string format_profile_table(const hw::GpuProfile& m, const hw::GpuProfile* d) {
+std::string format_profile_table(const hw::GpuProfile& m, const Reference& reference) {
+  const hw::GpuProfile* d = reference.profile;
+  const std::string& column = reference.column;
   std::string out;
   if (m.device) {
     out += fmt::format("device   {} ({} backend, {} x, {:.1f} GiB, {} compute units)\n", m.device->name, m.device->backend,
                        m.device->count, m.device->memory / core::kGiB, m.device->compute_units);
     out += fmt::format("software {}; {}\n", m.device->driver, m.device->runtime);
   }
-  out += fmt::format("type     {}{}\n", m.gpu_type, d ? "   compared with the datasheet of " + d->gpu_type : "");
+  out += fmt::format("type     {}{}\n", m.gpu_type, d ? "   compared with " + reference.described : "");
   if (m.settings) {
     out += fmt::format("settings {}{} GEMMs and attention, {} repeats a point\n", m.settings->quick ? "quick, " : "",
                        m.settings->dtype, m.settings->repeats);
   }
-  out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "figure", "measured", "datasheet", "ratio");
+  out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "figure", "measured", column, "ratio");
   const auto row = [&](const char* name, const std::optional<double>& measured, const std::optional<double>& sheet,
                        double unit, const char* format) {
     if (!measured && !(d && sheet)) return;
@@ -124,7 +126,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const hw::GpuProfile* 
   row("host to device (GB/s)", m.host_to_device_bandwidth, s.host_to_device_bandwidth, core::kGBps, "{:.4g}");
   row("launch overhead (us)", m.launch_overhead, s.launch_overhead, 1e-6, "{:.3g}");
   if (!m.gemm_curve.empty()) {
-    out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "GEMM by tokens (TFLOP/s)", "measured", "datasheet", "ratio");
+    out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "GEMM by tokens (TFLOP/s)", "measured", column, "ratio");
     for (const auto& [tokens, flops] : m.gemm_curve) {
       const std::optional<double> sheet = d ? curve_at(*d, tokens) : std::nullopt;
       out += fmt::format("{:<34} {:>12.3g} {:>12} {:>9}\n", fmt::format("  {:.0f} tokens", tokens), flops / core::kTflops,
