@@ -270,8 +270,9 @@ void measure_collectives(Backend& b, device::Communicator& comm, const core::Clo
   }
 }
 
-// Every ordered pair of processes: a small transfer (its latency) and a large one (its
-// bandwidth), one pair at a time while the others wait.
+// Every ordered pair of processes: a small transfer (its latency: half a round trip, as one
+// message alone would be timed by its sender before it arrives) and a large one (its bandwidth,
+// messages back to back), one pair at a time while the others wait.
 void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::Clock& clock,
                             const ProfileParams& params, hw::GpuProfile& p) {
   Timer timer(b, clock, params, comm);
@@ -284,15 +285,23 @@ void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::
   for (int from = 0; from < comm.size(); ++from) {
     for (int to = 0; to < comm.size(); ++to) {
       if (from == to) continue;
-      for (const std::size_t bytes : {sizeof(float), large}) {
-        const std::size_t count = bytes / sizeof(float);
-        const hw::TimeSpread seconds = timer.time([&] {
-          if (me == from) comm.send(t, buffer.data(), count, to);
-          if (me == to) comm.recv(t, buffer.data(), count, from);
-        });
-        p.transfers.push_back({"device" + std::to_string(from), "device" + std::to_string(to),
-                               static_cast<double>(bytes), seconds});
-      }
+      const std::string a = "device" + std::to_string(from), b = "device" + std::to_string(to);
+      hw::TimeSpread round_trip = timer.time([&] {
+        if (me == from) {
+          comm.send(t, buffer.data(), 1, to);
+          comm.recv(t, buffer.data(), 1, to);
+        } else if (me == to) {
+          comm.recv(t, buffer.data(), 1, from);
+          comm.send(t, buffer.data(), 1, from);
+        }
+      });
+      for (double* x : {&round_trip.median, &round_trip.min, &round_trip.max}) *x /= 2;
+      p.transfers.push_back({a, b, static_cast<double>(sizeof(float)), round_trip});
+      const hw::TimeSpread streamed = timer.time([&] {
+        if (me == from) comm.send(t, buffer.data(), large / sizeof(float), to);
+        if (me == to) comm.recv(t, buffer.data(), large / sizeof(float), from);
+      });
+      p.transfers.push_back({a, b, static_cast<double>(large), streamed});
     }
   }
 }
