@@ -285,7 +285,7 @@ void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::
   for (int from = 0; from < comm.size(); ++from) {
     for (int to = 0; to < comm.size(); ++to) {
       if (from == to) continue;
-      const std::string a = "device" + std::to_string(from), b = "device" + std::to_string(to);
+      const std::string sender = "device" + std::to_string(from), receiver = "device" + std::to_string(to);
       hw::TimeSpread round_trip = timer.time([&] {
         if (me == from) {
           comm.send(t, buffer.data(), 1, to);
@@ -296,12 +296,12 @@ void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::
         }
       });
       for (double* x : {&round_trip.median, &round_trip.min, &round_trip.max}) *x /= 2;
-      p.transfers.push_back({a, b, static_cast<double>(sizeof(float)), round_trip});
+      p.transfers.push_back({sender, receiver, static_cast<double>(sizeof(float)), round_trip});
       const hw::TimeSpread streamed = timer.time([&] {
         if (me == from) comm.send(t, buffer.data(), large / sizeof(float), to);
         if (me == to) comm.recv(t, buffer.data(), large / sizeof(float), from);
       });
-      p.transfers.push_back({a, b, static_cast<double>(large), streamed});
+      p.transfers.push_back({sender, receiver, static_cast<double>(large), streamed});
     }
   }
 }
