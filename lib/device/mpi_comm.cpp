@@ -86,13 +86,16 @@ class MpiCommunicator final : public Communicator {
                         world_.sum(t), MPI_COMM_WORLD),
           "MPI_Allreduce");
   }
+  // The whole (size() blocks) must also be within MPI's count, so both are checked.
   void all_gather(DType t, const void* send, void* recv, std::size_t count) override {
-    const int n = mpi_count(count * static_cast<std::size_t>(size_), "all-gather");
-    check(MPI_Allgather(send, n / size_, mpi_type(t), recv, n / size_, mpi_type(t), MPI_COMM_WORLD), "MPI_Allgather");
+    (void)mpi_count(count * static_cast<std::size_t>(size_), "all-gather");
+    const int n = mpi_count(count, "all-gather");
+    check(MPI_Allgather(send, n, mpi_type(t), recv, n, mpi_type(t), MPI_COMM_WORLD), "MPI_Allgather");
   }
   void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) override {
-    const int n = mpi_count(count * static_cast<std::size_t>(size_), "reduce-scatter");
-    check(MPI_Reduce_scatter_block(send, recv, n / size_, mpi_type(t), world_.sum(t), MPI_COMM_WORLD),
+    (void)mpi_count(count * static_cast<std::size_t>(size_), "reduce-scatter");
+    check(MPI_Reduce_scatter_block(send, recv, mpi_count(count, "reduce-scatter"), mpi_type(t), world_.sum(t),
+                                   MPI_COMM_WORLD),
           "MPI_Reduce_scatter_block");
   }
   void broadcast(DType t, void* data, std::size_t count, int root) override {

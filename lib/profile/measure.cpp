@@ -16,6 +16,12 @@ using device::DType;
 // Llama-3-8B's attention layout (32 query heads, 8 KV heads of 128), the most common one.
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
 
+double median_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 class Timer {
  public:
   Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params)
@@ -41,12 +47,10 @@ class Timer {
     }
     std::vector<double> per_call;
     for (int r = 0; r < params_.repeats; ++r) per_call.push_back(run(op, count) / static_cast<double>(count));
-    std::sort(per_call.begin(), per_call.end());
     hw::TimeSpread s;
-    const std::size_t n = per_call.size();
-    s.median = n % 2 ? per_call[n / 2] : 0.5 * (per_call[n / 2 - 1] + per_call[n / 2]);
-    s.min = per_call.front();
-    s.max = per_call.back();
+    s.median = median_of(per_call);
+    s.min = *std::min_element(per_call.begin(), per_call.end());
+    s.max = *std::max_element(per_call.begin(), per_call.end());
     s.repeats = params_.repeats;
     return s;
   }
@@ -304,12 +308,6 @@ void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::
       p.transfers.push_back({sender, receiver, static_cast<double>(large), streamed});
     }
   }
-}
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 void measure_device(Backend& backend, const core::Clock& clock, const ProfileParams& params, Steps& steps,

@@ -3,13 +3,7 @@
 # prices a workload on it; hetrl-profile show reads it back. Checks what each step wrote, not
 # how fast the machine is.
 #   PROFILE, CLUSTER, PLAN: the tools; DATA: tests/cli/data; OUT: a scratch folder.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/profile_checks.cmake)
 
 file(REMOVE ${OUT}/cpu_profile.json ${OUT}/cpu_cluster.json)
 run(${PROFILE} --backend cpu --quick -o ${OUT}/cpu_profile.json)
@@ -20,13 +14,8 @@ string(JSON type GET "${profile}" gpu_type)
 if(NOT schema STREQUAL "hetrl.profile/v2" OR NOT backend STREQUAL "cpu" OR NOT type MATCHES "^cpu-")
   message(FATAL_ERROR "unexpected profile header: ${schema}, ${backend}, ${type}")
 endif()
-foreach(figure gemm_large_tflops gemm_small_tflops fp32_tflops memory_bandwidth_gb_per_s
+require_fitted("${profile}" gemm_large_tflops gemm_small_tflops fp32_tflops memory_bandwidth_gb_per_s
                decode_attention_gb_per_s host_to_device_gb_per_s launch_overhead_us)
-  string(JSON value GET "${profile}" fitted ${figure})
-  if(NOT value GREATER 0)
-    message(FATAL_ERROR "fitted ${figure} is ${value}, expected a positive figure")
-  endif()
-endforeach()
 foreach(section gemm memory attention)
   string(JSON count LENGTH "${profile}" measurements ${section})
   if(count LESS 2)  # the first two points of a curve are measured however slow the machine

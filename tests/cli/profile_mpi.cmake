@@ -2,13 +2,7 @@
 # profile with its device's curves, the four collectives over both processes and the transfers
 # each way; hetrl-cluster --from-profile takes the measured link between the two "GPUs".
 #   MPIEXEC, PROFILE, CLUSTER: the tools; OUT: a scratch folder.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/profile_checks.cmake)
 
 file(REMOVE ${OUT}/mpi_profile.json ${OUT}/mpi_cluster.json)
 run(${MPIEXEC} -n 2 --oversubscribe ${PROFILE} --backend cpu --quick -o ${OUT}/mpi_profile.json)
@@ -53,12 +47,8 @@ list(REMOVE_DUPLICATES pairs)
 if(NOT pairs STREQUAL "device0>device1;device1>device0")
   message(FATAL_ERROR "unexpected transfer endpoints: ${pairs}")
 endif()
-foreach(figure intra_node_bandwidth_gb_per_s intra_node_latency_us allreduce_bus_gb_per_s gemm_large_tflops)
-  string(JSON value GET "${profile}" fitted ${figure})
-  if(NOT value GREATER 0)
-    message(FATAL_ERROR "fitted ${figure} is ${value}, expected a positive figure")
-  endif()
-endforeach()
+require_fitted("${profile}" intra_node_bandwidth_gb_per_s intra_node_latency_us allreduce_bus_gb_per_s
+               gemm_large_tflops)
 
 string(JSON type GET "${profile}" gpu_type)
 run(${CLUSTER} --from-profile ${OUT}/mpi_profile.json --node lab:2x${type} -o ${OUT}/mpi_cluster.json)
