@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     p.gpu_type = !gpu_type.empty() ? gpu_type : profile::match_gpu_type(backend->info(), catalog);
     if (p.gpu_type.empty()) p.gpu_type = profile::new_type_name(backend->info());
     p.host = host_name();
-    p.settings = hw::ProfileSettings{params.quick, dtype_name, params.repeats};
+    p.settings = hw::ProfileSettings{params.quick, dtype_name, params.passes * params.repeats, params.passes};
     p.provenance.tool = "hetrl-profile";
     p.provenance.version = core::kVersion;
     const std::string json = io::profile_to_json(p);

@@ -14,8 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "device/backend.h"
@@ -72,14 +74,56 @@ class CpuBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
 
+  ~CpuBackend() override {
+    for (const auto& [bytes, p] : cached_) std::free(p);
+  }
+
+  // Blocks of 1 MiB or more that are released are kept for the next allocation of the same
+  // size, as a GPU runtime's caching allocator keeps device memory: the host would otherwise
+  // hand the pages back and fault each one in again when the same buffer is allocated anew (a
+  // profile's passes, a training step's activations). At most a quarter of the memory is kept.
   void* allocate(std::size_t bytes) override {
     constexpr std::size_t kAlign = 64;
     const std::size_t rounded = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    if (rounded >= kCachedFrom) {
+      if (const auto kept = cached_.find(rounded); kept != cached_.end()) {
+        void* p = kept->second;
+        cached_.erase(kept);
+        cached_bytes_ -= rounded;
+        live_[p] = rounded;
+        return p;
+      }
+    }
     void* p = std::aligned_alloc(kAlign, rounded);
+    if (!p && !cached_.empty()) {
+      for (const auto& [size, block] : cached_) std::free(block);
+      cached_.clear();
+      cached_bytes_ = 0;
+      p = std::aligned_alloc(kAlign, rounded);
+    }
     if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (rounded >= kCachedFrom) live_[p] = rounded;
     return p;
   }
-  void release(void* p) noexcept override { std::free(p); }
+  void release(void* p) noexcept override {
+    const auto large = live_.find(p);
+    if (large == live_.end()) {
+      std::free(p);
+      return;
+    }
+    const std::size_t bytes = large->second;
+    live_.erase(large);
+    if (static_cast<double>(cached_bytes_ + bytes) > info_.memory / 4) {
+      std::free(p);
+      return;
+    }
+    try {
+      cached_.emplace(bytes, p);
+      cached_bytes_ += bytes;
+    } catch (...) {
+      std::free(p);
+    }
+  }
   void upload(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
   void download(void* host, const void* device, std::size_t bytes) override { std::memcpy(host, device, bytes); }
   void copy(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
@@ -239,8 +283,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;
   std::vector<float> wide_a_, wide_b_, wide_c_;
+  std::unordered_map<void*, std::size_t> live_;     // large blocks handed out, and their sizes
+  std::multimap<std::size_t, void*> cached_;        // released large blocks by size
+  std::size_t cached_bytes_ = 0;
 };
 
 }  // namespace

@@ -81,7 +81,8 @@ struct DeviceDescription {
 struct ProfileSettings {
   bool quick = false;
   std::string dtype;  // of the GEMMs and attention
-  int repeats = 0;
+  int repeats = 0;    // timed repeats of each point in all
+  int passes = 1;     // passes through every measurement the repeats were spread over
 };
 
 struct GpuProfile {

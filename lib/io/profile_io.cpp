@@ -180,6 +180,7 @@ hw::GpuProfile parse_profile(std::string_view text, std::string_view file) {
     settings.quick = s->optional_boolean("quick").value_or(false);
     settings.dtype = dtype(*s);
     settings.repeats = static_cast<int>(s->optional_integer("repeats", 1, 1000000).value_or(1));
+    settings.passes = static_cast<int>(s->optional_integer("passes", 1, settings.repeats).value_or(1));
     s->finish();
     profile.settings = settings;
   }
@@ -214,7 +215,8 @@ std::string profile_to_json(const hw::GpuProfile& p) {
                      {"runtime", d.runtime}};
   }
   if (p.settings) {
-    out["settings"] = {{"quick", p.settings->quick}, {"dtype", p.settings->dtype}, {"repeats", p.settings->repeats}};
+    out["settings"] = {{"quick", p.settings->quick}, {"dtype", p.settings->dtype}, {"repeats", p.settings->repeats},
+                       {"passes", p.settings->passes}};
   }
   OrderedJson m = OrderedJson::object();
   if (p.launch) {

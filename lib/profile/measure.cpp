@@ -5,6 +5,9 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 namespace hetrl::profile {
 namespace {
@@ -22,49 +25,80 @@ double median_of(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+// What the first pass through a section of measurements decided, which the later passes
+// replay, and every point's timings so far.
+struct Passes {
+  bool recorded = false;                     // the first pass is over: replay it
+  std::vector<bool> affordable;              // each affordable() answer, in order
+  std::vector<long> calls;                   // each point's calls a repeat, in order
+  std::vector<std::vector<double>> seconds;  // each point's seconds a call, every pass so far
+};
+
 class Timer {
  public:
-  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params)
-      : backend_(backend), clock_(clock), params_(params) {}
+  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params, Passes& passes)
+      : backend_(backend), clock_(clock), params_(params), passes_(passes) {}
 
   // Times an operation every process runs together (a collective, or a transfer between two of
   // them): each repeat starts after a barrier and lasts as long as the slowest process's, so
   // every process takes the same decisions and calls the operation equally often.
-  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params, device::Communicator& together)
-      : backend_(backend), clock_(clock), params_(params), together_(&together) {}
+  Timer(Backend& backend, const core::Clock& clock, const ProfileParams& params, Passes& passes,
+        device::Communicator& together)
+      : backend_(backend), clock_(clock), params_(params), passes_(passes), together_(&together) {}
 
-  // The seconds one call of `op` takes: a warm-up call, then repeats of as many calls as make
-  // a repeat last params.repeat_seconds.
+  // The seconds one call of `op` takes over this pass's repeats and the earlier passes': a
+  // warm-up call, then repeats of as many calls as make a repeat last params.repeat_seconds
+  // (found in the first pass, kept in the others).
   hw::TimeSpread time(const std::function<void()>& op) {
     op();
     backend_.synchronize();
-    long count = 1;
-    for (;;) {
-      const double seconds = run(op, count);
-      if (seconds >= params_.repeat_seconds || count >= (1L << 24)) break;
-      const double wanted = seconds > 0 ? 1.2 * params_.repeat_seconds / seconds * static_cast<double>(count) : 16.0 * static_cast<double>(count);
-      count = std::max(count + 1, std::min(16 * count, static_cast<long>(std::ceil(wanted))));
+    const std::size_t point = next_point_++;
+    if (!passes_.recorded) {
+      passes_.calls.push_back(calls_per_repeat(op));
+      passes_.seconds.emplace_back();
+    } else if (point >= passes_.calls.size()) {
+      throw std::logic_error("profile: a pass measured more points than the first");
     }
-    std::vector<double> per_call;
+    const long count = passes_.calls[point];
+    std::vector<double>& per_call = passes_.seconds[point];
     for (int r = 0; r < params_.repeats; ++r) per_call.push_back(run(op, count) / static_cast<double>(count));
     hw::TimeSpread s;
     s.median = median_of(per_call);
     s.min = *std::min_element(per_call.begin(), per_call.end());
     s.max = *std::max_element(per_call.begin(), per_call.end());
-    s.repeats = params_.repeats;
+    s.repeats = static_cast<int>(per_call.size());
     return s;
   }
 
   // Whether a curve's next point, whose one call is predicted to take `seconds`, fits the
-  // point budget; the first kLeastPoints of a curve are always measured, so that every curve
-  // has a shape however slow the device.
-  bool affordable(double seconds, std::size_t measured) const {
-    return measured < kLeastPoints ||
-           std::max(seconds, params_.repeat_seconds) * (params_.repeats + 2) <= params_.point_seconds;
+  // point budget over every pass; the first kLeastPoints of a curve are always measured, so
+  // that every curve has a shape however slow the device. Later passes repeat the first's
+  // answers.
+  bool affordable(double seconds, std::size_t measured) {
+    if (passes_.recorded) {
+      if (next_answer_ >= passes_.affordable.size()) throw std::logic_error("profile: a pass asked more than the first");
+      return passes_.affordable[next_answer_++];
+    }
+    // Each pass a warm-up call and the repeats; the first pass also finds the calls a repeat.
+    const int repeats_in_all = params_.passes * (params_.repeats + 1) + 1;
+    const bool answer = measured < kLeastPoints ||
+                        std::max(seconds, params_.repeat_seconds) * repeats_in_all <= params_.point_seconds;
+    passes_.affordable.push_back(answer);
+    return answer;
   }
   static constexpr std::size_t kLeastPoints = 2;
 
  private:
+  long calls_per_repeat(const std::function<void()>& op) {
+    long count = 1;
+    for (;;) {
+      const double seconds = run(op, count);
+      if (seconds >= params_.repeat_seconds || count >= (1L << 24)) return count;
+      const double wanted = seconds > 0 ? 1.2 * params_.repeat_seconds / seconds * static_cast<double>(count) : 16.0 * static_cast<double>(count);
+      count = std::max(count + 1, std::min(16 * count, static_cast<long>(std::ceil(wanted))));
+    }
+  }
+
   double run(const std::function<void()>& op, long count) {
     if (together_) together_->barrier();
     const double start = clock_.seconds();
@@ -77,7 +111,9 @@ class Timer {
   Backend& backend_;
   const core::Clock& clock_;
   const ProfileParams& params_;
+  Passes& passes_;
   device::Communicator* together_ = nullptr;
+  std::size_t next_point_ = 0, next_answer_ = 0;
 };
 
 // Fills a buffer with small random values of type t (a GEMM of zeros may run faster).
@@ -110,9 +146,10 @@ std::string lowercase_words(const std::string& text) {
 struct Steps {
   const Progress& progress;
   int total;
+  std::string pass;  // ", pass 2 of 3" where there are several
   int done = 0;
   void next(const std::string& name) {
-    if (progress) progress(name, static_cast<double>(done) / total);
+    if (progress) progress(name + pass, static_cast<double>(done) / total);
     ++done;
   }
 };
@@ -239,8 +276,8 @@ double bus_factor(const std::string& op, int ranks) {
 // NCCL's tests call its size: each process's buffer for all-reduce and broadcast, the gathered
 // whole for all-gather and the scattered whole for reduce-scatter.
 void measure_collectives(Backend& b, device::Communicator& comm, const core::Clock& clock, const ProfileParams& params,
-                         hw::GpuProfile& p) {
-  Timer timer(b, clock, params, comm);
+                         Passes& passes, hw::GpuProfile& p) {
+  Timer timer(b, clock, params, passes, comm);
   const DType t = params.dtype;
   const std::size_t element = device::dtype_bytes(t);
   const int n = comm.size();
@@ -278,8 +315,8 @@ void measure_collectives(Backend& b, device::Communicator& comm, const core::Clo
 // message alone would be timed by its sender before it arrives) and a large one (its bandwidth,
 // messages back to back), one pair at a time while the others wait.
 void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::Clock& clock,
-                            const ProfileParams& params, hw::GpuProfile& p) {
-  Timer timer(b, clock, params, comm);
+                            const ProfileParams& params, Passes& passes, hw::GpuProfile& p) {
+  Timer timer(b, clock, params, passes, comm);
   const DType t = DType::kF32;
   const std::size_t large = static_cast<std::size_t>(std::min(params.largest_buffer, params.quick ? 16.0 * (1 << 20)
                                                                                                     : 64.0 * (1 << 20)));
@@ -310,9 +347,9 @@ void measure_peer_transfers(Backend& b, device::Communicator& comm, const core::
   }
 }
 
-void measure_device(Backend& backend, const core::Clock& clock, const ProfileParams& params, Steps& steps,
-                    hw::GpuProfile& p) {
-  Timer timer(backend, clock, params);
+void measure_device(Backend& backend, const core::Clock& clock, const ProfileParams& params, Passes& passes,
+                    Steps& steps, hw::GpuProfile& p) {
+  Timer timer(backend, clock, params, passes);
   steps.next("launch overhead");
   measure_launch(backend, timer, p);
   steps.next("memory bandwidth");
@@ -339,9 +376,9 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
 ProfileParams ProfileParams::quick_settings() {
   ProfileParams p;
   p.quick = true;
-  p.repeats = 3;
+  p.repeats = 1;
   p.repeat_seconds = 1e-3;
-  p.point_seconds = 0.4;
+  p.point_seconds = 0.6;
   p.widths = {1024, 4096};
   p.tokens = {1, 16, 64, 256, 1024, 2048, 4096, 8192};
   p.largest_buffer = 256.0 * (1 << 20);
@@ -350,27 +387,36 @@ ProfileParams ProfileParams::quick_settings() {
 
 hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core::Clock& clock,
                        const ProfileParams& params, const Progress& progress) {
-  hw::GpuProfile p;
-  const device::DeviceInfo& info = backend.info();
-  p.device = hw::DeviceDescription{info.backend, info.name, info.count, info.memory, info.compute_units, info.driver,
-                                   info.runtime};
-  p.device_name = info.name;
+  if (params.passes < 1 || params.repeats < 1) throw std::invalid_argument("profile: passes and repeats must be >= 1");
   const bool together = comm.size() > 1;
-  Steps steps{progress, 5 + static_cast<int>(params.widths.size()) + (together ? 2 : 0)};
-  // Rank 0 measures its device while the others wait without spinning; then all of them
-  // measure what passes between them.
-  if (comm.rank() == 0) measure_device(backend, clock, params, steps, p);
-  if (together) {
-    comm.barrier();
-    steps.next("collectives over " + std::to_string(comm.size()) + " processes");
-    measure_collectives(backend, comm, clock, params, p);
-    steps.next("transfers between processes");
-    measure_peer_transfers(backend, comm, clock, params, p);
+  const int steps_a_pass = 5 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
+  Steps steps{progress, steps_a_pass * params.passes, ""};
+  Passes device_passes, collective_passes, transfer_passes;
+  hw::GpuProfile p;
+  for (int pass = 1; pass <= params.passes; ++pass) {
+    // Each pass measures afresh; its timings join the earlier passes' (Passes), so the last
+    // pass's profile has every repeat.
+    p = hw::GpuProfile{};
+    const device::DeviceInfo& info = backend.info();
+    p.device = hw::DeviceDescription{info.backend, info.name,   info.count,  info.memory,
+                                     info.compute_units, info.driver, info.runtime};
+    p.device_name = info.name;
+    if (params.passes > 1) steps.pass = fmt::format(", pass {} of {}", pass, params.passes);
+    // Rank 0 measures its device while the others wait without spinning; then all of them
+    // measure what passes between them.
+    if (comm.rank() == 0) measure_device(backend, clock, params, device_passes, steps, p);
+    if (together) {
+      comm.barrier();
+      steps.next("collectives over " + std::to_string(comm.size()) + " processes");
+      measure_collectives(backend, comm, clock, params, collective_passes, p);
+      steps.next("transfers between processes");
+      measure_peer_transfers(backend, comm, clock, params, transfer_passes, p);
+    }
+    for (Passes* done : {&device_passes, &collective_passes, &transfer_passes}) done->recorded = true;
   }
   fit(p);
   return p;
 }
-
 
 void fit(hw::GpuProfile& p) {
   // The GEMM curve: at each token count, the width measured there closest to the cost model's

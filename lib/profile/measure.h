@@ -4,6 +4,11 @@
 // ended by synchronize()) and keeps the median and range of one operation's time. Then the
 // figures the cost model uses are fitted from the curves (fit()).
 //
+// A point's repeats are spread over several passes through every measurement rather than taken
+// back to back: on a shared machine a burst of load from elsewhere then slows one pass's
+// repeats of a point, which the median leaves out, instead of all of them. The first pass
+// decides which points are measured and how many calls a repeat makes; the others replay it.
+//
 // Sizes follow LLM layers: GEMMs of 1 to 8192 tokens against the hidden sizes of the
 // catalogue's models (decode-like up to 256 tokens, prefill-like above), memory traffic from
 // 1 MiB to 1 GiB, decode attention over KV caches of a Llama-style head layout. A point whose
@@ -24,15 +29,16 @@ namespace hetrl::profile {
 
 struct ProfileParams {
   bool quick = false;
-  int repeats = 5;                   // timed repeats per point
+  int passes = 3;                    // passes through every measurement, each timing every point
+  int repeats = 2;                   // timed repeats per point in each pass
   double repeat_seconds = 2e-3;      // each repeat runs the operation until it lasts this long
-  double point_seconds = 1.0;        // a point predicted to take longer is left out
+  double point_seconds = 1.5;        // a point predicted to take longer, over every pass, is left out
   device::DType dtype = device::DType::kBf16;  // GEMMs and attention (fp32 is also measured at one size)
   std::vector<int> widths{1024, 2048, 4096, 5120, 8192};  // GEMM hidden sizes (n = k)
   std::vector<int> tokens{1, 4, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
   double largest_buffer = 1 << 30;   // bytes, memory traffic and transfers
 
-  // The settings of --quick: fewer sizes, 3 repeats, a tighter point budget.
+  // The settings of --quick: fewer sizes, one repeat a pass, a tighter point budget.
   static ProfileParams quick_settings();
 };
 

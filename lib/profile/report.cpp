@@ -100,8 +100,9 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   }
   out += fmt::format("type     {}{}\n", m.gpu_type, d ? "   compared with " + reference.described : "");
   if (m.settings) {
-    out += fmt::format("settings {}{} GEMMs and attention, {} repeats a point\n", m.settings->quick ? "quick, " : "",
-                       m.settings->dtype, m.settings->repeats);
+    out += fmt::format("settings {}{} GEMMs and attention, {} repeats a point{}\n", m.settings->quick ? "quick, " : "",
+                       m.settings->dtype, m.settings->repeats,
+                       m.settings->passes > 1 ? fmt::format(" over {} passes", m.settings->passes) : "");
   }
   out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "figure", "measured", column, "ratio");
   const auto row = [&](const char* name, const std::optional<double>& measured, const std::optional<double>& sheet,

@@ -21,6 +21,24 @@ TEST_CASE("backends: cpu is always built and describes the host") {
   CHECK(b->info().runtime.rfind("OpenBLAS", 0) == 0);
 }
 
+TEST_CASE("backends: the cpu keeps a released large block for the next allocation of its size") {
+  const auto b = make_backend("cpu");
+  constexpr std::size_t kLarge = std::size_t{4} << 20;
+  void* first = nullptr;
+  {
+    const Buffer block(*b, kLarge);
+    first = block.data();
+    b->fill_zero(block.data(), kLarge);
+  }
+  const Buffer again(*b, kLarge);
+  CHECK(again.data() == first);  // the same pages, not faulted in anew
+  const Buffer other(*b, kLarge);
+  CHECK(other.data() != first);  // a block is handed out once
+  b->fill_zero(other.data(), kLarge);
+  const Buffer small(*b, 4096);  // small blocks go back to the host's allocator
+  CHECK(small.data() != nullptr);
+}
+
 TEST_CASE("backends: an unknown name is an input error with the closest name") {
   try {
     (void)make_backend("cdua");

@@ -26,6 +26,7 @@ hw::GemmMeasurement gemm(const char* dtype, int tokens, int width, double tflops
 
 profile::ProfileParams tiny_params() {
   profile::ProfileParams p;
+  p.passes = 2;
   p.repeats = 2;
   p.repeat_seconds = 1e-3;
   p.point_seconds = 1.0;
@@ -86,12 +87,13 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto alone = device::make_single_communicator(*backend);
   const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
                                             [&](const std::string& step, double) { steps.push_back(step); });
-  CHECK(steps.size() == 7);  // launch, memory, two widths, fp32, attention, transfers
+  REQUIRE(steps.size() == 14);  // launch, memory, two widths, fp32, attention, transfers; two passes
+  CHECK(steps[7] == "launch overhead, pass 2 of 2");
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
   CHECK(p.launch);
   CHECK(p.gemms.size() == 5);  // 2 widths x 2 token counts in bf16, one fp32 point
-  for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 2);
+  for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 4);  // 2 repeats in each of 2 passes
   CHECK(p.bandwidths.size() >= 5);  // read, write, copy at 1 MiB and 4 MiB; transfers
   CHECK(!p.attention.empty());
   REQUIRE(p.gemm_curve.size() == 2);
@@ -102,6 +104,45 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   CHECK(p.memory_bandwidth.value_or(0) > 0);
   CHECK(p.host_to_device_bandwidth.value_or(0) > 0);
   CHECK(p.decode_attention_bandwidth.value_or(0) > 0);
+}
+
+// A clock on a shared machine: each repeat lasts `step`, or ten times as long while another
+// tenant's burst of load is on.
+class LoadedClock final : public core::Clock {
+ public:
+  explicit LoadedClock(double step) : step_(step) {}
+  double seconds() const override { return now_ += burst ? 10 * step_ : step_; }
+  bool burst = false;
+
+ private:
+  double step_;
+  mutable double now_ = 0;
+};
+
+TEST_CASE("profile: a burst of load during one pass leaves every point's median as it was") {
+  const auto backend = device::make_cpu_backend();
+  const auto alone = device::make_single_communicator(*backend);
+  LoadedClock clock(2e-3);
+  profile::ProfileParams params = tiny_params();
+  params.passes = 3;
+  params.repeats = 1;
+  // The burst covers the second pass: each point's second repeat, whose time the median of
+  // three leaves out. Repeats back to back would put all of a point's repeats in the burst.
+  const hw::GpuProfile p = profile::measure(*backend, *alone, clock, params, [&](const std::string& step, double) {
+    clock.burst = step.find("pass 2 of 3") != std::string::npos;
+  });
+  std::vector<hw::TimeSpread> spreads;
+  for (const hw::GemmMeasurement& g : p.gemms) spreads.push_back(g.seconds);
+  for (const hw::BandwidthMeasurement& b : p.bandwidths) spreads.push_back(b.seconds);
+  for (const hw::AttentionMeasurement& a : p.attention) spreads.push_back(a.seconds);
+  REQUIRE(p.launch);
+  spreads.push_back(*p.launch);
+  REQUIRE(spreads.size() > 10);
+  for (const hw::TimeSpread& s : spreads) {
+    CHECK(s.repeats == 3);
+    CHECK(s.median == doctest::Approx(2e-3));  // one call a repeat: calls a repeat come from the first pass
+    CHECK(s.max == doctest::Approx(2e-2));     // the burst is seen, and kept out of the median
+  }
 }
 
 TEST_CASE("profile: a device that fails mid-run ends the measurement with its error") {
@@ -155,7 +196,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.gpu_type = "cpu-test";
   p.host = "bench-1";
   p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
-  p.settings = hw::ProfileSettings{true, "bf16", 3};
+  p.settings = hw::ProfileSettings{true, "bf16", 3, 3};
   p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
   p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
@@ -169,6 +210,8 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   const hw::GpuProfile q = io::parse_profile(json, "p.json");
   CHECK(io::profile_to_json(q) == json);
   CHECK(q.gemms.size() == 2);
+  REQUIRE(q.settings);
+  CHECK(q.settings->passes == 3);
   CHECK(q.attention.front().dtype == "fp16");
   CHECK(q.collectives.front().bus_bandwidth == doctest::Approx(2e9));
   CHECK(*q.allreduce_bus_bandwidth == doctest::Approx(2e9));
@@ -187,6 +230,8 @@ TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curve": [{"tokens": 8, "tflops": 1},
       {"tokens": 4, "tflops": 2}]}})", "p.json"), "p.json: /fitted/gemm_curve/1/tokens: expected tokens in ascending order",
                        core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("settings": {"dtype": "bf16", "repeats": 2, "passes": 3}})", "p.json"),
+                       doctest::Contains("p.json: /settings/passes"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_large_tflop": 5}})", "p.json"),
                        doctest::Contains("unknown field \"gemm_large_tflop\""), core::InputError);
 }
