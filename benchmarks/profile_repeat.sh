@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# How repeatable hetrl-profile is on this machine's CPU: RUNS profiles (--backend cpu --quick)
-# back to back, each figure of the table per run in benchmarks/out/profile-repeat.csv, then per
-# figure the median, range and the largest change between two runs in a row (|b / a - 1|).
-# Usage: benchmarks/profile_repeat.sh [RUNS]   (default 6)
+# How repeatable hetrl-profile is on this machine's CPU: RUNS profiles (--backend cpu, --quick
+# unless --full) back to back, each figure of the table per run in
+# benchmarks/out/profile-repeat.csv, then per figure the median, range and the largest change
+# between two runs in a row (|b / a - 1|).
+# Usage: benchmarks/profile_repeat.sh [RUNS] [--full]   (default 6 quick runs)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-6}
+settings=--quick
+if [[ "${2:-}" == --full ]]; then settings=; elif [[ -n "${2:-}" ]]; then echo "usage: $0 [RUNS] [--full]" >&2; exit 2; fi
 "$root/scripts/build" Release >/dev/null
 profile="$root/build/release/apps/hetrl-profile"
 out="$root/benchmarks/out/profile-repeat"
@@ -13,7 +16,7 @@ mkdir -p "$out"
 csv="$root/benchmarks/out/profile-repeat.csv"
 echo "run,figure,value" > "$csv"
 for run in $(seq "$runs"); do
-  "$profile" --backend cpu --quick -o "$out/run-$run.json" >/dev/null
+  "$profile" --backend cpu $settings -o "$out/run-$run.json" >/dev/null
   # The table's rows: a 34-character name, then the measured value.
   "$profile" show "$out/run-$run.json" | awk -v run="$run" '
     /^(figure|GEMM by tokens)/ { table = 1; next }
