@@ -392,15 +392,16 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
   const int steps_a_pass = 5 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
   Steps steps{progress, steps_a_pass * params.passes, ""};
   Passes device_passes, collective_passes, transfer_passes;
+  hw::GpuProfile blank;
+  const device::DeviceInfo& info = backend.info();
+  blank.device = hw::DeviceDescription{info.backend, info.name,   info.count,  info.memory,
+                                       info.compute_units, info.driver, info.runtime};
+  blank.device_name = info.name;
   hw::GpuProfile p;
   for (int pass = 1; pass <= params.passes; ++pass) {
     // Each pass measures afresh; its timings join the earlier passes' (Passes), so the last
     // pass's profile has every repeat.
-    p = hw::GpuProfile{};
-    const device::DeviceInfo& info = backend.info();
-    p.device = hw::DeviceDescription{info.backend, info.name,   info.count,  info.memory,
-                                     info.compute_units, info.driver, info.runtime};
-    p.device_name = info.name;
+    p = blank;
     if (params.passes > 1) steps.pass = fmt::format(", pass {} of {}", pass, params.passes);
     // Rank 0 measures its device while the others wait without spinning; then all of them
     // measure what passes between them.
