@@ -8,15 +8,18 @@
 //            the group that gets it, or none; a group left without a class takes half of the
 //            largest class another group has (so generation and training can split one GPU
 //            type). Candidates whose groups cannot hold their models' state even spread over
-//            all their GPUs are pruned before any evaluation; beyond max_candidates, a seeded
-//            sample is kept (the all-colocated ones always).
+//            all their GPUs are pruned before any evaluation; beyond max_candidates, the
+//            all-colocated ones and then the rest by an upper bound on their score (each
+//            group's tasks at their fastest strategies priced alone), or a seeded sample where
+//            bounding them would price too many strategies.
 //   Level 2  node counts: how many nodes of each class each group takes (moves of one node
 //            between groups or to and from the unused pool, and swaps of a node of one class
 //            for one of another; none past a budget).
 //   Level 3  each task's strategy (TP, PP, ZeRO stage, recompute), with layers split by stage
 //            speed and batch shares re-weighted by replica speed (closed forms).
 //   Levels 2 and 3 run as first-improvement local search from a memory-aware start: sweeps
-//   over every strategy of every task, then every one-node move; a sweep without improvement
+//   over every strategy of every task (the first sweep the busiest group's longest tasks
+//   first), then every one-node move; a sweep without improvement
 //   ends in a seeded perturbation, restarts times, then the candidate is done.
 //   Successive halving: every candidate gets a first budget, the better half twice as much
 //   (and the best candidate of each kind of start, by the node classes it took), and so on
