@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
-#include <map>
+#include <unordered_map>
 #include <memory>
 #include <random>
 #include <set>
@@ -146,9 +147,10 @@ class Search {
   // within the budget.
   bool shed_nodes(Start& c, Shed order, bool lean) const;
   void add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Start>& out);
-  // The least time a task takes on a group of nodes (how many of each class) with each of its
-  // strategies priced alone on them; infinite when none fits alone.
-  double floor_seconds(int task, const std::vector<int>& counts);
+  // The least time a task takes on a group of nodes (`mix`: how many of each class, in mixed
+  // radix, see bound_starts) with each of its strategies priced alone on them; infinite when
+  // none fits alone.
+  double floor_seconds(int task, std::uint64_t mix);
   // Bounds each start's score from above. A group runs its tasks in turn, and no strategy of a
   // task is faster than its fastest priced alone (a task beside others has less memory), so no
   // plan of the start makes more samples per second than the start's samples over its busiest
@@ -210,7 +212,7 @@ class Search {
   double last_overflow_ = 0;
   bool timed_out_ = false;
   Rejections rejections_;
-  std::map<std::pair<int, std::vector<int>>, double> floors_;  // (task, nodes per class) -> seconds
+  std::unordered_map<std::uint64_t, double> floors_;  // mix x tasks + task -> seconds
 };
 
 std::vector<int> Search::group_nodes(const std::vector<std::vector<int>>& counts, int group) const {
@@ -360,12 +362,14 @@ void Search::add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, 
   }
 }
 
-double Search::floor_seconds(int task, const std::vector<int>& counts) {
-  const auto key = std::make_pair(task, counts);
+double Search::floor_seconds(int task, std::uint64_t mix) {
+  const std::uint64_t key = mix * model_.graph().tasks.size() + static_cast<std::uint64_t>(task);
   if (const auto found = floors_.find(key); found != floors_.end()) return found->second;
   std::vector<GroupChoice> group(1);
   for (std::size_t k = 0; k < classes_.size(); ++k) {
-    group[0].nodes.insert(group[0].nodes.end(), classes_[k].begin(), classes_[k].begin() + counts[k]);
+    const auto count = static_cast<std::ptrdiff_t>(mix % (classes_[k].size() + 1));
+    mix /= classes_[k].size() + 1;
+    group[0].nodes.insert(group[0].nodes.end(), classes_[k].begin(), classes_[k].begin() + count);
   }
   std::sort(group[0].nodes.begin(), group[0].nodes.end());
   group[0].tasks = {task};
@@ -381,19 +385,38 @@ double Search::floor_seconds(int task, const std::vector<int>& counts) {
 }
 
 bool Search::bound_starts(std::vector<Start>& starts) {
-  std::set<std::pair<int, std::vector<int>>> keys;  // (task, nodes per class) of every group
-  std::vector<int> counts(classes_.size());
+  // A group's nodes as one number: its count of each class, in mixed radix.
+  const auto tasks = static_cast<std::uint64_t>(model_.graph().tasks.size());
+  std::vector<std::uint64_t> radix(classes_.size());
+  std::uint64_t mixes = 1;
+  for (std::size_t k = 0; k < classes_.size(); ++k) {
+    radix[k] = mixes;
+    const std::uint64_t base = classes_[k].size() + 1;
+    if (mixes > (std::uint64_t{1} << 62) / base / tasks) return false;
+    mixes *= base;
+  }
+  const auto mix_of = [&](const Start& c, std::size_t g) {
+    std::uint64_t mix = 0;
+    for (std::size_t k = 0; k < classes_.size(); ++k) mix += static_cast<std::uint64_t>(c.counts[k][g]) * radix[k];
+    return mix;
+  };
+  std::vector<std::pair<std::uint64_t, int>> keys;  // (mix, task) of every group of every start
   for (const Start& c : starts) {
     for (std::size_t g = 0; g < c.partition->size(); ++g) {
-      for (std::size_t k = 0; k < classes_.size(); ++k) counts[k] = c.counts[k][g];
-      for (int t : (*c.partition)[g]) keys.emplace(t, counts);
+      const std::uint64_t mix = mix_of(c, g);
+      for (int t : (*c.partition)[g]) keys.emplace_back(mix, t);
     }
   }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   long long pricings = 0;
-  for (const auto& [task, per_class] : keys) {
+  for (const auto& [mix, task] : keys) {
     std::vector<int> nodes;
+    std::uint64_t rest = mix;
     for (std::size_t k = 0; k < classes_.size(); ++k) {
-      nodes.insert(nodes.end(), classes_[k].begin(), classes_[k].begin() + per_class[k]);
+      const auto count = static_cast<std::ptrdiff_t>(rest % (classes_[k].size() + 1));
+      rest /= classes_[k].size() + 1;
+      nodes.insert(nodes.end(), classes_[k].begin(), classes_[k].begin() + count);
     }
     std::sort(nodes.begin(), nodes.end());
     pricings += static_cast<long long>(task_choices(model_, models_, params_.space, task, nodes).size());
@@ -404,11 +427,9 @@ bool Search::bound_starts(std::vector<Start>& starts) {
     double busiest = 0, price = 0;
     for (std::size_t g = 0; g < c.partition->size(); ++g) {
       double busy = 0;
-      for (std::size_t k = 0; k < classes_.size(); ++k) {
-        counts[k] = c.counts[k][g];
-        price += class_price_[k] * counts[k];
-      }
-      for (int t : (*c.partition)[g]) busy += floor_seconds(t, counts);
+      for (std::size_t k = 0; k < classes_.size(); ++k) price += class_price_[k] * c.counts[k][g];
+      const std::uint64_t mix = mix_of(c, g);
+      for (int t : (*c.partition)[g]) busy += floor_seconds(t, mix);
       busiest = std::max(busiest, busy);
     }
     const double most = busiest > 0 ? samples / busiest : 0;  // samples per second
