@@ -151,6 +151,7 @@ class Search {
   // radix, see bound_starts) with each of its strategies priced alone on them; infinite when
   // none fits alone.
   double floor_seconds(int task, std::uint64_t mix);
+  std::vector<int> mix_nodes(std::uint64_t mix) const;  // the first nodes of each class
   // Bounds each start's score from above. A group runs its tasks in turn, and no strategy of a
   // task is faster than its fastest priced alone (a task beside others has less memory), so no
   // plan of the start makes more samples per second than the start's samples over its busiest
@@ -362,16 +363,22 @@ void Search::add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, 
   }
 }
 
+std::vector<int> Search::mix_nodes(std::uint64_t mix) const {
+  std::vector<int> nodes;
+  for (const std::vector<int>& members : classes_) {
+    const auto count = static_cast<std::ptrdiff_t>(mix % (members.size() + 1));
+    mix /= members.size() + 1;
+    nodes.insert(nodes.end(), members.begin(), members.begin() + count);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
 double Search::floor_seconds(int task, std::uint64_t mix) {
   const std::uint64_t key = mix * model_.graph().tasks.size() + static_cast<std::uint64_t>(task);
   if (const auto found = floors_.find(key); found != floors_.end()) return found->second;
   std::vector<GroupChoice> group(1);
-  for (std::size_t k = 0; k < classes_.size(); ++k) {
-    const auto count = static_cast<std::ptrdiff_t>(mix % (classes_[k].size() + 1));
-    mix /= classes_[k].size() + 1;
-    group[0].nodes.insert(group[0].nodes.end(), classes_[k].begin(), classes_[k].begin() + count);
-  }
-  std::sort(group[0].nodes.begin(), group[0].nodes.end());
+  group[0].nodes = mix_nodes(mix);
   group[0].tasks = {task};
   double least = std::numeric_limits<double>::infinity();
   for (const TaskChoice& choice : task_choices(model_, models_, params_.space, task, group[0].nodes)) {
@@ -411,15 +418,7 @@ bool Search::bound_starts(std::vector<Start>& starts) {
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   long long pricings = 0;
   for (const auto& [mix, task] : keys) {
-    std::vector<int> nodes;
-    std::uint64_t rest = mix;
-    for (std::size_t k = 0; k < classes_.size(); ++k) {
-      const auto count = static_cast<std::ptrdiff_t>(rest % (classes_[k].size() + 1));
-      rest /= classes_[k].size() + 1;
-      nodes.insert(nodes.end(), classes_[k].begin(), classes_[k].begin() + count);
-    }
-    std::sort(nodes.begin(), nodes.end());
-    pricings += static_cast<long long>(task_choices(model_, models_, params_.space, task, nodes).size());
+    pricings += static_cast<long long>(task_choices(model_, models_, params_.space, task, mix_nodes(mix)).size());
     if (pricings > params_.evaluation_budget / 4) return false;
   }
   const double samples = model_.workload().samples_per_iteration();
