@@ -43,7 +43,7 @@ struct HybridParams {
   SearchSpace space;
   std::uint64_t seed = 1;
   double time_limit = kDefaultTimeLimit;  // seconds
-  int max_candidates = 2048;       // level-1 candidates searched (a seeded sample beyond)
+  int max_candidates = 2048;       // level-1 candidates searched (beyond: by bound, or a seeded sample)
   // Evaluations the search aims to spend in all. The first round gives each of the N
   // candidates budget / (N x rounds) evaluations (at least 2), so small instances are searched
   // to convergence and large ones get a quick look first.
