@@ -74,9 +74,7 @@ class CpuBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
 
-  ~CpuBackend() override {
-    for (const auto& [bytes, p] : cached_) std::free(p);
-  }
+  ~CpuBackend() override { drop_cached(); }
 
   // Blocks of 1 MiB or more that are released are kept for the next allocation of the same
   // size, as a GPU runtime's caching allocator keeps device memory: the host would otherwise
@@ -96,9 +94,7 @@ class CpuBackend final : public Backend {
     }
     void* p = std::aligned_alloc(kAlign, rounded);
     if (!p && !cached_.empty()) {
-      for (const auto& [size, block] : cached_) std::free(block);
-      cached_.clear();
-      cached_bytes_ = 0;
+      drop_cached();
       p = std::aligned_alloc(kAlign, rounded);
     }
     if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
@@ -283,6 +279,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  void drop_cached() noexcept {
+    for (const auto& [bytes, block] : cached_) std::free(block);
+    cached_.clear();
+    cached_bytes_ = 0;
+  }
+
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;
   std::vector<float> wide_a_, wide_b_, wide_c_;

@@ -19,3 +19,13 @@ function(require_fitted profile)
     endif()
   endforeach()
 endfunction()
+
+# Fails the test unless the cluster gives its `type` GPUs the profile's fitted `figure` as `key`
+# (a path under gpu_types.<type>), as written.
+function(require_adopted cluster profile type key figure)
+  string(JSON adopted GET "${cluster}" gpu_types ${type} ${key})
+  string(JSON measured GET "${profile}" fitted ${figure})
+  if(NOT adopted STREQUAL measured)
+    message(FATAL_ERROR "the cluster's ${type} ${key} is ${adopted}, the profile measured ${figure} ${measured}")
+  endif()
+endfunction()

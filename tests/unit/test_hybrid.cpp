@@ -80,6 +80,13 @@ hw::Cluster cluster_of(const std::vector<const char*>& specs) {
   return hw::build_cluster(params, catalogs().hardware);
 }
 
+// A cluster of instance types (hw::parse_preset_node_spec), priced.
+hw::Cluster preset_cluster_of(const std::vector<const char*>& specs) {
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  for (const char* spec : specs) params.node_groups.push_back(hw::parse_preset_node_spec(spec, catalogs().hardware));
+  return hw::build_cluster(params, catalogs().hardware);
+}
+
 // GRPO with a rule reward and no reference, fixed lengths.
 workload::Workload grpo(const std::string& model, int prompts, int samples, int prompt, int response) {
   workload::Workload w;
@@ -307,10 +314,7 @@ TEST_CASE("one dear node and many cheap ones: hybrid's cheapest plan is the ILP'
   // cheapest plan takes the A100 node and one A10G node as one group, every task TP8 PP2
   // across the two types: a start that fits alone on neither, found only from a lean start
   // whose tasks are laid out anew together when a node joins.
-  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
-  params.node_groups.push_back(hw::parse_preset_node_spec("us-east-1a:1xp4de.24xlarge", catalogs().hardware));
-  params.node_groups.push_back(hw::parse_preset_node_spec("us-east-1b:8xg5.48xlarge", catalogs().hardware));
-  const hw::Cluster cluster = hw::build_cluster(params, catalogs().hardware);
+  const hw::Cluster cluster = preset_cluster_of({"us-east-1a:1xp4de.24xlarge", "us-east-1b:8xg5.48xlarge"});
   workload::Workload w = grpo("Qwen2.5-32B", 128, 16, 512, 0);
   w.role(workload::Role::kReference) = {workload::RoleModel::Kind::kModel, "Qwen2.5-32B"};
   w.response.kind = workload::LengthKind::kLognormal;
@@ -522,11 +526,8 @@ TEST_CASE("beyond the start limit hybrid keeps starts by their bound: PPO-14B wi
   // actor's tasks on two A100 nodes, the critic's on one L40S node. Level 1 makes about 8,500
   // starts and searches 2,048; a seeded sample left that start out and hybrid found 8.62 on
   // the three A100 nodes.
-  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
-  for (const char* spec : {"us-east-1a:3xp4d.24xlarge", "us-east-1a:3xg6e.48xlarge", "us-east-1a:2xg6.48xlarge"}) {
-    params.node_groups.push_back(hw::parse_preset_node_spec(spec, catalogs().hardware));
-  }
-  const hw::Cluster cluster = hw::build_cluster(params, catalogs().hardware);
+  const hw::Cluster cluster =
+      preset_cluster_of({"us-east-1a:3xp4d.24xlarge", "us-east-1a:3xg6e.48xlarge", "us-east-1a:2xg6.48xlarge"});
   workload::Workload w;
   w.algorithm = "ppo";
   for (workload::Role r : {workload::Role::kActor, workload::Role::kCritic, workload::Role::kReference,
@@ -543,10 +544,8 @@ TEST_CASE("beyond the start limit hybrid keeps starts by their bound: PPO-14B wi
   w.validate(catalogs().algorithms, catalogs().models);
   const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
   const cost::CostModel model(cluster, w, graph, catalogs().models);
-  double price = 0;
-  for (const hw::Node& node : cluster.nodes) price += *cluster.node_price_per_hour(node);
   planner::HybridParams hp;
-  hp.goal.budget_per_hour = price / 2;
+  hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
   const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, kStill);
   REQUIRE(hybrid.found);
   std::map<std::string, int> gpus;  // GPU type -> how many the plan takes
