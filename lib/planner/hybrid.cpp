@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <random>
@@ -59,6 +60,11 @@ struct Move {
 // kinds, and keeping them all to the end tripled the planning time.
 constexpr std::size_t kMostKinds = 5;
 
+// The second search (bottleneck first, Search::run) takes the first this many level-1 starts
+// (the colocated ones, then by their bound) and a quarter of the evaluation budget.
+constexpr std::size_t kBottleneckStarts = 512;
+constexpr long long kBottleneckBudgetShare = 4;
+
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
 // quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
 // at a time.
@@ -92,6 +98,11 @@ struct Candidate {
   bool done = false;
   int restarts = 0;
   int sweeps = 0;
+  long long start_evaluations = 0;  // spent laying out and pricing its start
+  // Searched bottleneck first: the first sweep tries each task's strategies fastest alone
+  // first, and after every better strategy the moves are listed again with the busiest group's
+  // longest tasks first; its budget counts from the end of its start.
+  bool bottleneck_first = false;
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
   std::vector<bool> start_classes;  // the node classes its start took
   bool shed = false;          // its start gave up nodes (to a budget, or lean)
@@ -146,8 +157,9 @@ class Search {
   bool shed_nodes(Start& c, Shed order, bool lean) const;
   void add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Start>& out);
   // The least time a task takes on `nodes` with each of `choices` priced alone on them;
-  // infinite when none fits alone.
-  double floor_seconds(int task, const std::vector<int>& nodes, const std::vector<TaskChoice>& choices);
+  // infinite when none fits alone. Orders `choices` by those times, fastest first (those that
+  // do not fit alone last).
+  double floor_seconds(int task, const std::vector<int>& nodes, std::vector<TaskChoice>& choices);
   std::vector<int> mix_nodes(std::uint64_t mix) const;  // the first nodes of each class
   // Bounds each start's score from above. A group runs its tasks in turn, and no strategy of a
   // task is faster than its fastest priced alone (a task beside others has less memory), so no
@@ -178,6 +190,12 @@ class Search {
   double evaluate(Candidate& c);
   void start(Candidate& c);
   void fit_start(Candidate& c);
+  // Successive halving over `alive` from the given evaluation budget, keeping beside the better
+  // half the best of at most `other_kinds` other kinds of start each round; returns the survivors.
+  // Its first round adds to `unfit` the starts that did not fit; `round` counts on across calls.
+  std::vector<Candidate> halve(std::vector<Candidate> alive, long long evaluation_budget, std::size_t other_kinds,
+                               std::vector<int>& unfit, int& round,
+                               const std::function<void(const SearchProgress&)>& progress);
   // Candidates whose start did not fit and that successive halving dropped: the closest to
   // fitting, repaired, and the best of those searched to the end. The halving's own result is
   // untouched: this only adds plans.
@@ -192,8 +210,9 @@ class Search {
   // networks, PPO-14B within half the cluster's price: the ILP's optimum's start showed 2.84
   // samples/s for its first 270 evaluations, 6.92 after 57 in this order). Later sweeps go in
   // task order, as do starts that do not fit.
-  std::vector<std::size_t> sweep_order(const Candidate& c);
-  void next_sweep(Candidate& c);
+  // `busiest` asks for that order in any sweep.
+  std::vector<std::size_t> sweep_order(const Candidate& c, bool busiest);
+  void next_sweep(Candidate& c, bool busiest = false);
   void search(Candidate& c, long long budget);
 
   const cost::CostModel& model_;
@@ -211,6 +230,9 @@ class Search {
   double last_overflow_ = 0;
   bool timed_out_ = false;
   Rejections rejections_;
+  // Where bound_starts priced them: a task's strategies on a group's nodes (given by the
+  // group's count of each class), fastest alone first; null for a mix it did not price.
+  std::function<const std::vector<TaskChoice>*(const std::vector<std::vector<int>>&, int, int)> by_speed_;
 };
 
 std::vector<int> Search::group_nodes(const std::vector<std::vector<int>>& counts, int group) const {
@@ -371,18 +393,21 @@ std::vector<int> Search::mix_nodes(std::uint64_t mix) const {
   return nodes;
 }
 
-double Search::floor_seconds(int task, const std::vector<int>& nodes, const std::vector<TaskChoice>& choices) {
+double Search::floor_seconds(int task, const std::vector<int>& nodes, std::vector<TaskChoice>& choices) {
   std::vector<GroupChoice> group(1);
   group[0].nodes = nodes;
   group[0].tasks = {task};
-  double least = std::numeric_limits<double>::infinity();
-  for (const TaskChoice& choice : choices) {
-    group[0].choices = {choice};
-    if (pricer_.price(group, [](double) { return false; }) == PlanPricer::Outcome::kFit) {
-      least = std::min(least, pricer_.prediction().tasks[task].seconds);
-    }
+  std::vector<std::pair<double, std::size_t>> seconds(choices.size());
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    group[0].choices = {choices[i]};
+    const bool fits = pricer_.price(group, [](double) { return false; }) == PlanPricer::Outcome::kFit;
+    seconds[i] = {fits ? pricer_.prediction().tasks[task].seconds : std::numeric_limits<double>::infinity(), i};
   }
-  return least;
+  std::sort(seconds.begin(), seconds.end());
+  std::vector<TaskChoice> fastest_first;
+  for (const auto& [time, i] : seconds) fastest_first.push_back(choices[i]);
+  choices = std::move(fastest_first);
+  return seconds.empty() ? std::numeric_limits<double>::infinity() : seconds.front().first;
 }
 
 bool Search::bound_starts(std::vector<Start>& starts) {
@@ -395,21 +420,22 @@ bool Search::bound_starts(std::vector<Start>& starts) {
     if (mixes > (std::uint64_t{1} << 62) / base) return false;
     mixes *= base;
   }
-  const auto mix_of = [&](const Start& c, std::size_t g) {
+  const auto mix_of = [radix, this](const std::vector<std::vector<int>>& counts, std::size_t g) {
     std::uint64_t mix = 0;
-    for (std::size_t k = 0; k < classes_.size(); ++k) mix += static_cast<std::uint64_t>(c.counts[k][g]) * radix[k];
+    for (std::size_t k = 0; k < classes_.size(); ++k) mix += static_cast<std::uint64_t>(counts[k][g]) * radix[k];
     return mix;
   };
   std::vector<std::pair<std::uint64_t, int>> keys;  // (mix, task) of every group of every start
   for (const Start& c : starts) {
     for (std::size_t g = 0; g < c.partition->size(); ++g) {
-      const std::uint64_t mix = mix_of(c, g);
+      const std::uint64_t mix = mix_of(c.counts, g);
       for (int t : (*c.partition)[g]) keys.emplace_back(mix, t);
     }
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  // Every strategy of every key is counted before any is priced.
+  // Every strategy of every key is counted before any is priced; floor_seconds then orders
+  // them fastest first, for the search bottleneck first.
   std::vector<std::vector<int>> nodes(keys.size());
   std::vector<std::vector<TaskChoice>> choices(keys.size());
   long long pricings = 0;
@@ -427,7 +453,7 @@ bool Search::bound_starts(std::vector<Start>& starts) {
     for (std::size_t g = 0; g < c.partition->size(); ++g) {
       double busy = 0;
       for (std::size_t k = 0; k < classes_.size(); ++k) price += class_price_[k] * c.counts[k][g];
-      const std::uint64_t mix = mix_of(c, g);
+      const std::uint64_t mix = mix_of(c.counts, g);
       for (int t : (*c.partition)[g]) {
         busy += floors[std::lower_bound(keys.begin(), keys.end(), std::make_pair(mix, t)) - keys.begin()];
       }
@@ -438,6 +464,12 @@ bool Search::bound_starts(std::vector<Start>& starts) {
               : most > 0                                           ? -price / core::kHour / most
                                                                    : kWorst;
   }
+  by_speed_ = [keys = std::move(keys), choices = std::move(choices), mix_of](
+                  const std::vector<std::vector<int>>& counts, int group, int task) -> const std::vector<TaskChoice>* {
+    const std::pair<std::uint64_t, int> key{mix_of(counts, static_cast<std::size_t>(group)), task};
+    const auto at = std::lower_bound(keys.begin(), keys.end(), key);
+    return at != keys.end() && *at == key ? &choices[static_cast<std::size_t>(at - keys.begin())] : nullptr;
+  };
   return true;
 }
 
@@ -687,10 +719,10 @@ double Search::evaluate(Candidate& c) {
   return s;
 }
 
-std::vector<std::size_t> Search::sweep_order(const Candidate& c) {
+std::vector<std::size_t> Search::sweep_order(const Candidate& c, bool busiest) {
   std::vector<std::size_t> order(c.tasks.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (c.sweeps > 1 || c.current == kWorst || pricer_.price(groups_of(c)) != PlanPricer::Outcome::kFit) return order;
+  if ((c.sweeps > 1 && !busiest) || c.current == kWorst || pricer_.price(groups_of(c)) != PlanPricer::Outcome::kFit) return order;
   const plan::Prediction& p = pricer_.prediction();
   std::vector<std::pair<double, double>> weight(order.size());  // (its group's busy seconds, its own)
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -700,7 +732,7 @@ std::vector<std::size_t> Search::sweep_order(const Candidate& c) {
   return order;
 }
 
-void Search::next_sweep(Candidate& c) {
+void Search::next_sweep(Candidate& c, bool busiest) {
   ++c.sweeps;
   c.moves.clear();
   c.next_move = 0;
@@ -709,8 +741,12 @@ void Search::next_sweep(Candidate& c) {
   std::vector<std::vector<int>> nodes(k);
   for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
   std::vector<std::vector<TaskChoice>> valid(c.tasks.size());
-  for (std::size_t i : sweep_order(c)) {
-    valid[i] = task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
+  for (std::size_t i : sweep_order(c, busiest)) {
+    const std::vector<TaskChoice>* fastest_first =
+        c.bottleneck_first && (c.sweeps == 1 || busiest) && by_speed_ ? by_speed_(c.counts, c.task_group[i], c.tasks[i])
+                                                                      : nullptr;
+    valid[i] = fastest_first ? *fastest_first
+                             : task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
     for (const TaskChoice& choice : valid[i]) {
       const TaskChoice& now = c.choices[i];
       if (choice == now) continue;
@@ -864,6 +900,7 @@ void Search::start(Candidate& c) {
   for (int g = 0; c.shed && g < static_cast<int>(c.partition.size()) && c.current == kWorst; ++g) {
     std::tie(c.current, c.overflow) = relayout(c, g, c.current, c.overflow, std::numeric_limits<long long>::max());
   }
+  c.start_evaluations = c.evaluations;
 }
 
 // Makes a start that is over a GPU's memory fit: greedily, the one task's leaner layout (twice
@@ -933,15 +970,15 @@ void Search::second_chance(const std::vector<Candidate>& starts, const std::vect
 }
 
 void Search::search(Candidate& c, long long budget) {
+  if (!c.started && !out_of_time()) {
+    start(c);
+    next_sweep(c);
+  }
+  if (c.bottleneck_first && budget != std::numeric_limits<long long>::max()) budget += c.start_evaluations;
   while (!c.done && c.evaluations < budget) {
     if (out_of_time()) {
       timed_out_ = true;
       return;
-    }
-    if (!c.started) {
-      start(c);
-      next_sweep(c);
-      continue;
     }
     if (c.next_move == c.moves.size()) {
       if (c.improved) {
@@ -1038,6 +1075,9 @@ void Search::search(Candidate& c, long long budget) {
         // Strategy moves were listed for the old groups: list again from here.
         next_sweep(c);
         c.improved = true;
+      } else if (c.bottleneck_first) {
+        next_sweep(c, true);
+        c.improved = true;
       }
     } else {
       c.counts = counts;
@@ -1047,16 +1087,15 @@ void Search::search(Candidate& c, long long budget) {
   }
 }
 
-PlannerResult Search::run(const std::function<void(const SearchProgress&)>& progress) {
-  std::vector<Candidate> alive = level_one();
-  const std::vector<Candidate> starts = alive;  // for second_chance
-  std::vector<int> unfit;                       // ids of the starts that did not fit
+std::vector<Candidate> Search::halve(std::vector<Candidate> alive, long long evaluation_budget, std::size_t other_kinds,
+                                     std::vector<int>& unfit, int& round,
+                                     const std::function<void(const SearchProgress&)>& progress) {
   const long long candidates = static_cast<long long>(alive.size());
   const double rounds = std::max(1.0, std::ceil(std::log2(std::max<double>(2, static_cast<double>(candidates)))));
   long long budget = std::max<long long>(
-      2, static_cast<long long>(static_cast<double>(params_.evaluation_budget) /
+      2, static_cast<long long>(static_cast<double>(evaluation_budget) /
                                 (std::max<double>(1, static_cast<double>(candidates)) * rounds)));
-  int round = 0;
+  const int first_round = round;
   bool last = false;  // the round in which the survivors search to the end
   while (!alive.empty() && !timed_out_) {
     last = last || alive.size() == 1;
@@ -1067,7 +1106,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
       if (timed_out_) break;
     }
     ++round;
-    if (round == 1) {
+    if (round == first_round + 1) {
       // The starts that did not fit and found nothing that fits, closest to fitting first.
       std::vector<std::pair<double, int>> over;
       for (const Candidate& c : alive) {
@@ -1106,7 +1145,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     });
     std::size_t kept_kinds = 0;
     for (std::size_t i : order) {
-      if (kept_kinds == kMostKinds) break;
+      if (kept_kinds == other_kinds) break;
       if (kinds.insert(alive[i].start_classes).second) {
         next.push_back(std::move(alive[i]));
         ++kept_kinds;
@@ -1114,11 +1153,35 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     }
     // The budget above is the evaluation budget spread over `rounds` rounds: one more at most
     // (the kinds kept beside the better half can stop it shrinking, and each round doubles).
-    last = keep == 1 || next.size() == alive.size() || round >= rounds;
+    last = keep == 1 || next.size() == alive.size() || round - first_round >= rounds;
     alive = std::move(next);
     budget *= 2;
   }
+  return alive;
+}
+
+PlannerResult Search::run(const std::function<void(const SearchProgress&)>& progress) {
+  const std::vector<Candidate> starts = level_one();
+  std::vector<int> unfit;  // ids of the starts that did not fit
+  int round = 0;
+  std::vector<Candidate> alive = halve(starts, params_.evaluation_budget, kMostKinds, unfit, round, progress);
   if (!timed_out_) second_chance(starts, unfit, alive);
+  // A second, smaller search bottleneck first, where the starts' strategies were priced alone
+  // (bound_starts): the halving judges a start by its first few evaluations, and the two orders
+  // of moves lead different starts early. On the paper's multi-continent network, PPO-14B async
+  // within half the cluster's price: the ILP's optimum's start (the actor's tasks on two A100
+  // nodes, the critic's on one L40S node) has spent its first budgets on its start (9
+  // evaluations) when the third round cuts it at 2.84 samples/s; bottleneck first it shows 6.92
+  // after 11 evaluations and 9.92 after 17, and reaches the optimum (10.03).
+  if (!timed_out_ && by_speed_) {
+    std::vector<Candidate> again(starts.begin(),
+                                 starts.begin() + static_cast<std::ptrdiff_t>(std::min(starts.size(), kBottleneckStarts)));
+    for (Candidate& c : again) c.bottleneck_first = true;
+    std::vector<int> unfit_too;  // second_chance has run
+    std::vector<Candidate> more =
+        halve(std::move(again), params_.evaluation_budget / kBottleneckBudgetShare, 0, unfit_too, round, progress);
+    std::move(more.begin(), more.end(), std::back_inserter(alive));
+  }
   PlannerResult result;
   const Candidate* best = nullptr;
   for (const Candidate& c : alive) {
@@ -1143,7 +1206,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
   if (params_.goal.min_throughput) {
     result.plan.planner.params.emplace_back("min_samples_per_second", fmt::format("{}", *params_.goal.min_throughput));
   }
-  result.plan.planner.stats = {{"candidates", static_cast<double>(candidates)},
+  result.plan.planner.stats = {{"candidates", static_cast<double>(starts.size())},
                                {"evaluations", static_cast<double>(evaluations_)},
                                {"pruned", static_cast<double>(pruned_)},
                                {"rounds", static_cast<double>(round)},

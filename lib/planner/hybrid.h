@@ -23,7 +23,10 @@
 //   ends in a seeded perturbation, restarts times, then the candidate is done.
 //   Successive halving: every candidate gets a first budget, the better half twice as much
 //   (and the best candidate of each kind of start, by the node classes it took), and so on
-//   until one is left, which then searches to the end. A time limit stops
+//   until one is left, which then searches to the end. Where the starts were bounded, a
+//   second, smaller halving searches the best 512 bottleneck first (the first sweep tries
+//   each task's fastest strategies alone first, and every better strategy lists the moves
+//   again busiest group first); the plan is the better of the two. A time limit stops
 //   the search at any point with the best plan found so far.
 //
 // Deterministic: the same inputs and seed give the same plan (when the time limit does not

@@ -520,12 +520,13 @@ TEST_CASE("the ILP: infeasible instances and constraints") {
   CHECK(none.result.why_not.find("the ILP is infeasible") == 0);
 }
 
-TEST_CASE("beyond the start limit hybrid keeps starts by their bound: PPO-14B within half the price takes the ILP's split") {
+TEST_CASE("beyond the start limit hybrid keeps starts by their bound and searches them bottleneck first: PPO-14B within half the price reaches the ILP's optimum") {
   // The paper's region network (3 x p4d, 3 x g6e, 2 x g6 in one zone) and PPO with every model
   // Qwen3-14B, within half the cluster's price an hour. The ILP proves 10.03 samples/s: the
   // actor's tasks on two A100 nodes, the critic's on one L40S node. Level 1 makes about 8,500
   // starts and searches 2,048; a seeded sample left that start out and hybrid found 8.62 on
-  // the three A100 nodes.
+  // the three A100 nodes. Searched in task order alone, the start is found but its plan
+  // stops at 9.95; the second search, bottleneck first, reaches the optimum.
   const hw::Cluster cluster =
       preset_cluster_of({"us-east-1a:3xp4d.24xlarge", "us-east-1a:3xg6e.48xlarge", "us-east-1a:2xg6.48xlarge"});
   workload::Workload w;
@@ -553,5 +554,5 @@ TEST_CASE("beyond the start limit hybrid keeps starts by their bound: PPO-14B wi
     for (const plan::Gpu& gpu : g.gpus) ++gpus[cluster.gpu_types[cluster.nodes[gpu.node].gpu_type].name];
   }
   CHECK(gpus == std::map<std::string, int>{{"A100-SXM-40G", 16}, {"L40S", 8}});
-  CHECK(hybrid.prediction.samples_per_second > 9.5);
+  CHECK(hybrid.prediction.samples_per_second > 10.0);
 }
