@@ -35,6 +35,12 @@ struct Move {
     // spread thinner at once (and one layout for all is how colocating systems run).
     kUniform,
     kRegroup,  // the task moves to group `to`, keeping its strategy where the nodes take it
+    // The task and task `other` (a position in Candidate::tasks, in group `to`) change groups,
+    // each keeping its strategy where the nodes take it: two regroupings at once, as either
+    // alone leaves one group with a task more to run (on the paper's multi-continent network,
+    // PPO-4B async within half the price: the optimum runs the reference's forward pass beside
+    // generation on A100s and the reward's on L4s; hybrid had them the other way round).
+    kExchange,
     kNodes,    // `nodes` nodes of class `cls` move from group `from` to group `to` (-1: unused)
     // Group `from` gives `nodes` nodes of class `cls` to `to` (a group, or -1: the unused pool)
     // and takes as many of class `other` from it: a GPU type traded for another at once, which
@@ -46,13 +52,15 @@ struct Move {
   int task = 0;  // position in Candidate::tasks
   TaskChoice choice;
   int cls = 0;
-  int other = 0;  // kSwap: the class that comes back
+  int other = 0;  // kSwap: the class that comes back; kExchange: the other task
   int from = 0;
   int to = 0;
   int nodes = 1;  // how many move
 
   // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
-  bool regroups() const { return kind == Kind::kRegroup || kind == Kind::kNodes || kind == Kind::kSwap; }
+  bool regroups() const {
+    return kind == Kind::kRegroup || kind == Kind::kExchange || kind == Kind::kNodes || kind == Kind::kSwap;
+  }
 };
 
 // Successive halving keeps beside the better half the best candidates of at most this many
@@ -103,6 +111,7 @@ struct Candidate {
   // first, and after every better strategy the moves are listed again with the busiest group's
   // longest tasks first; its budget counts from the end of its start.
   bool bottleneck_first = false;
+  bool exchanges_listed = false;  // since its last better plan
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
   std::vector<bool> start_classes;  // the node classes its start took
   bool shed = false;          // its start gave up nodes (to a budget, or lean)
@@ -213,6 +222,9 @@ class Search {
   // `busiest` asks for that order in any sweep.
   std::vector<std::size_t> sweep_order(const Candidate& c, bool busiest);
   void next_sweep(Candidate& c, bool busiest = false);
+  // The moves that exchange two tasks of different groups, tried once a candidate has
+  // converged (before a perturbation, or before it is done).
+  void list_exchanges(Candidate& c) const;
   void search(Candidate& c, long long budget);
 
   const cost::CostModel& model_;
@@ -732,6 +744,23 @@ std::vector<std::size_t> Search::sweep_order(const Candidate& c, bool busiest) {
   return order;
 }
 
+void Search::list_exchanges(Candidate& c) const {
+  c.moves.clear();
+  c.next_move = 0;
+  c.exchanges_listed = true;
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    for (std::size_t j = i + 1; j < c.tasks.size(); ++j) {
+      if (c.task_group[i] == c.task_group[j]) continue;
+      Move m;
+      m.kind = Move::Kind::kExchange;
+      m.task = static_cast<int>(i);
+      m.other = static_cast<int>(j);
+      m.to = c.task_group[j];
+      c.moves.push_back(m);
+    }
+  }
+}
+
 void Search::next_sweep(Candidate& c, bool busiest) {
   ++c.sweeps;
   c.moves.clear();
@@ -985,6 +1014,14 @@ void Search::search(Candidate& c, long long budget) {
         next_sweep(c);
         continue;
       }
+      // Converged: two tasks of different groups exchanged (in task order only: bottleneck
+      // first, the paper's suite had three plans worse with them instead of one).
+      if (!c.exchanges_listed && !c.bottleneck_first) {
+        list_exchanges(c);
+        continue;
+      }
+      // The perturbation below draws node moves from a full sweep's list.
+      if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange) next_sweep(c);
       if (c.restarts >= params_.restarts) {
         c.done = true;
         return;
@@ -1033,6 +1070,10 @@ void Search::search(Candidate& c, long long budget) {
         c.task_group[m.task] = m.to;
         laid_out = repair(c);
         break;
+      case Move::Kind::kExchange:
+        std::swap(c.task_group[m.task], c.task_group[m.other]);
+        laid_out = repair(c);
+        break;
       // Nodes that take the plan over the budget are not tried: no plan of them is acceptable,
       // however close to fitting (a start short of memory would otherwise take every node).
       case Move::Kind::kNodes:
@@ -1060,7 +1101,8 @@ void Search::search(Candidate& c, long long budget) {
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
     // the new ones, nor a mix of GPU types).
     if (s == kWorst && m.regroups()) {
-      for (const int g : {m.to, m.kind == Move::Kind::kRegroup ? task_group[m.task] : m.from}) {
+      const bool tasks_moved = m.kind == Move::Kind::kRegroup || m.kind == Move::Kind::kExchange;
+      for (const int g : {m.to, tasks_moved ? task_group[m.task] : m.from}) {
         if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
       }
     }
@@ -1071,6 +1113,7 @@ void Search::search(Candidate& c, long long budget) {
       c.current = s;
       c.overflow = s == kWorst ? overflow : 0;
       c.improved = true;
+      c.exchanges_listed = false;
       if (m.regroups()) {
         // Strategy moves were listed for the old groups: list again from here.
         next_sweep(c);

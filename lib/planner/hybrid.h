@@ -20,7 +20,8 @@
 //   Levels 2 and 3 run as first-improvement local search from a memory-aware start: sweeps
 //   over every strategy of every task (the first sweep the busiest group's longest tasks
 //   first), then every one-node move; a sweep without improvement
-//   ends in a seeded perturbation, restarts times, then the candidate is done.
+//   ends in exchanges of two tasks between groups, then a seeded perturbation, restarts
+//   times, then the candidate is done.
 //   Successive halving: every candidate gets a first budget, the better half twice as much
 //   (and the best candidate of each kind of start, by the node classes it took), and so on
 //   until one is left, which then searches to the end. Where the starts were bounded, a
