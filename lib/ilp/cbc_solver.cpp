@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "CbcModel.hpp"
 #include "CbcSolver.hpp"
+#include "CoinError.hpp"
 #include "CoinMpsIO.hpp"
 #include "CoinPackedMatrix.hpp"
 #include "CoinPackedVector.hpp"
@@ -80,35 +82,44 @@ void write(const Model& model, const std::string& path, bool lp) {
   load(model, solver);
   // Written next to the target, then renamed over it, so a failure leaves no partial file.
   const std::string temp = path + ".hetrl-tmp";
-  int failed = 0;
-  if (lp) {
-    // OSI appends the extension to the LP file's name.
-    solver.writeLp(temp.c_str(), "lp", 1e-12, 10, 15);
-  } else {
-    std::vector<std::string> rows, columns;
-    std::vector<char> integer;
-    for (const Row& r : model.rows()) rows.push_back(r.name);
-    for (const Column& c : model.columns()) {
-      columns.push_back(c.name);
-      integer.push_back(c.integer ? 1 : 0);
-    }
-    CoinMpsIO writer;
-    writer.messageHandler()->setLogLevel(0);
-    writer.setMpsData(*solver.getMatrixByCol(), solver.getInfinity(), solver.getColLower(),
-                      solver.getColUpper(), solver.getObjCoefficients(), integer.data(),
-                      solver.getRowLower(), solver.getRowUpper(), columns, rows);
-    // Uncompressed, with extra accuracy.
-    failed = writer.writeMps(temp.c_str(), 0, 1);
-  }
-  const std::string written = lp ? temp + ".lp" : temp;
   std::error_code ec;
-  if (failed != 0 || !std::filesystem::exists(written, ec)) {
-    std::filesystem::remove(written, ec);
+  int failed = 0;
+  // The MPS writer throws CoinError where it cannot open the file (a folder gone since the
+  // tool checked it, say), and OSI's LP writer, given a file name, ends the process: the LP
+  // file is opened here and OSI writes into it, and the error is contained.
+  try {
+    if (lp) {
+      std::FILE* file = std::fopen(temp.c_str(), "w");
+      if (!file) throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+      solver.writeLp(file, 1e-12, 10, 15);
+      failed = std::fclose(file);
+    } else {
+      std::vector<std::string> rows, columns;
+      std::vector<char> integer;
+      for (const Row& r : model.rows()) rows.push_back(r.name);
+      for (const Column& c : model.columns()) {
+        columns.push_back(c.name);
+        integer.push_back(c.integer ? 1 : 0);
+      }
+      CoinMpsIO writer;
+      writer.messageHandler()->setLogLevel(0);
+      writer.setMpsData(*solver.getMatrixByCol(), solver.getInfinity(), solver.getColLower(),
+                        solver.getColUpper(), solver.getObjCoefficients(), integer.data(),
+                        solver.getRowLower(), solver.getRowUpper(), columns, rows);
+      // Uncompressed, with extra accuracy.
+      failed = writer.writeMps(temp.c_str(), 0, 1);
+    }
+  } catch (const CoinError& e) {
+    std::filesystem::remove(temp, ec);
+    throw core::JobError(fmt::format("cannot write {}: {}", path, e.message()));
+  }
+  if (failed != 0 || !std::filesystem::exists(temp, ec)) {
+    std::filesystem::remove(temp, ec);
     throw core::JobError(fmt::format("cannot write {}", path));
   }
-  std::filesystem::rename(written, path, ec);
+  std::filesystem::rename(temp, path, ec);
   if (ec) {
-    std::filesystem::remove(written, ec);
+    std::filesystem::remove(temp, ec);
     throw core::JobError(fmt::format("cannot write {}: {}", path, ec.message()));
   }
 }
