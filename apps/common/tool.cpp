@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 
@@ -17,7 +20,49 @@ void print_error(const CLI::App& app, std::string message) {
   std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), message.c_str());
 }
 
+// The number the whole text spells (std::from_chars: no leading '+', no spaces), if any.
+template <typename T>
+bool parse_all(const std::string& text, T& value) {
+  const char* end = text.data() + text.size();
+  const auto [at, error] = std::from_chars(text.data(), end, value);
+  return error == std::errc() && at == end;
+}
+
 }  // namespace
+
+CLI::Validator finite_range(double low, double high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
+        if (value < low || value > high) return fmt::format("{} is not from {} to {}", text, low, high);
+        return {};
+      },
+      fmt::format("NUMBER in [{} - {}]", low, high));
+}
+
+CLI::Validator finite_positive() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value = 0;
+        if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
+        if (value <= 0) return fmt::format("{} is not above 0", text);
+        return {};
+      },
+      "POSITIVE");
+}
+
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        std::uint64_t value = 0;
+        if (text.empty() || text.front() < '0' || text.front() > '9' || !parse_all(text, value)) {
+          return fmt::format("expected a whole number from 0 to {}, found \"{}\"", UINT64_MAX, text);
+        }
+        return {};
+      },
+      "UINT");
+}
 
 void usage_error(const std::string& message) { throw core::InputError(message); }
 

@@ -23,4 +23,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 // CLI11 cannot check, such as build flags given to a subcommand.
 [[noreturn]] void usage_error(const std::string& message);
 
+// Flag checks CLI11 lacks. CLI::PositiveNumber and CLI::Range let NaN through (and print a
+// bound of 309 digits for infinity); CLI11 reads "-1" and 2^64 into an unsigned integer by
+// wrapping.
+// A finite number above zero.
+CLI::Validator finite_positive();
+// A finite number from `low` to `high`.
+CLI::Validator finite_range(double low, double high);
+// A whole number from 0 to 18446744073709551615, in decimal digits without a sign.
+CLI::Validator unsigned_integer();
+
 }  // namespace hetrl::apps

@@ -62,18 +62,19 @@ int main(int argc, char** argv) {
   using planner::Setting;
   const std::vector<std::pair<CLI::Option*, Setting>> settings = {
       {app.add_option("--time-limit", request.time_limit, "Seconds the whole search may take")
-           ->check(CLI::PositiveNumber)->capture_default_str(), Setting::kTimeLimit},
-      {app.add_option("--seed", request.seed, "The search's seed")->capture_default_str(), Setting::kSeed},
+           ->check(apps::finite_positive())->capture_default_str(), Setting::kTimeLimit},
+      {app.add_option("--seed", request.seed, "The search's seed")->check(apps::unsigned_integer())->capture_default_str(),
+       Setting::kSeed},
       {app.add_option("--objective", objective, "throughput, or cost (per sample)")
            ->check(CLI::IsMember({"throughput", "cost"}))->capture_default_str(), Setting::kGoal},
       {app.add_option("--budget-per-hour", budget, "The most the plan's GPUs may cost, USD per hour")
-           ->check(CLI::PositiveNumber), Setting::kGoal},
+           ->check(apps::finite_positive()), Setting::kGoal},
       {app.add_option("--min-throughput", min_throughput, "The least samples/s a plan must reach")
-           ->check(CLI::PositiveNumber), Setting::kGoal},
+           ->check(apps::finite_positive()), Setting::kGoal},
       {app.add_option("--max-groups", request.max_groups, "The most groups a plan may have")
            ->check(CLI::Range(1, 8))->capture_default_str(), Setting::kMaxGroups},
       {app.add_option("--gap", request.solver.relative_gap, "The solver's relative optimality gap to stop at")
-           ->check(CLI::Range(0.0, 1.0))->capture_default_str(), Setting::kSolver},
+           ->check(apps::finite_range(0.0, 1.0))->capture_default_str(), Setting::kSolver},
       {app.add_option("--threads", request.solver.threads, "Solver threads")
            ->check(CLI::Range(1, 256))->capture_default_str(), Setting::kSolver},
       {app.add_option("--export-lp", request.export_lp, "Write the model as an LP file"), Setting::kSolver},

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
       app.add_option("--compare", compare, "Several plans, simulated on the same sampled lengths");
   app.add_option("--iterations", params.iterations, "Iterations to simulate")
       ->check(CLI::Range(1, 10000))->capture_default_str();
-  app.add_option("--seed", params.seed, "Seed of the sampled response lengths")->capture_default_str();
+  app.add_option("--seed", params.seed, "Seed of the sampled response lengths")
+      ->check(apps::unsigned_integer())->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here");
   app.add_option("--trace", trace_path, "Write a Chrome trace-event file here (opens in Perfetto)");
   bool no_contention = false;
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   lengths->add_option("--max-tokens", max_tokens, "The clamp: the longest response")->required();
   lengths->add_option("--sigma", sigma, "Shape of the lognormal")->capture_default_str();
   lengths->add_option("--count", count, "How many lengths")->required()->check(CLI::Range(1, 10000000));
-  lengths->add_option("--seed", lengths_seed, "Seed")->capture_default_str();
+  lengths->add_option("--seed", lengths_seed, "Seed")->check(apps::unsigned_integer())->capture_default_str();
   lengths->add_option("-o,--output", lengths_output, "The CSV file to write")->required();
 
   return apps::run_tool(app, argc, argv, [&] {
