@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
     if (!compare.empty() && (!report_path.empty() || !trace_path.empty())) {
       apps::usage_error("--report and --trace take one plan: use --plan");
     }
+    // Both outputs checked before either is written: a trace that cannot be written must not
+    // leave the report behind.
+    for (const std::string* path : {&report_path, &trace_path}) {
+      if (!path->empty()) io::check_writable(*path);
+    }
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
