@@ -28,13 +28,19 @@ bool parse_all(const std::string& text, T& value) {
   return error == std::errc() && at == end;
 }
 
+// Empty when the whole text is a finite number (into `value`), else the complaint.
+std::string finite_number(const std::string& text, double& value) {
+  if (parse_all(text, value) && std::isfinite(value)) return {};
+  return fmt::format("expected a finite number, found \"{}\"", text);
+}
+
 }  // namespace
 
 CLI::Validator finite_range(double low, double high) {
   return CLI::Validator(
       [low, high](std::string& text) -> std::string {
         double value = 0;
-        if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
+        if (std::string wrong = finite_number(text, value); !wrong.empty()) return wrong;
         if (value < low || value > high) return fmt::format("{} is not from {} to {}", text, low, high);
         return {};
       },
@@ -45,7 +51,7 @@ CLI::Validator finite_positive() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         double value = 0;
-        if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
+        if (std::string wrong = finite_number(text, value); !wrong.empty()) return wrong;
         if (value <= 0) return fmt::format("{} is not above 0", text);
         return {};
       },

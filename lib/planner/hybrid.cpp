@@ -1020,12 +1020,12 @@ void Search::search(Candidate& c, long long budget) {
         list_exchanges(c);
         continue;
       }
-      // The perturbation below draws node moves from a full sweep's list.
-      if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange) next_sweep(c);
       if (c.restarts >= params_.restarts) {
         c.done = true;
         return;
       }
+      // The perturbation below draws node moves from a full sweep's list.
+      if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange) next_sweep(c);
       // Converged: perturb (a random strategy for every task, a few random node moves) and
       // search again from there.
       ++c.restarts;
@@ -1114,12 +1114,10 @@ void Search::search(Candidate& c, long long budget) {
       c.overflow = s == kWorst ? overflow : 0;
       c.improved = true;
       c.exchanges_listed = false;
-      if (m.regroups()) {
-        // Strategy moves were listed for the old groups: list again from here.
-        next_sweep(c);
-        c.improved = true;
-      } else if (c.bottleneck_first) {
-        next_sweep(c, true);
+      // Strategy moves listed for the old groups no longer hold; bottleneck first, every better
+      // strategy lists them again, busiest group first.
+      if (m.regroups() || c.bottleneck_first) {
+        next_sweep(c, !m.regroups());
         c.improved = true;
       }
     } else {

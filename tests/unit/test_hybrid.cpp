@@ -10,9 +10,8 @@
 #include "core/error.h"
 #include "hw/cluster_builder.h"
 #include "io/catalog_io.h"
-#include "io/cluster_io.h"
+#include "io/inputs.h"
 #include "io/plan_io.h"
-#include "io/workload_io.h"
 #include "planner/exhaustive.h"
 #include "planner/hybrid.h"
 #include "planner/ilp_planner.h"
@@ -87,6 +86,12 @@ hw::Cluster preset_cluster_of(const std::vector<const char*>& specs) {
   hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
   for (const char* spec : specs) params.node_groups.push_back(hw::parse_preset_node_spec(spec, catalogs().hardware));
   return hw::build_cluster(params, catalogs().hardware);
+}
+
+// One of benchmarks/paper's scenarios (a network and a workload), loaded as hetrl-plan loads it.
+io::Inputs paper_scenario(const std::string& network, const std::string& workload) {
+  const std::string dir = HETRL_PAPER_SCENARIOS;
+  return io::load_inputs(dir + "/clusters/" + network + ".json", dir + "/workloads/" + workload + ".json", catalogs());
 }
 
 // GRPO with a rule reward and no reference, fixed lengths.
@@ -523,33 +528,18 @@ TEST_CASE("the ILP: infeasible instances and constraints") {
 }
 
 TEST_CASE("beyond the start limit hybrid keeps starts by their bound and searches them bottleneck first: PPO-14B within half the price reaches the ILP's optimum") {
-  // The paper's region network (3 x p4d, 3 x g6e, 2 x g6 in one zone) and PPO with every model
-  // Qwen3-14B, within half the cluster's price an hour. The ILP proves 10.03 samples/s: the
+  // The paper's region network (3 x p4d, 3 x g6e, 2 x g6 in one zone) and PPO-14B sync (every
+  // model Qwen3-14B), within half the cluster's price an hour. The ILP proves 10.03 samples/s: the
   // actor's tasks on two A100 nodes, the critic's on one L40S node. Level 1 makes about 8,500
   // starts and searches 2,048; a seeded sample left that start out and hybrid found 8.62 on
   // the three A100 nodes. Searched in task order alone, the start is found but its plan
   // stops at 9.95; the second search, bottleneck first, reaches the optimum.
-  const hw::Cluster cluster =
-      preset_cluster_of({"us-east-1a:3xp4d.24xlarge", "us-east-1a:3xg6e.48xlarge", "us-east-1a:2xg6.48xlarge"});
-  workload::Workload w;
-  w.algorithm = "ppo";
-  for (workload::Role r : {workload::Role::kActor, workload::Role::kCritic, workload::Role::kReference,
-                           workload::Role::kReward}) {
-    w.role(r) = {workload::RoleModel::Kind::kModel, "Qwen3-14B"};
-  }
-  w.prompts_per_iteration = 128;
-  w.samples_per_prompt = 8;
-  w.prompt_length_tokens = 512;
-  w.response.kind = workload::LengthKind::kLognormal;
-  w.response.mean_tokens = 512;
-  w.response.max_tokens = 1024;
-  w.mini_batches = 4;
-  w.validate(catalogs().algorithms, catalogs().models);
-  const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
-  const cost::CostModel model(cluster, w, graph, catalogs().models);
+  const io::Inputs in = paper_scenario("region", "ppo-14b-sync");
+  const hw::Cluster& cluster = in.cluster;
+  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
-  const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, kStill);
+  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
   REQUIRE(hybrid.found);
   std::map<std::string, int> gpus;  // GPU type -> how many the plan takes
   for (const plan::Group& g : hybrid.plan.groups) {
@@ -566,21 +556,18 @@ TEST_CASE("a converged candidate tries exchanging two tasks between groups: PPO-
   // other tasks on two L40S nodes, the reward's forward pass on an L4 node. Hybrid had the
   // reference's and the reward's forward passes the other way round (33.07): moving either
   // alone leaves one group with both, slower.
-  const std::string dir = HETRL_PAPER_SCENARIOS;
-  const hw::Cluster cluster = io::read_cluster(dir + "/clusters/continent.json", catalogs().hardware);
-  const io::LoadedWorkload loaded =
-      io::read_workload(dir + "/workloads/ppo-4b-async.json", catalogs().algorithms, catalogs().models);
-  const workload::TaskGraph graph = workload::build_task_graph(loaded.workload, catalogs().algorithms, loaded.models);
-  const cost::CostModel model(cluster, loaded.workload, graph, loaded.models);
+  const io::Inputs in = paper_scenario("continent", "ppo-4b-async");
+  const hw::Cluster& cluster = in.cluster;
+  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
-  const planner::PlannerResult hybrid = planner::plan_hybrid(model, loaded.models, hp, kStill);
+  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 33.4);
   std::string reward_gpu;
   for (const plan::Group& g : hybrid.plan.groups) {
     for (const plan::TaskPlacement& t : g.tasks) {
-      if (graph.tasks[t.task].name == "reward") reward_gpu = cluster.gpu_types[cluster.nodes[g.gpus.front().node].gpu_type].name;
+      if (in.graph.tasks[t.task].name == "reward") reward_gpu = cluster.gpu_types[cluster.nodes[g.gpus.front().node].gpu_type].name;
     }
   }
   CHECK(reward_gpu == "L4");

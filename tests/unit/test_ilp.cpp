@@ -141,24 +141,6 @@ TEST_CASE("CBC runs apart: a crash inside the solver is a result with its cause,
   CHECK(solve(knapsack(), {}).status == Status::kOptimal);
 }
 
-TEST_CASE("exporting into a folder that is not there is a job error naming the file, with nothing left behind") {
-  Model m;
-  const int x = m.add_binary("x", -1);
-  m.add_less_equal("one", {{x, 1.0}}, 1);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hetrl_ilp_no_such_folder";
-  std::filesystem::remove_all(dir);
-  for (const bool lp : {true, false}) {
-    const std::string path = (dir / (lp ? "m.lp" : "m.mps")).string();
-    try {
-      lp ? write_lp(m, path) : write_mps(m, path);
-      FAIL("no error for " << path);
-    } catch (const hetrl::core::JobError& e) {
-      CHECK(std::string(e.what()).find("cannot write " + path) == 0);
-    }
-    CHECK_FALSE(std::filesystem::exists(dir));
-  }
-}
-
 TEST_CASE("CBC runs apart: a solver that does not stop at its time limit is stopped a little after it") {
   SolveParams params;
   params.time_limit = 0.2;
