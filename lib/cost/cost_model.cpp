@@ -645,27 +645,47 @@ double CostModel::weight_transfer_seconds(double bytes, const GpuSet& trainer, c
                                           Breakdown& out) const {
   const double across = transfer_seconds(bytes, trainer, reader);
   const double broadcast = reader.nodes > 1 ? bytes / reader.slowest_nic : 0.0;
+  // Named as the weight sync shows them: it waits for them (they overlap generation).
   if (across >= broadcast) {
-    out.add("weight transfer to the generation group", across);
+    out.add("(waits for the weight transfer to the generation group)", across);
   } else {
-    out.add("weight broadcast inside the generation group", broadcast);
+    out.add("(waits for the weight broadcast inside the generation group)", broadcast);
   }
   return out.total();
 }
 
-double CostModel::reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
-                                  Breakdown& out) const {
-  const ModelShape& shape = shapes_[reader];
+namespace {
+
+// The longest any GPU of the replicas takes to move its bf16 shard of the model at
+// `rate(node)` bytes/s, every GPU at once.
+template <class Rate>
+double largest_shard_seconds(const ModelShape& shape, std::span<const std::span<const Stage>> replicas, Rate rate) {
   double seconds = 0;
   for (const auto& stages : replicas) {
     const int pp = static_cast<int>(stages.size());
     for (int s = 0; s < pp; ++s) {
       const Stage& stage = stages[s];
       const double shard = kBf16 * shape.stage_params(stage.layers, s == 0, s == pp - 1) / stage.tp;
-      seconds = std::max(seconds, shard / cluster_.nodes[stage.node].intra_node.bandwidth);
+      seconds = std::max(seconds, shard / rate(stage.node));
     }
   }
-  out.add("weight reshard inside the group", seconds);
+  return seconds;
+}
+
+}  // namespace
+
+double CostModel::reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
+                                  Breakdown& out) const {
+  out.add("weight reshard inside the group",
+          largest_shard_seconds(shapes_[reader], replicas,
+                                [&](int node) { return cluster_.nodes[node].intra_node.bandwidth; }));
+  return out.total();
+}
+
+double CostModel::weight_load_seconds(int reader, std::span<const std::span<const Stage>> replicas,
+                                      Breakdown& out) const {
+  out.add("weight load from host memory",
+          largest_shard_seconds(shapes_[reader], replicas, [&](int) { return params_.host_bandwidth; }));
   return out.total();
 }
 

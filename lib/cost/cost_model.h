@@ -26,7 +26,8 @@
 //   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
 //     capped by the zone links crossed). weight_transfer_seconds: the trained weights to
 //     generation in another group (the transfer, or a broadcast inside the generation group);
-//     reshard_seconds: to generation on the GPUs that trained them.
+//     reshard_seconds: to generation on the GPUs that trained them; weight_load_seconds: from
+//     host memory into generation in another group (the transfer there overlaps generation).
 //   - memory: weights, gradients, optimizer state (ZeRO stage 0-3), activations (with or
 //     without recompute), KV cache per stage (stage_memory); what the roles sharing a GPU keep
 //     there between their tasks (RoleMemory); a floor over any layout (least_resident_bytes).
@@ -413,6 +414,11 @@ class CostModel {
   // trained them: each GPU gathers its own shard over its node's links.
   double reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
                          Breakdown& out) const;
+  // The new weights, received into host memory while generation ran on the old ones (the
+  // asynchronous overlap), copied into the generation replicas of task `reader`: each GPU loads
+  // its own shard from its node's host memory at host_bandwidth, all in parallel.
+  double weight_load_seconds(int reader, std::span<const std::span<const Stage>> replicas,
+                             Breakdown& out) const;
 
   // The least memory the roles of `tasks` keep resident on all their GPUs together, whatever
   // their layout: per role, the largest of its tasks' weights in bf16, or 16 bytes a parameter

@@ -403,13 +403,14 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
 
 double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
   if (!sync_.exists()) return 0;
+  // The part on the generation group's GPUs: resharding the weights it trained itself, or
+  // loading those another group sent (their transfer is the edge into the sync, priced in
+  // schedule()).
   const int gt = plan.group_of(sync_.trainer);
   const int gg = plan.group_of(sync_.reader);
-  if (gt < 0 || gg < 0) return 0;  // a partial plan: priced when both are placed
+  if (gg < 0) return 0;  // a partial plan: priced when generation is placed
   cost::Breakdown out(explain);
-  if (gt != gg) {
-    model_.weight_transfer_seconds(sync_.bytes, group_sets_[gt], group_sets_[gg], out);
-  } else {
+  {
     all_stages_.clear();
     stage_offsets_.clear();
     for (const TaskPlacement& placement : plan.groups[gg].tasks) {
@@ -427,7 +428,11 @@ double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
       spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
                           static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
     }
-    model_.reshard_seconds(sync_.reader, spans_, out);
+    if (gt == gg) {
+      model_.reshard_seconds(sync_.reader, spans_, out);
+    } else {
+      model_.weight_load_seconds(sync_.reader, spans_, out);
+    }
   }
   if (explain) prediction_.tasks[sync_.task].terms = out.terms();
   return out.total();
@@ -578,6 +583,12 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
   finish_.assign(n, 0.0);
   group_free_.assign(plan.groups.size(), 0.0);
   edge_transfer_.assign(graph.edges.size(), 0.0);
+  // The group whose GPUs each task occupies, in turn with its other tasks: a GPU task's own,
+  // and the weight sync's reader's (it reshards or loads the new weights into generation).
+  gpu_group_.resize(n);
+  for (int t = 0; t < n; ++t) gpu_group_[t] = graph.tasks[t].on_gpu() ? prediction_.tasks[t].group : -1;
+  const int sync_group = sync_.exists() ? task_group_[sync_.reader] : -1;
+  if (sync_group >= 0) gpu_group_[sync_.task] = sync_group;
   double makespan = 0;
   for (int t : order_) {
     TaskPrediction& tp = prediction_.tasks[t];
@@ -586,9 +597,20 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
     for (const int i : edges_into_[t]) {
       const workload::Edge& e = graph.edges[i];
       if (e.previous_iteration()) {
+        const int from_group = task_group_[e.from];
+        if (t == sync_.task) {
+          // The trained weights cross to the generation group's host memory while it works on
+          // earlier iterations: in the steady state only.
+          edge_transfer_[i] = 0;
+          if (from_group < 0 || sync_group < 0 || from_group == sync_group) continue;
+          cost::Breakdown weights(explain);
+          edge_transfer_[i] = model_.weight_transfer_seconds(sync_.bytes, group_sets_[from_group],
+                                                             group_sets_[sync_group], weights);
+          if (explain) tp.terms.insert(tp.terms.end(), weights.terms().begin(), weights.terms().end());
+          continue;
+        }
         // The weights it reads, trained in another group the iteration before: in the
         // steady state only.
-        const int from_group = task_group_[e.from];
         if (!graph.reads_weights(e) || from_group < 0 || task_group_[t] < 0 || from_group == task_group_[t]) continue;
         cost::Breakdown weights;
         edge_transfer_[i] = model_.weight_transfer_seconds(e.bytes, group_sets_[from_group],
@@ -610,28 +632,20 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
     }
     if (explain && waited > 0) tp.terms.push_back({"(waits for inputs from other groups)", waited});
     // A GPU task of a partial plan (not placed) takes no time and no group.
-    const bool in_group = graph.tasks[t].on_gpu() && tp.group >= 0;
-    tp.start = in_group ? std::max(ready, group_free_[tp.group]) : ready;
+    const int group = gpu_group_[t];
+    tp.start = group >= 0 ? std::max(ready, group_free_[group]) : ready;
     finish_[t] = tp.start + tp.seconds;
-    if (in_group) {
-      group_free_[tp.group] = finish_[t];
-      prediction_.groups[tp.group].busy_seconds += tp.seconds;
+    if (group >= 0) {
+      group_free_[group] = finish_[t];
+      prediction_.groups[group].busy_seconds += tp.seconds;
     }
     makespan = std::max(makespan, finish_[t]);
-  }
-  // The generation group is busy receiving the new weights.
-  if (sync_.exists() && task_group_[sync_.reader] >= 0) {
-    prediction_.groups[task_group_[sync_.reader]].busy_seconds += prediction_.tasks[sync_.task].seconds;
   }
   // Steady state: iterations overlap as far as the dependencies allow (the next generation
   // waits only for the new weights, up to the staleness bound; a group runs its tasks in turn,
   // iteration after iteration). An iteration takes the period of that repeating schedule.
   task_seconds_.resize(n);
-  gpu_group_.resize(n);
-  for (int t = 0; t < n; ++t) {
-    task_seconds_[t] = prediction_.tasks[t].seconds;
-    gpu_group_[t] = graph.tasks[t].on_gpu() ? prediction_.tasks[t].group : -1;
-  }
+  for (int t = 0; t < n; ++t) task_seconds_[t] = prediction_.tasks[t].seconds;
   schedule_edges(graph, order_, task_seconds_, edge_transfer_, gpu_group_,
                  static_cast<int>(plan.groups.size()), cycle_edges_, first_in_group_, last_in_group_);
   const double period = period_solver_.period(n, cycle_edges_, order_);

@@ -278,7 +278,7 @@ void Composer::price_front(Search& s, std::vector<Config>& out) {
     const plan::Prediction& prediction = balance_shares(evaluator_, p, 1);
     if (!prediction.feasible) continue;
     for (std::size_t i = 0; i < s.tasks.size(); ++i) c.seconds[i] = prediction.tasks[s.tasks[i]].seconds;
-    c.reshard = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;
+    c.sync = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;
     keep_if_not_dominated(out, std::move(c));
   }
 }
@@ -381,13 +381,13 @@ void Composer::leaf(Search& s, double busy) {
       if (!prediction.feasible) return;
       GenerationPrice price;
       price.seconds = prediction.tasks[s.tasks[s.generate]].seconds;
-      price.reshard = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;
+      price.sync = sync_task_ >= 0 ? prediction.tasks[sync_task_].seconds : 0.0;
       it = s.generation.emplace(s.key, price).first;
     }
     busy += it->second.seconds - c.seconds[s.generate];
     if (busy > s.cap) return;
     c.seconds[s.generate] = it->second.seconds;
-    c.reshard = it->second.reshard;
+    c.sync = it->second.sync;
   }
   keep_if_not_dominated(s.front, std::move(c));
 }
@@ -396,7 +396,7 @@ bool Composer::dominates(const Config& a, const Config& b) {
   for (std::size_t i = 0; i < a.seconds.size(); ++i) {
     if (a.seconds[i] > b.seconds[i]) return false;
   }
-  return a.reshard <= b.reshard;
+  return a.sync <= b.sync;
 }
 
 void Composer::keep_if_not_dominated(std::vector<Config>& front, Config c) {

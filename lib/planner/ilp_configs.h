@@ -11,7 +11,7 @@
 // allocation's cap. Generation's time depends only on the memory the others leave for its KV
 // cache: it is priced with the whole group once per combination of the others' resident
 // memory, and bounded before that by its floor (CostModel::generation_floor). Configurations no
-// faster than another of the same group and allocation in every task (and the reshard) are
+// faster than another of the same group and allocation in every task (and the weight sync) are
 // dropped: the period never shrinks when a duration grows, and a group's price depends on its
 // nodes alone. The survivors are priced again as a whole group by the evaluator.
 
@@ -42,7 +42,9 @@ std::vector<Allocation> enumerate_allocations(const cost::CostModel& model,
 struct Config {
   std::vector<TaskChoice> choices;  // per task of the group
   std::vector<double> seconds;      // per task of the group
-  double reshard = 0;               // the weight sync when it stays inside the group
+  // The weight sync's time on the group's GPUs when it runs generation: resharding the weights
+  // it trained itself, or loading another group's from host memory; 0 without generation.
+  double sync = 0;
 };
 
 // How composing ended.
@@ -90,7 +92,7 @@ class Composer {
   };
   struct GenerationPrice {
     double seconds = 0;
-    double reshard = 0;
+    double sync = 0;
   };
   struct KeyHash {
     std::size_t operator()(const std::vector<int>& v) const;

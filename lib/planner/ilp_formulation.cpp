@@ -119,8 +119,8 @@ bool Builder::add_group(std::size_t p, std::size_t g, const std::vector<int>& gr
   GroupVars& vars = f_.groups[p][g];
   vars.tasks = x_.partitions[p][g];
   vars.duration.resize(vars.tasks.size());
-  const bool reshard = x_.sync.exists() && group_of[x_.sync.trainer] == static_cast<int>(g) &&
-                       group_of[x_.sync.reader] == static_cast<int>(g);
+  // The weight sync runs on generation's GPUs, in turn with the group's tasks.
+  const bool sync = x_.sync.exists() && group_of[x_.sync.reader] == static_cast<int>(g);
   Terms choose_allocation{{f_.y[p], -1.0}};
   for (std::size_t a = 0; a < x_.allocations.size(); ++a) {
     if (!x_.may_take(p, g, a)) continue;
@@ -145,11 +145,13 @@ bool Builder::add_group(std::size_t p, std::size_t g, const std::vector<int>& gr
         busy += configs[k].seconds[i];
         longest_[t] = std::max(longest_[t], configs[k].seconds[i]);
       }
-      vars.busy.emplace_back(x, busy);
-      if (reshard) {
-        duration_[x_.sync.task].emplace_back(x, configs[k].reshard);
-        longest_[x_.sync.task] = std::max(longest_[x_.sync.task], configs[k].reshard);
+      if (sync) {
+        duration_[x_.sync.task].emplace_back(x, configs[k].sync);
+        vars.sync.emplace_back(x, configs[k].sync);
+        busy += configs[k].sync;
+        longest_[x_.sync.task] = std::max(longest_[x_.sync.task], configs[k].sync);
       }
+      vars.busy.emplace_back(x, busy);
     }
     m.add_equal(fmt::format("config_p{}_g{}_a{}", p, g, a), choose_config, 0);
     if (too_big()) return false;
@@ -208,6 +210,7 @@ bool Builder::add_pairs(std::size_t p, const std::vector<int>& group_of) {
     }
   }
   if (!x_.sync.exists()) return true;
+  // The trained actor's weights cross to generation's group on the edge into the weight sync.
   const int gt = group_of[x_.sync.trainer];
   const int gg = group_of[x_.sync.reader];
   if (gt == gg) return true;
@@ -217,8 +220,8 @@ bool Builder::add_pairs(std::size_t p, const std::vector<int>& group_of) {
     const int trainer = gt < gg ? allocations.first : allocations.second;
     const int reader = gt < gg ? allocations.second : allocations.first;
     const double seconds = x_.weight_transfer(trainer, reader);
-    duration_[x_.sync.task].emplace_back(z, seconds);
-    longest_[x_.sync.task] = std::max(longest_[x_.sync.task], seconds);
+    edge_transfer_[x_.sync.edge].emplace_back(z, seconds);
+    longest_transfer_ = std::max(longest_transfer_, seconds);
   }
   return true;
 }
@@ -298,17 +301,21 @@ void Builder::add_turns(std::size_t p, std::size_t g, double big_m) {
   const GroupVars& vars = f_.groups[p][g];
   // Only this partition's columns: the others are 0 when it is chosen, and the constraint is
   // relaxed when it is not.
+  const std::vector<int>& tasks = x_.partitions[p][g];
   auto finish = [&](int t) {
-    const std::size_t i = static_cast<std::size_t>(std::find(vars.tasks.begin(), vars.tasks.end(), t) - vars.tasks.begin());
+    const std::size_t i = static_cast<std::size_t>(std::find(tasks.begin(), tasks.end(), t) - tasks.begin());
     Terms terms{{f_.start[t], -1.0}};
-    for (const auto& [column, seconds] : vars.duration[i]) terms.emplace_back(column, -seconds);
+    for (const auto& [column, seconds] : i < tasks.size() ? vars.duration[i] : vars.sync) {
+      terms.emplace_back(column, -seconds);
+    }
     return terms;
   };
-  const std::vector<int>& tasks = x_.partitions[p][g];
+  // The weight sync takes its turn on generation's group.
+  const bool sync = x_.sync.exists() && std::find(tasks.begin(), tasks.end(), x_.sync.reader) != tasks.end();
   int previous = -1;
   int first = -1;
   for (int t : order_) {
-    if (std::find(tasks.begin(), tasks.end(), t) == tasks.end()) continue;
+    if (std::find(tasks.begin(), tasks.end(), t) == tasks.end() && !(sync && t == x_.sync.task)) continue;
     if (previous >= 0) {
       Terms terms = finish(previous);
       terms.emplace_back(f_.start[t], 1.0);
@@ -387,13 +394,13 @@ int same_config(const Instance& x, const GroupVars& vars, std::size_t i, const p
 }
 
 // The index of a configuration at least as fast as the warm plan in every task of the group
-// (and the reshard), or -1: the plan's own may have been dropped for one that dominates it.
+// (and the weight sync), or -1: the plan's own may have been dropped for one that dominates it.
 int dominating_config(const Instance& x, const GroupVars& vars, std::size_t i, const plan::Prediction& warm) {
   const std::vector<Config>& configs = *vars.configs[i];
   const auto has = [&](int t) { return std::find(vars.tasks.begin(), vars.tasks.end(), t) != vars.tasks.end(); };
-  const bool reshard = x.sync.exists() && has(x.sync.trainer) && has(x.sync.reader);
+  const bool sync = x.sync.exists() && has(x.sync.reader);
   for (std::size_t k = 0; k < configs.size(); ++k) {
-    bool faster = !reshard || configs[k].reshard <= warm.tasks[x.sync.task].seconds * (1 + 1e-9);
+    bool faster = !sync || configs[k].sync <= warm.tasks[x.sync.task].seconds * (1 + 1e-9);
     for (std::size_t j = 0; j < vars.tasks.size() && faster; ++j) {
       faster = configs[k].seconds[j] <= warm.tasks[vars.tasks[j]].seconds * (1 + 1e-9);
     }
@@ -479,17 +486,17 @@ std::vector<double> warm_start(const Instance& x, const Formulation& f, plan::Ev
       duration[t] = chosen[group_of[t]].config->seconds[j];
     }
   }
+  std::vector<double> edge_transfer(graph.edges.size(), 0.0);
   if (x.sync.exists()) {
     const int gt = group_of[x.sync.trainer], gg = group_of[x.sync.reader];
-    duration[x.sync.task] = gt == gg ? chosen[gg].config->reshard
-                                     : x.weight_transfer(chosen[gt].allocation, chosen[gg].allocation);
+    duration[x.sync.task] = chosen[gg].config->sync;
     if (gt != gg) {
       const int z = z_of(gt, gg);
       if (z < 0) return {};
       values[z] = 1;
+      edge_transfer[x.sync.edge] = x.weight_transfer(chosen[gt].allocation, chosen[gg].allocation);
     }
   }
-  std::vector<double> edge_transfer(graph.edges.size(), 0.0);
   for (std::size_t i = 0; i < graph.edges.size(); ++i) {
     const workload::Edge& e = graph.edges[i];
     const int gu = x.host[e.from] >= 0 ? group_of[x.host[e.from]] : -1;
@@ -508,6 +515,7 @@ std::vector<double> warm_start(const Instance& x, const Formulation& f, plan::Ev
   for (int t = 0; t < n; ++t) {
     if (x.host[t] == t) gpu_group[t] = group_of[t];
   }
+  if (x.sync.exists()) gpu_group[x.sync.task] = group_of[x.sync.reader];
   const std::vector<int> order = graph.topological_order();
   std::vector<plan::CycleEdge> cycle;
   std::vector<int> first, last;

@@ -54,7 +54,8 @@ struct GroupVars {
   std::vector<std::vector<int>> x;          // columns per allocation and configuration
   std::vector<const std::vector<Config>*> configs;  // per allocation
   std::vector<Terms> duration;  // per task of the group: its duration over the group's columns
-  Terms busy;                   // the sum of its tasks' durations
+  Terms sync;                   // the weight sync's duration, on generation's group
+  Terms busy;                   // the sum of its tasks' durations (and the weight sync's)
 };
 
 struct Formulation {

@@ -38,20 +38,26 @@ class Run {
       for (const plan::Gpu& gpu : plan.groups[g].gpus) ++per_node[gpu.node];
       model.describe_gpu_set(per_node, sets_[g]);
     }
-    // A group's order: iteration by iteration, tasks in topological order.
+    find_weight_sync();
+    // The group whose GPUs each task occupies: a GPU task's own, and the weight sync's reader's
+    // (it reshards or loads the new weights into generation). A group's order: iteration by
+    // iteration, its tasks in topological order.
+    runs_on_.assign(n_, -1);
     for (int t : order_) {
-      const int g = graph_.tasks[t].on_gpu() ? plan.group_of(t) : -1;
+      const int g = graph_.tasks[t].on_gpu() ? plan.group_of(t) : t == sync_.task ? sync_to_ : -1;
+      runs_on_[t] = g;
       if (g >= 0) group_tasks_[g].push_back(t);
     }
     network_ = std::make_unique<Network>(queue_, model, sets_, params.link_contention);
     network_->on_rate([this](int link, double time, double rate) {
       for (Listener* l : listeners_) l->link_rate(link, time, rate);
     });
-    find_weight_sync();
     const int total = params.iterations * n_;
     pending_.assign(total, 0);
     ready_at_.assign(total, 0.0);
     next_in_group_.assign(plan.groups.size(), 0);
+    last_end_.assign(params.iterations, 0.0);
+    done_.assign(params.iterations, 0);
     group_free_.assign(plan.groups.size(), 0.0);
     summary_.group_busy.assign(plan.groups.size(), 0.0);
     for (int i = 0; i < params.iterations; ++i) {
@@ -74,15 +80,14 @@ class Run {
 
  private:
   int key(int iteration, int task) const { return iteration * n_ + task; }
-  bool on_gpu(int task) const { return graph_.tasks[task].on_gpu(); }
 
   // Starts (iteration, task) if its inputs are in and, for a GPU task, it is its group's turn.
   void try_start(int iteration, int task) {
     const int k = key(iteration, task);
     if (pending_[k] != 0 || started_.count(k)) return;
     const double ready = std::max(ready_at_[k], queue_.now());
-    if (on_gpu(task)) {
-      const int g = plan_.group_of(task);
+    if (runs_on_[task] >= 0) {
+      const int g = runs_on_[task];
       const auto& tasks = group_tasks_[g];
       const std::size_t position = next_in_group_[g];
       if (position / tasks.size() != static_cast<std::size_t>(iteration) ||
@@ -93,18 +98,6 @@ class Run {
       started_.insert(k);
       const double begin = std::max(ready, group_free_[g]);
       queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
-    } else if (task == sync_.task && sync_from_ != sync_to_) {
-      // The new weights cross to the generation group over the network, then reach every node
-      // of it by a pipelined broadcast no faster than its slowest NIC.
-      started_.insert(k);
-      queue_.at(ready, [this, iteration, task, ready] {
-        network_->start(sync_.bytes, sync_from_, sync_to_, sync_broadcast_rate_,
-                        [this, iteration, task, ready] {
-                          transfer_done(iteration, sync_.trainer, task, sync_from_, sync_to_,
-                                        sync_.bytes, ready);
-                          finish(iteration, task, ready, queue_.now());
-                        });
-      });
     } else {
       started_.insert(k);
       queue_.at(ready, [this, iteration, task, ready] {
@@ -113,15 +106,10 @@ class Run {
     }
   }
 
-  // The weight sync: from which training group to which generation group, how many bytes,
-  // and the broadcast's pace inside the generation group.
+  // The weight sync and the generation group it runs on.
   void find_weight_sync() {
     sync_ = graph_.weight_sync();
-    if (!sync_.exists()) return;
-    sync_from_ = plan_.group_of(sync_.trainer);
-    sync_to_ = plan_.group_of(sync_.reader);
-    const cost::CostModel::GpuSet& reader = sets_[sync_to_];
-    if (reader.nodes > 1) sync_broadcast_rate_ = reader.slowest_nic;
+    if (sync_.exists()) sync_to_ = plan_.group_of(sync_.reader);
   }
 
   void transfer_done(int iteration, int from_task, int to_task, int from_group, int to_group,
@@ -198,36 +186,34 @@ class Run {
       queue_.at(end, [this, iteration, task, begin, end] { finish(iteration, task, begin, end); });
       return;
     }
-    TaskRun run{iteration, task, on_gpu(task) ? plan_.group_of(task) : -1, begin, end};
+    TaskRun run{iteration, task, runs_on_[task], begin, end};
     for (Listener* l : listeners_) l->task_done(run);
-    if (on_gpu(task)) {
-      const int g = plan_.group_of(task);
+    if (runs_on_[task] >= 0) {
+      const int g = runs_on_[task];
       summary_.group_busy[g] += end - begin;
       group_free_[g] = end;
       busy_[g] = false;
       ++next_in_group_[g];
     }
-    // An iteration ends with its weight sync; without one (SFT), with its last task.
-    if (graph_.tasks[task].kind == TaskKind::kWeightSync) summary_.iteration_end.push_back(end);
-    if (!sync_.exists()) {
-      last_end_.resize(params_.iterations, 0.0);
-      done_.resize(params_.iterations, 0);
-      last_end_[iteration] = std::max(last_end_[iteration], end);
-      if (++done_[iteration] == n_) summary_.iteration_end.push_back(last_end_[iteration]);
-    }
+    // An iteration ends with the last of its tasks.
+    last_end_[iteration] = std::max(last_end_[iteration], end);
+    if (++done_[iteration] == n_) summary_.iteration_end.push_back(last_end_[iteration]);
     // Release the task's consumers.
     for (const workload::Edge& e : graph_.edges) {
       if (e.from != task) continue;
       const int consumer_iteration = iteration + e.lag;
       if (consumer_iteration >= params_.iterations) continue;
       const int ck = key(consumer_iteration, e.to);
-      const int gu = group_of_[task], gt = group_of_[e.to];
-      const bool weights = graph_.reads_weights(e);
+      // The trained actor's weights cross to the generation group's host memory on the edge
+      // into the weight sync.
+      const bool to_sync = e.to == sync_.task;
+      const int gu = group_of_[task], gt = to_sync ? sync_to_ : group_of_[e.to];
+      const bool weights = graph_.reads_weights(e) || to_sync;
       if ((graph_.moves_data(e) || weights) && gu >= 0 && gt >= 0 && gu != gt && e.bytes > 0) {
         const int to = e.to;
         const double bytes = e.bytes;
-        // Weights reach every node of the reading group by a pipelined broadcast, as the
-        // weight sync's do.
+        // Weights reach every node of the reading group by a pipelined broadcast, no faster
+        // than its slowest NIC.
         const double broadcast = weights && sets_[gt].nodes > 1 ? sets_[gt].slowest_nic
                                                                 : std::numeric_limits<double>::infinity();
         network_->start(bytes, gu, gt, broadcast,
@@ -248,6 +234,7 @@ class Run {
 
   void finish_summary() {
     const workload::Workload& w = model_.workload();
+    std::sort(summary_.iteration_end.begin(), summary_.iteration_end.end());
     summary_.end = summary_.iteration_end.empty() ? queue_.now() : summary_.iteration_end.back();
     const auto& ends = summary_.iteration_end;
     const double tokens_per_sample = w.prompt_length_tokens + w.response.mean();
@@ -282,15 +269,14 @@ class Run {
   std::vector<double> group_free_;
   std::map<int, bool> busy_;
   std::map<int, double> tokens_;
-  std::vector<double> last_end_;  // per iteration, without a weight sync: its latest task end
-  std::vector<int> done_;         // per iteration, without a weight sync: its tasks finished
+  std::vector<double> last_end_;  // per iteration: its latest task end so far
+  std::vector<int> done_;         // per iteration: its tasks finished
   std::vector<std::shared_ptr<ReplicaGeneration>> generations_;
   EventQueue queue_;
   std::unique_ptr<Network> network_;
   workload::WeightSync sync_;
-  int sync_from_ = -1;  // the training group
   int sync_to_ = -1;    // the generation group
-  double sync_broadcast_rate_ = std::numeric_limits<double>::infinity();
+  std::vector<int> runs_on_;  // per task: the group whose GPUs it occupies, or -1
   SimSummary summary_;
 };
 

@@ -78,8 +78,8 @@ class Listener {
 
 struct SimSummary {
   std::uint64_t events = 0;
-  double end = 0;                  // when the last iteration ended (its weights reached generation)
-  std::vector<double> iteration_end;
+  double end = 0;                  // when the last iteration ended (its last task)
+  std::vector<double> iteration_end;  // each iteration's end, in time order
   double iteration_seconds = 0;    // steady: between the first and the last iteration's end
   double samples_per_second = 0;
   double tokens_per_second = 0;

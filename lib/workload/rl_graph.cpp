@@ -76,15 +76,15 @@ WeightSync TaskGraph::weight_sync() const {
     if (tasks[t].kind == TaskKind::kWeightSync) sync.task = static_cast<int>(t);
   }
   if (sync.task < 0) return sync;
-  for (const Edge& e : edges) {
-    if (e.to == sync.task && !e.previous_iteration()) {
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    const Edge& e = edges[i];
+    if (e.to == sync.task) {
       sync.trainer = e.from;
+      sync.edge = static_cast<int>(i);
       sync.bytes = e.bytes;
-    }
-    if (e.from == sync.task && e.previous_iteration()) {
-      sync.reader = e.to;
       sync.lag = e.lag;
     }
+    if (e.from == sync.task) sync.reader = e.to;
   }
   return sync;
 }
@@ -129,7 +129,7 @@ TaskGraph build_task_graph(const Workload& workload, const AlgorithmCatalog& alg
       edge.to = to;
       edge.payload = payload.name;
       if (input.previous_iteration) {
-        edge.lag = 1 + (graph.tasks[to].kind == TaskKind::kGenerate ? workload.staleness() : 0);
+        edge.lag = 1 + (graph.tasks[to].kind == TaskKind::kWeightSync ? workload.staleness() : 0);
       }
       const double tokens = payload.tokens == TokenSpan::kResponse           ? response_tokens
                             : payload.tokens == TokenSpan::kPromptAndResponse ? all_tokens

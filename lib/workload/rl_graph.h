@@ -24,7 +24,8 @@ struct Task {
   std::string op;     // e.g. "gae", "group_norm", "rule"
 
   // Runs on the GPUs of a group of the plan (generation, forward passes, training). CPU tasks
-  // and the weight sync are not placed: they are priced from where their neighbours run.
+  // and the weight sync are not placed: they are priced from where their neighbours run (the
+  // weight sync on generation's GPUs, in turn with that group's tasks).
   bool on_gpu() const { return kind != TaskKind::kCpu && kind != TaskKind::kWeightSync; }
 };
 
@@ -34,19 +35,22 @@ struct Edge {
   std::string payload;
   double bytes = 0;  // per iteration
   // Iterations between the producer's instance and the consumer's: 0 inside an iteration; for
-  // an input from the previous iteration, 1, and for the new weights reaching generation 1 plus
-  // the workload's staleness bound (0 when synchronous): generation may run ahead, a forward
-  // pass scores with the weights its role was last trained to.
+  // an input from the previous iteration, 1, and for the trained weights reaching the weight
+  // sync 1 plus the workload's staleness bound (0 when synchronous): generation may run ahead,
+  // a forward pass scores with the weights its role was last trained to.
   int lag = 0;
   bool previous_iteration() const { return lag > 0; }
 };
 
-// How the trained actor's weights reach generation: `task` (the weight sync) takes them from
-// `trainer` in one iteration and `reader` (generation) uses them `lag` iterations later.
+// How the trained actor's weights reach generation: `task` (the weight sync) loads them into
+// `reader` (generation) at the start of an iteration, on generation's GPUs; `trainer` wrote them
+// `lag` iterations before, and `edge` (trainer to sync) carries them across when the two run in
+// different groups.
 struct WeightSync {
   int task = -1;  // -1: the graph has no weight sync
   int trainer = -1;
   int reader = -1;
+  int edge = -1;  // the edge from the trainer into the sync: the weights' transfer
   double bytes = 0;
   int lag = 0;
   bool exists() const { return task >= 0 && trainer >= 0 && reader >= 0; }
@@ -68,10 +72,11 @@ struct TaskGraph {
   // other CPU tasks); -1 for the weight sync and for a CPU task nothing on a GPU consumes.
   std::vector<int> host_tasks() const;
   // Whether the edge moves its payload from the producer's group to the consumer's (a transfer
-  // when the two differ): a same-iteration edge into anything but the weight sync, whose bytes
-  // are the weight sync's to move.
+  // when the two differ): a same-iteration edge that does not touch the weight sync, whose
+  // bytes are the weight sync's to move.
   bool moves_data(const Edge& edge) const {
-    return !edge.previous_iteration() && tasks[edge.to].kind != TaskKind::kWeightSync;
+    return !edge.previous_iteration() && tasks[edge.to].kind != TaskKind::kWeightSync &&
+           tasks[edge.from].kind != TaskKind::kWeightSync;
   }
   // Whether the edge carries a trained role's weights straight to a GPU task that reads them
   // in a later iteration (critic_value after critic_train, actor_logprob after actor_train): a

@@ -496,7 +496,7 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   CHECK(two.slowest_nic == doctest::Approx(100 * core::kGbps));
   cost::Breakdown alone(true);
   CHECK(m.weight_transfer_seconds(bytes, trainer, one, alone) == m.transfer_seconds(bytes, trainer, one));
-  CHECK(term(alone, "weight transfer to the generation group") > 0);
+  CHECK(term(alone, "(waits for the weight transfer to the generation group)") > 0);
   // Two generation nodes: the slower NIC must pass every byte once more.
   cost::Breakdown both(true);
   const double seconds = m.weight_transfer_seconds(bytes, trainer, two, both);

@@ -67,10 +67,17 @@ TEST_CASE("PPO: generation, four scorers, GAE, two trainers and the weight sync"
   // fp32 per response token.
   CHECK(edge(g, "critic_value", "advantage").bytes == doctest::Approx(100 * 300 * 4));
   CHECK(edge(g, "reward", "advantage").bytes == doctest::Approx(100 * 4));
-  // The actor's bf16 weights go to the next iteration's generation.
+  // The actor's bf16 weights reach the next iteration's weight sync, which loads them before
+  // its generation.
   const double weights = 2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-7B", "").parameter_count());
   CHECK(edge(g, "actor_train", "weight_sync").bytes == doctest::Approx(weights));
-  CHECK(edge(g, "weight_sync", "generate").previous_iteration());
+  CHECK(edge(g, "actor_train", "weight_sync").lag == 1);
+  CHECK_FALSE(edge(g, "weight_sync", "generate").previous_iteration());
+  const workload::WeightSync sync = g.weight_sync();
+  CHECK(sync.trainer == g.find("actor_train"));
+  CHECK(sync.reader == g.find("generate"));
+  CHECK(g.edges[sync.edge].to == sync.task);
+  CHECK(sync.bytes == doctest::Approx(weights));
   // Every same-iteration input comes before its task.
   const std::vector<int> order = g.topological_order();
   REQUIRE(order.size() == g.tasks.size());
@@ -170,7 +177,8 @@ TEST_CASE("an async staleness bound k makes the weights reach generation 1 + k i
   const workload::Workload w = io::parse_workload(text, "w.json", "", catalogs().algorithms, catalogs().models).workload;
   CHECK(w.staleness() == 2);
   const workload::TaskGraph g = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
-  CHECK(edge(g, "weight_sync", "generate").lag == 3);
+  CHECK(edge(g, "actor_train", "weight_sync").lag == 3);
+  CHECK(edge(g, "weight_sync", "generate").lag == 0);
   CHECK(g.weight_sync().lag == 3);
   CHECK(edge(g, "generate", "actor_train").lag == 0);
   // A forward pass scores with the weights its role was last trained to, whatever the bound.

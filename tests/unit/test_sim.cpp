@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <map>
 
 #include "core/units.h"
 #include "hw/cluster_builder.h"
@@ -284,4 +285,104 @@ TEST_CASE("a forward pass waits for the weights its role was trained to in anoth
     CHECK(value_start >= t.end - 1e-9);
   }
   CHECK(sent == 2);  // after iterations 0 and 1; iteration 2 has no successor
+}
+
+TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn with generation, and async overlaps their transfer") {
+  // PPO with Qwen2.5-1.5B everywhere (reward a rule): generation alone on an A100 node in
+  // us-east, every other task on one in us-west (10 Gbps, 32 ms between the regions). The
+  // actor's 3 GB of weights cross to us-east every iteration; generation's group then loads
+  // them from host memory before it generates.
+  const hw::Cluster cluster = testing::make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",
+                                                     "us-west-2a:8xA100-SXM-80G:nic_gbps=400"});
+  std::map<std::string, double> period;
+  for (const std::string mode : {"sync", "async"}) {
+    CAPTURE(mode);
+    workload::Workload w = testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1);
+    if (mode == "async") {
+      w.mode = workload::Mode::kAsync;
+      w.max_staleness = 1;
+    }
+    const testing::Fixture f(cluster, w);
+    auto spread = [&](const char* name, int node) {
+      plan::TaskPlacement t;
+      t.task = f.task(name);
+      for (int d = 0; d < 8; ++d) t.replicas.push_back({{{node, {d}, 28}}, 1.0 / 8});
+      return t;
+    };
+    plan::Plan p;
+    p.groups.resize(2);
+    for (int d = 0; d < 8; ++d) {
+      p.groups[0].gpus.push_back({0, d});
+      p.groups[1].gpus.push_back({1, d});
+    }
+    p.groups[0].tasks.push_back(spread("generate", 0));
+    for (const char* name : {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"}) {
+      p.groups[1].tasks.push_back(spread(name, 1));
+    }
+    p.validate(f.cluster, f.graph, testing::catalogs().models);
+
+    plan::Evaluator evaluator(f.model);
+    const plan::Prediction& prediction = evaluator.evaluate(p, true);
+    REQUIRE(prediction.feasible);
+    const workload::WeightSync sync = f.graph.weight_sync();
+    const plan::TaskPrediction& loaded = prediction.tasks[sync.task];
+    const auto term = [&](const char* name) {
+      const auto it = std::find_if(loaded.terms.begin(), loaded.terms.end(),
+                                   [&](const cost::Breakdown::Term& t) { return std::string(t.name) == name; });
+      return it == loaded.terms.end() ? -1.0 : it->seconds;
+    };
+    // Each GPU loads its whole TP1 replica (3 GB) from host memory.
+    const double shard = 2.0 * f.model.shape(f.task("generate")).total_params();
+    CHECK(loaded.seconds == doctest::Approx(shard / cost::CostParams{}.host_bandwidth));
+    CHECK(term("weight load from host memory") == doctest::Approx(loaded.seconds));
+    cost::CostModel::GpuSet east, west;
+    f.model.describe_gpu_set(std::vector<int>{8, 0}, east);
+    f.model.describe_gpu_set(std::vector<int>{0, 8}, west);
+    cost::Breakdown unused;
+    const double transfer = f.model.weight_transfer_seconds(sync.bytes, west, east, unused);
+    CHECK(transfer > 2.0);  // 3 GB at 10 Gbps
+    CHECK(term("(waits for the weight transfer to the generation group)") == doctest::Approx(transfer));
+    // Generation's group is busy generating and loading, and no group is busy for longer
+    // than an iteration.
+    const auto seconds = [&](const char* name) { return prediction.tasks[f.task(name)].seconds; };
+    CHECK(prediction.groups[0].busy_seconds == doctest::Approx(seconds("generate") + loaded.seconds));
+    for (const plan::GroupPrediction& g : prediction.groups) CHECK(g.busy_seconds <= prediction.iteration_seconds + 1e-9);
+    // Synchronous, the loop of one iteration passes through the transfer and the load; one
+    // step off-policy, the transfer runs while generation works on the next iteration.
+    const double loop = seconds("generate") + seconds("actor_logprob") + seconds("actor_train") + transfer + loaded.seconds;
+    if (mode == "sync") {
+      CHECK(prediction.iteration_seconds >= loop - 1e-9);
+    } else {
+      CHECK(prediction.iteration_seconds < loop - transfer / 2);
+    }
+    period[mode] = prediction.iteration_seconds;
+
+    // The simulator sends the weights over the links and loads them on generation's group
+    // before the generation that reads them, 1 + staleness iterations after their training.
+    sim::Recorder recorder;
+    std::vector<sim::Listener*> listeners{&recorder};
+    const sim::SimSummary s = sim::simulate(f.model, p, {6, 1, false}, listeners);
+    const int lag = mode == "sync" ? 1 : 2;
+    int sent = 0;
+    for (const sim::TransferRun& t : recorder.transfers) {
+      if (t.from_task != sync.trainer || t.to_task != sync.task) continue;
+      ++sent;
+      CHECK(t.end - t.start == doctest::Approx(transfer).epsilon(1e-9));
+      for (const sim::TaskRun& run : recorder.tasks) {
+        if (run.task == sync.task && run.iteration == t.iteration + lag) {
+          CHECK(run.group == 0);
+          CHECK(run.start >= t.end - 1e-9);
+        }
+        if (run.task == sync.reader && run.iteration == t.iteration + lag) {
+          for (const sim::TaskRun& load : recorder.tasks) {
+            if (load.task == sync.task && load.iteration == run.iteration) CHECK(run.start >= load.end - 1e-9);
+          }
+        }
+      }
+    }
+    CHECK(sent == 6 - lag);
+    CHECK(s.group_busy[0] == doctest::Approx(6 * (seconds("generate") + loaded.seconds)).epsilon(0.01));
+    CHECK(s.iteration_seconds == doctest::Approx(prediction.iteration_seconds).epsilon(0.02));
+  }
+  CHECK(period["async"] < period["sync"]);
 }
