@@ -49,29 +49,98 @@ std::string describe(const Json& value) {
   }
 }
 
+namespace {
+
+// "file:line:column" of a byte offset into the text.
+std::string position(std::string_view text, std::string_view file, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  std::size_t line = 1;
+  std::size_t column = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("{}:{}:{}", file, line, column);
+}
+
+// Follows the parse to refuse a key an object already has: the file's author read one value
+// and the parser would keep the other. Knows the JSON pointer of the object being read.
+class DuplicateKeys {
+ public:
+  explicit DuplicateKeys(std::string_view file) : file_(file) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        element();
+        frames_.push_back({event == Json::parse_event_t::object_start, {}, {}, -1});
+        break;
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end: frames_.pop_back(); break;
+      case Json::parse_event_t::key: {
+        Frame& object = frames_.back();
+        object.key = parsed.get<std::string>();
+        if (!object.keys.insert(object.key).second) {
+          std::string pointer;
+          for (std::size_t i = 0; i + 1 < frames_.size(); ++i) {
+            pointer += "/" + (frames_[i].object ? pointer_token(frames_[i].key) : std::to_string(frames_[i].index));
+          }
+          throw core::InputError(fmt::format("{}{}: the key {} appears twice in one object (which one is meant?)",
+                                             file_, pointer.empty() ? "" : ": " + pointer, core::quoted(object.key)));
+        }
+        break;
+      }
+      case Json::parse_event_t::value: element(); break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object = false;
+    std::set<std::string> keys;  // an object's, so far
+    std::string key;             // an object's member being read
+    long index = -1;             // an array's element being read
+  };
+  // A value starts: the next element when it is in an array.
+  void element() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+
+  std::string_view file_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
 Json parse_json(std::string_view text, std::string_view file) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     throw core::InputError(fmt::format("{}: empty file, expected a JSON object", file));
   }
   try {
-    return Json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end(), DuplicateKeys(file));
   } catch (const Json::parse_error& e) {
     // e.byte is 1-based: the position just past the offending character.
-    const std::size_t offset = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    std::size_t line = 1;
-    std::size_t column = 1;
-    for (std::size_t i = 0; i < offset; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
     std::string reason = e.what();
     const std::size_t colon = reason.find(": ", reason.find("parse error"));
     if (colon != std::string::npos) reason = reason.substr(colon + 2);
-    throw core::InputError(fmt::format("{}:{}:{}: malformed JSON: {}", file, line, column, reason));
+    throw core::InputError(fmt::format("{}: malformed JSON: {}", position(text, file, e.byte > 0 ? e.byte - 1 : 0), reason));
+  } catch (const Json::out_of_range& e) {
+    // A number past the double range: nlohmann names the literal ("number overflow parsing
+    // '1e400'"); find it to say where.
+    std::string what = e.what();
+    const std::size_t open = what.find('\'');
+    const std::size_t close = what.rfind('\'');
+    const std::string literal = open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+    const std::size_t at = literal.empty() ? std::string_view::npos : text.find(literal);
+    throw core::InputError(fmt::format("{}: {} is out of range (numbers must lie between -1.8e308 and 1.8e308)",
+                                       at == std::string_view::npos ? std::string(file) : position(text, file, at),
+                                       literal.empty() ? "a number" : "the number " + literal));
   }
 }
 
