@@ -1097,6 +1097,20 @@ void Search::search(Candidate& c, long long budget) {
          model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward)) {
       s = make_room(c, m.task, budget);
     }
+    // Two tasks exchanged that do not fit with their own strategies: each takes the other's TP
+    // and PP too (its place as it was laid out). On the paper's region network, GRPO-14B async
+    // in two groups: hybrid had the reference's forward pass beside generation (TP1 PP2) and the
+    // reward's with the actor's tasks (TP2 PP2), the optimum the other way round; the reference
+    // at TP1 PP2 did not fit beside the actor's tasks.
+    if (s == kWorst && m.kind == Move::Kind::kExchange) {
+      TaskChoice& a = c.choices[m.task];
+      TaskChoice& b = c.choices[m.other];
+      if (a.tp != b.tp || a.pp != b.pp) {
+        std::swap(a.tp, b.tp);
+        std::swap(a.pp, b.pp);
+        if (repair(c)) std::tie(s, overflow) = std::pair{evaluate(c), last_overflow_};
+      }
+    }
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
     // the new ones, nor a mix of GPU types).

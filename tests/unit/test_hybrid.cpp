@@ -572,3 +572,23 @@ TEST_CASE("a converged candidate tries exchanging two tasks between groups: PPO-
   }
   CHECK(reward_gpu == "L4");
 }
+
+TEST_CASE("two tasks exchanged that do not fit with their own strategies take each other's TP and PP: GRPO-14B async in two groups reaches the ILP's optimum") {
+  // The paper's region network and GRPO-14B async (actor, reference and reward all Qwen3-14B),
+  // at most two groups. The ILP proves 30.82 samples/s: generation and the reward's forward
+  // pass on two A100 nodes (the reward TP1 PP2), the actor's forward pass and training and the
+  // reference's forward pass on the third A100 node and the L40S nodes (the reference TP2
+  // PP2). Hybrid had the reference beside generation at TP1 PP2 and the reward at TP2 PP2 with
+  // the actor's tasks (30.50); exchanged keeping its TP1 PP2, the reference does not fit there.
+  const io::Inputs in = paper_scenario("region", "grpo-14b-async");
+  const hw::Cluster& cluster = in.cluster;
+  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
+  planner::HybridParams hp;
+  hp.space.max_groups = 2;
+  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
+  REQUIRE(hybrid.found);
+  CHECK(hybrid.prediction.samples_per_second > 30.8);
+  const int generate = hybrid.plan.group_of(in.graph.find("generate"));
+  CHECK(hybrid.plan.group_of(in.graph.find("reward")) == generate);
+  CHECK(hybrid.plan.group_of(in.graph.find("ref_logprob")) != generate);
+}
