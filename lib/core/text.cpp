@@ -31,6 +31,9 @@ double parse_number(std::string_view text, std::string_view what) {
   if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) {
     throw InputError(fmt::format("{}: expected a number, found {}", what, quoted(text)));
   }
+  if (std::abs(value) > kLargestQuantity) {
+    throw InputError(fmt::format("{}: expected a number of magnitude at most 1e12, found {}", what, quoted(text)));
+  }
   return value;
 }
 

@@ -13,7 +13,12 @@ namespace hetrl::core {
 long long parse_integer(std::string_view text, std::string_view what, long long min_value,
                         long long max_value);
 
-// A finite decimal number, e.g. "0.5" or "1e3".
+// The largest magnitude a number in an input may have, in the input's own units (Gbps, ms,
+// USD per hour, GiB, tokens, bytes): no quantity hetrl reads comes near it, and a larger one
+// would overflow once converted and summed (1e308 Gbps is infinite in bytes/s).
+inline constexpr double kLargestQuantity = 1e12;
+
+// A finite decimal number of magnitude at most kLargestQuantity, e.g. "0.5" or "1e3".
 double parse_number(std::string_view text, std::string_view what);
 
 // Splits on every `separator`, keeping empty pieces.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace hetrl::io::detail {
 namespace {
@@ -228,6 +229,9 @@ double ObjectReader::number(std::string_view key, Range range) {
   const double value = v.get<double>();
   if (!std::isfinite(value) || !in_range(value, range)) {
     fail(key, fmt::format("expected {}, found {}", range_text(range), describe(v)));
+  }
+  if (std::abs(value) > core::kLargestQuantity) {
+    fail(key, fmt::format("expected {} of magnitude at most 1e12, found {}", range_text(range), describe(v)));
   }
   return value;
 }

@@ -11,7 +11,8 @@ namespace hetrl::io::detail {
 // conversions do not print as 0.015000000000000001.
 double file_units(double value);
 
-// Dumps with a two-space indent and a final newline.
+// Dumps with a two-space indent and a final newline. Throws core::JobError where a number is
+// not finite (JSON cannot say it; the file would not read back).
 std::string dump(const OrderedJson& json);
 
 }  // namespace hetrl::io::detail

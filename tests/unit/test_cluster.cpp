@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "core/error.h"
 #include "core/units.h"
 #include "hw/cluster_builder.h"
@@ -118,6 +120,17 @@ TEST_CASE("validate finds what is wrong") {
   c.nodes[0].gpu_count = 8;
   c.network.intra_zone.bandwidth = 0;
   CHECK_THROWS_AS(c.validate(), core::InputError);
+}
+
+TEST_CASE("a figure that is not finite is never written: the write fails naming where") {
+  hw::Cluster c = build({"us-east-1a:8xL4", "us-east-1a:8xL4"}, {});
+  c.nodes[1].nic_bandwidth = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(io::cluster_to_json(c), "internal error: the output would hold a non-finite number at /nodes/1/nic_gbps",
+                       core::JobError);
+  c.nodes[1].nic_bandwidth = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(io::cluster_to_json(c), core::JobError);
+  c.nodes[1].nic_bandwidth = 100e9;
+  CHECK_NOTHROW(io::cluster_to_json(c));
 }
 
 TEST_CASE("a cluster file reads back what was written, byte for byte") {
