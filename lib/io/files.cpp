@@ -7,8 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <unistd.h>
+#include <vector>
 
 #include "core/error.h"
 
@@ -23,10 +23,20 @@ std::string read_text_file(const std::string& path) {
   if (!in) {
     throw core::InputError(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // In pieces, so that an endless input (/dev/zero, a pipe that never ends) stops at the limit
+  // instead of at the end of memory.
+  std::string text;
+  std::vector<char> piece(1 << 20);
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    text.append(piece.data(), static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxInputBytes) {
+      throw core::InputError(fmt::format("cannot read {}: larger than {} MiB, the most an input file may hold", path,
+                                         kMaxInputBytes >> 20));
+    }
+  }
   if (in.bad()) throw core::InputError(fmt::format("cannot read {}: read error", path));
-  return text.str();
+  return text;
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {

@@ -2,12 +2,17 @@
 // Reading and writing whole files. Writes go to a temporary file in the same folder that is
 // renamed over the target, so a failed run never leaves a half-written output.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace hetrl::io {
 
-// Throws core::InputError "cannot read FILE: reason".
+// The most an input file may hold: three times a 10-million-row response-length trace (about
+// 86 MB), far past any cluster, workload, plan or profile hetrl reads.
+inline constexpr std::size_t kMaxInputBytes = std::size_t{256} << 20;
+
+// Throws core::InputError "cannot read FILE: reason", past kMaxInputBytes too.
 std::string read_text_file(const std::string& path);
 
 // Throws core::JobError "cannot write FILE: reason".
