@@ -105,10 +105,10 @@ int main(int argc, char** argv) {
     request.goal.objective = objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
     if (budget > 0) request.goal.budget_per_hour = budget;
     if (min_throughput > 0) request.goal.min_throughput = min_throughput;
-    // Outputs that cannot be written fail now, not after minutes of planning.
-    for (const std::string* path : {&output, &request.export_lp, &request.export_mps}) {
-      if (!path->empty()) io::check_writable(*path);
-    }
+    // Outputs that cannot be written, or would replace an input, fail now, not after minutes
+    // of planning.
+    io::check_outputs(std::vector<std::string>{output, request.export_lp, request.export_mps},
+                      std::vector<std::string>{cluster_path, workload_path, evaluate->parsed() ? plan_path : ""});
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, inputs.workload.models);

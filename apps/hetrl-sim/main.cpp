@@ -83,10 +83,10 @@ int main(int argc, char** argv) {
       apps::usage_error("--report and --trace take one plan: use --plan");
     }
     // Both outputs checked before either is written: a trace that cannot be written must not
-    // leave the report behind.
-    for (const std::string* path : {&report_path, &trace_path}) {
-      if (!path->empty()) io::check_writable(*path);
-    }
+    // leave the report behind, and neither may replace an input.
+    std::vector<std::string> inputs{cluster_path, workload_path, plan_path};
+    inputs.insert(inputs.end(), compare.begin(), compare.end());
+    io::check_outputs(std::vector<std::string>{report_path, trace_path}, inputs);
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
