@@ -14,6 +14,7 @@
 #include "io/plan_io.h"
 #include "io/sim_io.h"
 #include "sim/run_text.h"
+#include "workload/lengths.h"
 
 namespace {
 
@@ -56,7 +57,9 @@ int main(int argc, char** argv) {
   std::uint64_t lengths_seed = 1;
   std::string lengths_output;
   lengths->add_option("--mean-tokens", mean, "Mean length after the clamp")->required();
-  lengths->add_option("--max-tokens", max_tokens, "The clamp: the longest response")->required();
+  lengths->add_option("--max-tokens", max_tokens, "The clamp: the longest response")
+      ->required()
+      ->check(CLI::Range(1, workload::kMaxResponseTokens));
   lengths->add_option("--sigma", sigma, "Shape of the lognormal")->capture_default_str();
   lengths->add_option("--count", count, "How many lengths")->required()->check(CLI::Range(1, 10000000));
   lengths->add_option("--seed", lengths_seed, "Seed")->check(apps::unsigned_integer())->capture_default_str();

@@ -34,14 +34,13 @@ bool is_whole_number(std::string_view text) {
 workload::ResponseLengths read_lengths(ObjectReader& r, const std::string& base_dir) {
   workload::ResponseLengths lengths;
   const std::string kind = r.string("distribution");
-  constexpr long long kMaxTokens = 1 << 24;
   if (kind == "fixed") {
     lengths.kind = workload::LengthKind::kFixed;
-    lengths.fixed_tokens = static_cast<int>(r.integer("tokens", 1, kMaxTokens));
+    lengths.fixed_tokens = static_cast<int>(r.integer("tokens", 1, workload::kMaxResponseTokens));
   } else if (kind == "lognormal") {
     lengths.kind = workload::LengthKind::kLognormal;
     lengths.mean_tokens = r.number("mean_tokens", Range::kPositive);
-    lengths.max_tokens = static_cast<int>(r.integer("max_tokens", 1, kMaxTokens));
+    lengths.max_tokens = static_cast<int>(r.integer("max_tokens", 1, workload::kMaxResponseTokens));
     lengths.sigma = r.optional_number("sigma", Range::kPositive).value_or(workload::kDefaultLognormalSigma);
   } else if (kind == "trace") {
     lengths.kind = workload::LengthKind::kTrace;
@@ -184,7 +183,7 @@ std::vector<int> parse_length_trace(std::string_view text, std::string_view file
                                          core::quoted(column)));
     }
     lengths.push_back(static_cast<int>(core::parse_integer(
-        fields[column_index], where + ": response length", 1, 1 << 24)));
+        fields[column_index], where + ": response length", 1, workload::kMaxResponseTokens)));
   }
   if (lengths.empty()) throw core::InputError(fmt::format("{}: the trace has no lengths", file));
   return lengths;

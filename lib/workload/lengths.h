@@ -16,6 +16,9 @@ namespace hetrl::workload {
 enum class LengthKind { kFixed, kLognormal, kTrace };
 
 inline constexpr double kDefaultLognormalSigma = 0.8;
+// The longest response a workload may name, in tokens (fixed, the lognormal's clamp, a trace's
+// rows), and so the longest `hetrl-sim lengths` writes.
+inline constexpr int kMaxResponseTokens = 1 << 24;
 
 struct ResponseLengths {
   LengthKind kind = LengthKind::kFixed;
