@@ -67,8 +67,12 @@ Isolated run_isolated(const std::function<std::string()>& work, double seconds, 
     child(work, fds[1], keep_stdout);
   }
   ::close(fds[1]);
+  // The clock counts nanoseconds in 64 bits: a limit past about 292 years would wrap (a limit of
+  // 1e10 s ended at once). Ten years is as good as none.
+  constexpr double kLongest = 10 * 365.25 * 24 * 3600;
+  const double limit = seconds > 0 ? std::min(seconds, kLongest) : 0.0;
   const Steady::time_point deadline =
-      start + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(std::max(0.0, seconds)));
+      start + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(limit));
   bool timed_out = false;
   char buffer[1 << 16];
   for (;;) {

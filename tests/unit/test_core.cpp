@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -74,6 +75,12 @@ TEST_CASE("isolated work: what it returns comes back, and how it ended when it d
   CHECK(ok.end == Isolated::End::kReturned);
   CHECK(ok.output == std::string("bytes\0back", 10));
   CHECK(touched == 0);
+
+  // A limit past what the clock can count is no limit, not an instant timeout.
+  for (const double forever : {1e10, 1e300, std::numeric_limits<double>::infinity()}) {
+    CAPTURE(forever);
+    CHECK(run_isolated([] { return std::string("done"); }, forever, false).output == "done");
+  }
 
   const Isolated big = run_isolated([] { return std::string(3 << 20, 'x'); }, 60, false);
   CHECK(big.end == Isolated::End::kReturned);
