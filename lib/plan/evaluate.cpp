@@ -410,29 +410,27 @@ double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
   const int gg = plan.group_of(sync_.reader);
   if (gg < 0) return 0;  // a partial plan: priced when generation is placed
   cost::Breakdown out(explain);
-  {
-    all_stages_.clear();
-    stage_offsets_.clear();
-    for (const TaskPlacement& placement : plan.groups[gg].tasks) {
-      if (placement.task != sync_.reader) continue;
-      for (const Replica& replica : placement.replicas) {
-        stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
-        for (const Stage& s : replica.stages) {
-          all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
-        }
+  all_stages_.clear();
+  stage_offsets_.clear();
+  for (const TaskPlacement& placement : plan.groups[gg].tasks) {
+    if (placement.task != sync_.reader) continue;
+    for (const Replica& replica : placement.replicas) {
+      stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+      for (const Stage& s : replica.stages) {
+        all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
       }
     }
-    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
-    spans_.clear();
-    for (std::size_t r = 0; r + 1 < stage_offsets_.size(); ++r) {
-      spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
-                          static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
-    }
-    if (gt == gg) {
-      model_.reshard_seconds(sync_.reader, spans_, out);
-    } else {
-      model_.weight_load_seconds(sync_.reader, spans_, out);
-    }
+  }
+  stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+  spans_.clear();
+  for (std::size_t r = 0; r + 1 < stage_offsets_.size(); ++r) {
+    spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
+                        static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
+  }
+  if (gt == gg) {
+    model_.reshard_seconds(sync_.reader, spans_, out);
+  } else {
+    model_.weight_load_seconds(sync_.reader, spans_, out);
   }
   if (explain) prediction_.tasks[sync_.task].terms = out.terms();
   return out.total();

@@ -1108,7 +1108,10 @@ void Search::search(Candidate& c, long long budget) {
       if (a.tp != b.tp || a.pp != b.pp) {
         std::swap(a.tp, b.tp);
         std::swap(a.pp, b.pp);
-        if (repair(c)) std::tie(s, overflow) = std::pair{evaluate(c), last_overflow_};
+        if (repair(c)) {
+          s = evaluate(c);
+          overflow = last_overflow_;
+        }
       }
     }
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid

@@ -94,6 +94,12 @@ io::Inputs paper_scenario(const std::string& network, const std::string& workloa
   return io::load_inputs(dir + "/clusters/" + network + ".json", dir + "/workloads/" + workload + ".json", catalogs());
 }
 
+// Hybrid's plan for a scenario loaded by paper_scenario.
+planner::PlannerResult plan_paper(const io::Inputs& in, const planner::HybridParams& hp) {
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+  return planner::plan_hybrid(model, in.workload.models, hp, kStill);
+}
+
 // GRPO with a rule reward and no reference, fixed lengths.
 workload::Workload grpo(const std::string& model, int prompts, int samples, int prompt, int response) {
   workload::Workload w;
@@ -536,10 +542,9 @@ TEST_CASE("beyond the start limit hybrid keeps starts by their bound and searche
   // stops at 9.95; the second search, bottleneck first, reaches the optimum.
   const io::Inputs in = paper_scenario("region", "ppo-14b-sync");
   const hw::Cluster& cluster = in.cluster;
-  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
-  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
+  const planner::PlannerResult hybrid = plan_paper(in, hp);
   REQUIRE(hybrid.found);
   std::map<std::string, int> gpus;  // GPU type -> how many the plan takes
   for (const plan::Group& g : hybrid.plan.groups) {
@@ -558,10 +563,9 @@ TEST_CASE("a converged candidate tries exchanging two tasks between groups: PPO-
   // alone leaves one group with both, slower.
   const io::Inputs in = paper_scenario("continent", "ppo-4b-async");
   const hw::Cluster& cluster = in.cluster;
-  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
-  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
+  const planner::PlannerResult hybrid = plan_paper(in, hp);
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 33.4);
   std::string reward_gpu;
@@ -581,11 +585,9 @@ TEST_CASE("two tasks exchanged that do not fit with their own strategies take ea
   // PP2). Hybrid had the reference beside generation at TP1 PP2 and the reward at TP2 PP2 with
   // the actor's tasks (30.50); exchanged keeping its TP1 PP2, the reference does not fit there.
   const io::Inputs in = paper_scenario("region", "grpo-14b-async");
-  const hw::Cluster& cluster = in.cluster;
-  const cost::CostModel model(cluster, in.workload.workload, in.graph, in.workload.models);
   planner::HybridParams hp;
   hp.space.max_groups = 2;
-  const planner::PlannerResult hybrid = planner::plan_hybrid(model, in.workload.models, hp, kStill);
+  const planner::PlannerResult hybrid = plan_paper(in, hp);
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 30.8);
   const int generate = hybrid.plan.group_of(in.graph.find("generate"));

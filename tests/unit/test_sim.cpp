@@ -1,7 +1,8 @@
 #include <doctest/doctest.h>
 
-#include <string>
+#include <initializer_list>
 #include <map>
+#include <string>
 
 #include "core/units.h"
 #include "hw/cluster_builder.h"
@@ -221,6 +222,28 @@ TEST_CASE("transfers that leave together share the links, the links carry every 
 
 #include "fixtures.h"
 
+namespace {
+
+// Two groups of one 8-GPU node each (nodes 0 and 1), each task of a group eight TP1 replicas
+// of all 28 layers (Qwen2.5-1.5B) with even shares; validated.
+plan::Plan one_node_each(const testing::Fixture& f, std::initializer_list<const char*> first,
+                         std::initializer_list<const char*> second) {
+  plan::Plan p;
+  p.groups.resize(2);
+  for (int g = 0; g < 2; ++g) {
+    for (int d = 0; d < 8; ++d) p.groups[g].gpus.push_back({g, d});
+    for (const char* name : g == 0 ? first : second) {
+      plan::TaskPlacement& t = p.groups[g].tasks.emplace_back();
+      t.task = f.task(name);
+      for (int d = 0; d < 8; ++d) t.replicas.push_back({{{g, {d}, 28}}, 1.0 / 8});
+    }
+  }
+  p.validate(f.cluster, f.graph, testing::catalogs().models);
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE("a forward pass waits for the weights its role was trained to in another group, sent over the links") {
   // PPO with Qwen2.5-1.5B everywhere; everything but critic_train on an A100 node in us-east,
   // critic_train on one in us-west (10 Gbps, 32 ms between the regions): the critic's 3 GB of
@@ -228,23 +251,8 @@ TEST_CASE("a forward pass waits for the weights its role was trained to in anoth
   const testing::Fixture f(testing::make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",
                                                   "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
                            testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1));
-  auto spread = [&](const char* name, int node) {
-    plan::TaskPlacement t;
-    t.task = f.task(name);
-    for (int d = 0; d < 8; ++d) t.replicas.push_back({{{node, {d}, 28}}, 1.0 / 8});
-    return t;
-  };
-  plan::Plan p;
-  p.groups.resize(2);
-  for (int d = 0; d < 8; ++d) {
-    p.groups[0].gpus.push_back({0, d});
-    p.groups[1].gpus.push_back({1, d});
-  }
-  for (const char* name : {"generate", "actor_logprob", "ref_logprob", "critic_value", "actor_train"}) {
-    p.groups[0].tasks.push_back(spread(name, 0));
-  }
-  p.groups[1].tasks.push_back(spread("critic_train", 1));
-  p.validate(f.cluster, f.graph, testing::catalogs().models);
+  const plan::Plan p =
+      one_node_each(f, {"generate", "actor_logprob", "ref_logprob", "critic_value", "actor_train"}, {"critic_train"});
 
   plan::Evaluator evaluator(f.model);
   const plan::Prediction& prediction = evaluator.evaluate(p, true);
@@ -303,23 +311,8 @@ TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn w
       w.max_staleness = 1;
     }
     const testing::Fixture f(cluster, w);
-    auto spread = [&](const char* name, int node) {
-      plan::TaskPlacement t;
-      t.task = f.task(name);
-      for (int d = 0; d < 8; ++d) t.replicas.push_back({{{node, {d}, 28}}, 1.0 / 8});
-      return t;
-    };
-    plan::Plan p;
-    p.groups.resize(2);
-    for (int d = 0; d < 8; ++d) {
-      p.groups[0].gpus.push_back({0, d});
-      p.groups[1].gpus.push_back({1, d});
-    }
-    p.groups[0].tasks.push_back(spread("generate", 0));
-    for (const char* name : {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"}) {
-      p.groups[1].tasks.push_back(spread(name, 1));
-    }
-    p.validate(f.cluster, f.graph, testing::catalogs().models);
+    const plan::Plan p =
+        one_node_each(f, {"generate"}, {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"});
 
     plan::Evaluator evaluator(f.model);
     const plan::Prediction& prediction = evaluator.evaluate(p, true);
