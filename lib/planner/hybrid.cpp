@@ -73,6 +73,11 @@ constexpr std::size_t kMostKinds = 5;
 constexpr std::size_t kBottleneckStarts = 512;
 constexpr long long kBottleneckBudgetShare = 4;
 
+// A regroup restart (Search::try_regroupings) searches its best few plans, this many
+// evaluations each but the best, which the candidate goes on from.
+constexpr std::size_t kRegroupsSearched = 3;
+constexpr long long kRegroupEvaluations = 2000;
+
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
 // quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
 // at a time.
@@ -87,6 +92,13 @@ struct Start {
   double bound = 0;                      // the best score it can reach (Search::bound_starts)
 };
 
+// What a candidate's plan is made of: its groups, their nodes and its tasks' strategies.
+struct Shape {
+  std::vector<std::vector<int>> partition, counts;
+  std::vector<TaskChoice> choices;
+  std::vector<int> task_group;
+};
+
 struct Candidate {
   int id = 0;
   std::vector<std::vector<int>> partition;  // the grouping level 1 started from
@@ -97,6 +109,7 @@ struct Candidate {
   double current = kWorst;
   double best = kWorst;
   plan::Plan best_plan;
+  Shape best_shape;  // of best_plan
   plan::Prediction best_prediction;
   long long evaluations = 0;
   std::vector<Move> moves;
@@ -112,8 +125,16 @@ struct Candidate {
   // longest tasks first; its budget counts from the end of its start.
   bool bottleneck_first = false;
   bool exchanges_listed = false;  // since its last better plan
+  bool merged = false;            // its merge restart (Search::try_merges) is done
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
   std::vector<bool> start_classes;  // the node classes its start took
+  Shape shape() const { return {partition, counts, choices, task_group}; }
+  void set_shape(const Shape& s) {
+    partition = s.partition;
+    counts = s.counts;
+    choices = s.choices;
+    task_group = s.task_group;
+  }
   bool shed = false;          // its start gave up nodes (to a budget, or lean)
   // How far the current plan is over a GPU's memory (0: it fits): while it does not fit, the
   // search takes the moves that bring it closer.
@@ -198,7 +219,13 @@ class Search {
   bool within_budget(const Candidate& c) const;  // the price of its nodes
   double evaluate(Candidate& c);
   void start(Candidate& c);
+  // Makes a start that is over a GPU's memory fit (fit_leaner), keeping what it reaches.
   void fit_start(Candidate& c);
+  // Greedily, the one task's leaner layout (twice the stages, or twice the TP) that brings the
+  // plan closest to fitting, until it fits (the first step that does, or with `first_fit`
+  // false the best-scoring of them) or no step helps; returns the score and overflow it
+  // reaches, with the choices left there.
+  std::pair<double, double> fit_leaner(Candidate& c, double overflow, bool first_fit);
   // Successive halving over `alive` from the given evaluation budget, keeping beside the better
   // half the best of at most `other_kinds` other kinds of start each round; returns the survivors.
   // Its first round adds to `unfit` the starts that did not fit; `round` counts on across calls.
@@ -225,6 +252,12 @@ class Search {
   // The moves that exchange two tasks of different groups, tried once a candidate has
   // converged (before a perturbation, or before it is done).
   void list_exchanges(Candidate& c) const;
+  // A restart, once a candidate has converged: a task on its own in a new group of unused nodes
+  // (one node of a class, or all of them); one group's tasks moved into another, its nodes given
+  // to that group or back to the pool, and then each task of the merged group tried in each
+  // other group or on its own in a new one. The search goes on from the best of these plans
+  // that fits (then true), as from a perturbation: the candidate keeps its best plan.
+  bool try_regroupings(Candidate& c, long long budget);
   void search(Candidate& c, long long budget);
 
   const cost::CostModel& model_;
@@ -633,10 +666,12 @@ double Search::make_room(Candidate& c, std::size_t i, long long budget) {
     const TaskChoice was = c.choices[j];
     for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
       if (c.evaluations >= budget) break;
-      if (training ? choice.tp * choice.pp <= was.tp * was.pp
-                   : choice.tp != was.tp || choice.pp != was.pp || !one_step_leaner(choice.train, was.train)) {
-        continue;
-      }
+      // A forward pass that does not fit: a training task of its group one step leaner in
+      // place, or spread over twice the GPUs (twice the TP or the stages) with its options.
+      const bool leaner = choice.tp == was.tp && choice.pp == was.pp && one_step_leaner(choice.train, was.train);
+      const bool spread = choice.train == was.train && choice.tp * choice.pp == 2 * was.tp * was.pp &&
+                          (choice.tp == was.tp || choice.pp == was.pp);
+      if (training ? choice.tp * choice.pp <= was.tp * was.pp : !leaner && !spread) continue;
       c.choices[j] = choice;
       const double s = evaluate(c);
       if (s > best) {
@@ -726,6 +761,7 @@ double Search::evaluate(Candidate& c) {
   if (s > c.best) {
     c.best = s;
     c.best_plan = pricer_.plan();
+    c.best_shape = c.shape();
     c.best_prediction = p;
   }
   return s;
@@ -759,6 +795,144 @@ void Search::list_exchanges(Candidate& c) const {
       c.moves.push_back(m);
     }
   }
+}
+
+// Group `from`'s tasks join group `to`; its nodes go with them, or back to the pool. The group
+// is gone: the groups after it move down one.
+void merge_groups(Candidate& c, int from, int to, bool take_nodes) {
+  for (int& g : c.task_group) {
+    if (g == from) g = to;
+    if (g > from) --g;
+  }
+  for (std::vector<int>& per_group : c.counts) {
+    if (take_nodes) per_group[to] += per_group[from];
+    per_group.erase(per_group.begin() + from);
+  }
+  std::vector<int>& into = c.partition[to];
+  into.insert(into.end(), c.partition[from].begin(), c.partition[from].end());
+  c.partition.erase(c.partition.begin() + from);
+}
+
+// Task i leaves its group for a new one of `nodes` unused nodes of class `cls`. False when its
+// group would be left without tasks or the pool has too few such nodes.
+bool split_task(Candidate& c, std::size_t i, std::size_t cls, int nodes, std::size_t pool_size) {
+  const int from = c.task_group[i];
+  if (std::count(c.task_group.begin(), c.task_group.end(), from) < 2) return false;
+  int taken = 0;
+  for (int n : c.counts[cls]) taken += n;
+  if (static_cast<int>(pool_size) - taken < nodes) return false;
+  const int group = static_cast<int>(c.partition.size());
+  c.partition.push_back({c.tasks[i]});
+  for (std::size_t k = 0; k < c.counts.size(); ++k) c.counts[k].push_back(k == cls ? nodes : 0);
+  c.task_group[i] = group;
+  return true;
+}
+
+bool Search::try_regroupings(Candidate& c, long long budget) {
+  if (c.best == kWorst) return false;
+  // From its best plan, not from where its last perturbation led.
+  const Shape now = c.shape();
+  const Shape was = c.best_shape;
+  const int k = static_cast<int>(was.partition.size());
+  const auto save = [&c] { return c.shape(); };
+  const auto restore = [&c](const Shape& shape) { c.set_shape(shape); };
+  std::vector<std::pair<double, Shape>> found;  // the regrouped plans that fit
+  // Prices the shape c has now, laid out anew where it does not fit (each task one step leaner
+  // at a time, then the changed groups' tasks alike), and keeps it if it is the best so far.
+  const auto settle = [&](std::initializer_list<int> changed) {
+    if (!within_budget(c) || !repair(c)) return false;
+    double s = evaluate(c);
+    double overflow = last_overflow_;
+    if (s == kWorst) std::tie(s, overflow) = fit_leaner(c, overflow, false);
+    for (const int g : changed) {
+      if (s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
+    }
+    if (s != kWorst) found.emplace_back(s, save());
+    return true;
+  };
+  // Each task of group g on its own in a new group, on one unused node of a class or on all of
+  // them (while the groups are fewer than allowed).
+  const auto splits = [&](int g) {
+    const Shape from = save();
+    if (static_cast<int>(from.partition.size()) >= params_.space.max_groups) return;
+    for (std::size_t i = 0; i < c.tasks.size() && c.evaluations < budget; ++i) {
+      if (from.task_group[i] != g) continue;
+      for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
+        int taken = 0;
+        for (int n : from.counts[cls]) taken += n;
+        const int unused = static_cast<int>(classes_[cls].size()) - taken;
+        if (unused < 1) continue;
+        const int sizes[] = {1, unused};  // one node, and every unused one
+        for (int j = 0; j < (unused > 1 ? 2 : 1); ++j) {
+          restore(from);
+          if (split_task(c, i, cls, sizes[j], classes_[cls].size())) {
+            settle({g, static_cast<int>(c.partition.size()) - 1});
+          }
+        }
+      }
+    }
+    restore(from);
+  };
+  for (int g = 0; g < k; ++g) {
+    restore(was);
+    splits(g);
+  }
+  for (int from = 0; from < k && c.evaluations < budget; ++from) {
+    for (int to = 0; to < k && c.evaluations < budget; ++to) {
+      if (to == from) continue;
+      for (const bool take_nodes : {false, true}) {
+        restore(was);
+        merge_groups(c, from, to, take_nodes);
+        const int merged = to > from ? to - 1 : to;
+        if (!settle({merged})) continue;
+        const Shape after = save();
+        for (std::size_t i = 0; i < c.tasks.size() && c.evaluations < budget; ++i) {
+          if (after.task_group[i] != merged) continue;
+          for (int h = 0; h < k - 1; ++h) {
+            if (h == merged) continue;
+            restore(after);
+            c.task_group[i] = h;
+            settle({h, merged});
+          }
+        }
+        restore(after);
+        splits(merged);
+      }
+    }
+  }
+  if (found.empty()) {
+    restore(now);
+    return false;
+  }
+  // A regrouped plan is judged before its strategies are tuned to its new groups: the best
+  // few, each of another score, are searched a little (the candidate keeps the best plan found),
+  // and the candidate goes on from the best.
+  std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  found.erase(std::unique(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+              found.end());
+  for (std::size_t j = 1; j < std::min(found.size(), kRegroupsSearched) && !out_of_time(); ++j) {
+    Candidate d = c;
+    d.set_shape(found[j].second);
+    d.current = found[j].first;
+    d.overflow = 0;
+    d.restarts = params_.restarts;
+    d.done = false;
+    d.exchanges_listed = false;
+    next_sweep(d);
+    search(d, d.evaluations + kRegroupEvaluations);
+    if (d.best > c.best) {
+      c.best = d.best;
+      c.best_plan = std::move(d.best_plan);
+      c.best_prediction = std::move(d.best_prediction);
+      c.best_shape = std::move(d.best_shape);
+    }
+  }
+  restore(found.front().second);
+  c.current = found.front().first;
+  c.overflow = 0;
+  c.exchanges_listed = false;
+  next_sweep(c);
+  return true;
 }
 
 void Search::next_sweep(Candidate& c, bool busiest) {
@@ -932,11 +1106,7 @@ void Search::start(Candidate& c) {
   c.start_evaluations = c.evaluations;
 }
 
-// Makes a start that is over a GPU's memory fit: greedily, the one task's leaner layout (twice
-// the stages, or twice the TP) that brings the plan closest to fitting, until it fits or no such
-// step helps.
-void Search::fit_start(Candidate& c) {
-  double overflow = last_overflow_;
+std::pair<double, double> Search::fit_leaner(Candidate& c, double overflow, bool first_fit) {
   const int k = static_cast<int>(c.partition.size());
   std::vector<std::vector<int>> nodes(k);
   for (int g = 0; g < k; ++g) nodes[g] = group_nodes(c, g);
@@ -944,6 +1114,7 @@ void Search::fit_start(Candidate& c) {
     int best_task = -1;
     TaskChoice best_choice;
     double best_overflow = overflow;
+    double best_score = kWorst;
     for (std::size_t i = 0; i < c.tasks.size(); ++i) {
       const TaskChoice now = c.choices[i];
       const std::vector<TaskChoice> valid = task_choices(model_, models_, params_.space, c.tasks[i], nodes[c.task_group[i]]);
@@ -951,23 +1122,28 @@ void Search::fit_start(Candidate& c) {
         if (std::find(valid.begin(), valid.end(), lean) == valid.end()) continue;
         c.choices[i] = lean;
         const double s = evaluate(c);
-        if (s != kWorst) {
-          c.current = s;
-          c.overflow = 0;
-          return;
-        }
-        if (last_overflow_ < best_overflow) {
-          best_overflow = last_overflow_;
+        if (first_fit && s != kWorst) return {s, 0.0};
+        if (s > best_score || (best_score == kWorst && s == kWorst && last_overflow_ < best_overflow)) {
+          best_score = s;
+          best_overflow = s == kWorst ? last_overflow_ : 0;
           best_task = static_cast<int>(i);
           best_choice = lean;
         }
         c.choices[i] = now;
       }
     }
-    if (best_task < 0) return;
+    if (best_task < 0) break;
     c.choices[best_task] = best_choice;
-    c.overflow = overflow = best_overflow;
+    overflow = best_overflow;
+    if (best_score != kWorst) return {best_score, 0.0};
   }
+  return {kWorst, overflow};
+}
+
+void Search::fit_start(Candidate& c) {
+  const auto [score, overflow] = fit_leaner(c, last_overflow_, true);
+  if (score != kWorst) c.current = score;
+  c.overflow = overflow;
 }
 
 void Search::second_chance(const std::vector<Candidate>& starts, const std::vector<int>& unfit,
@@ -1016,11 +1192,20 @@ void Search::search(Candidate& c, long long budget) {
       }
       // Converged: two tasks of different groups exchanged (in task order only: bottleneck
       // first, the paper's suite had three plans worse with them instead of one).
-      if (!c.exchanges_listed && !c.bottleneck_first) {
+      if (!c.exchanges_listed && (!c.bottleneck_first || c.merged)) {
         list_exchanges(c);
         continue;
       }
       if (c.restarts >= params_.restarts) {
+        // Converged after its perturbations, searching to the end: once more from two groups
+        // merged (on the paper's region network, GRPO-14B async: hybrid ran the reward's
+        // forward pass alone on the L4 nodes, the reference's beside generation; the optimum
+        // runs the reward's beside generation, the reference's beside the actor's training,
+        // and leaves the L4s idle). Last, so that the search before it is as it was.
+        if (!c.merged && budget == std::numeric_limits<long long>::max()) {
+          c.merged = true;
+          if (try_regroupings(c, budget)) continue;
+        }
         c.done = true;
         return;
       }
