@@ -279,7 +279,7 @@ bool decode(std::string_view in, SolveResult& r) {
   in.remove_prefix(length);
   if (!take(in, count) || in.size() != count * sizeof(double)) return false;
   r.values.resize(count);
-  std::memcpy(r.values.data(), in.data(), in.size());
+  if (count > 0) std::memcpy(r.values.data(), in.data(), in.size());  // no solution: no values
   return true;
 }
 
