@@ -713,3 +713,19 @@ TEST_CASE("a workload's micro-batch tokens set how its passes are cut") {
   CHECK(small_bubble < 0.5 * default_bubble);
   CHECK(small_compute > default_compute);  // GEMMs of 512 tokens run less efficiently
 }
+
+TEST_CASE("an all-reduce over nodes in two regions pays the cross-region latency twice per hop of its ring") {
+  // Four A100 nodes, two in us-east-1a and two in us-west-2a (the 32 ms cross-region default):
+  // a ring all-reduce of a small message takes 2 (n - 1) hops of reduce-scatter and all-gather,
+  // each as slow as the slowest link, 6 x 32 ms, plus well under a millisecond of transfer.
+  const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400", "us-west-2a:8xA100-SXM-80G:nic_gbps=400",
+                                "us-east-1a:8xA100-SXM-80G:nic_gbps=400", "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 8, 64, 64, 1));
+  const double t = f.model.allreduce_seconds(4, 8, 1024.0);
+  CHECK(t > 6 * 0.032);
+  CHECK(t < 6 * 0.032 + 1e-3);
+  // Two nodes: one hop each way.
+  const double two = f.model.allreduce_seconds(2, 8, 1024.0);
+  CHECK(two > 2 * 0.032);
+  CHECK(two < 2 * 0.032 + 1e-3);
+}

@@ -163,3 +163,28 @@ TEST_CASE("an empty transfer arrives at once") {
   CHECK(n.done_at[0] == 0.5);
   for (const sim::LinkUse& use : n.network.use()) CHECK(use.bytes == 0);
 }
+
+TEST_CASE("a transfer that crosses a zone link with part of its bytes takes that part of the link") {
+  // Node 0 in us-east-1a, nodes 1 and 2 in us-west-2a (10 Gbps, 32 ms between the regions).
+  // Group A spans nodes 0 and 1, so half of what it sends to group B (node 2) crosses the
+  // region link; group C (node 0) sends all of its across. A's transfer is held at 1.6 Gbps
+  // (0.2 GB/s, as a broadcast cap holds one), taking 0.1 GB/s of the link; C takes the rest,
+  // 1.15 GB/s, not 1.05.
+  const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400", "us-west-2a:8xA100-SXM-80G:nic_gbps=400",
+                                "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  std::vector<cost::CostModel::GpuSet> sets(3);
+  const std::vector<std::vector<int>> gpus{{8, 8, 0}, {0, 0, 8}, {8, 0, 0}};  // A, B, C
+  for (std::size_t g = 0; g < gpus.size(); ++g) f.model.describe_gpu_set(gpus[g], sets[g]);
+  sim::EventQueue queue;
+  sim::Network network(queue, f.model, sets, true);
+  double a_done = -1, c_done = -1;
+  queue.at(0, [&] {
+    network.start(1e9, 0, 1, 0.2e9, [&] { a_done = queue.now(); });
+    network.start(1.15e9, 2, 1, std::numeric_limits<double>::infinity(), [&] { c_done = queue.now(); });
+  });
+  queue.run();
+  CHECK(c_done == doctest::Approx(1.0 + kRegionLatency).epsilon(1e-12));
+  // A alone after C: still held at its cap.
+  CHECK(a_done == doctest::Approx(1e9 / 0.2e9 + kRegionLatency).epsilon(1e-12));
+}
