@@ -77,6 +77,9 @@ constexpr long long kBottleneckBudgetShare = 4;
 // evaluations each but the best, which the candidate goes on from.
 constexpr std::size_t kRegroupsSearched = 3;
 constexpr long long kRegroupEvaluations = 2000;
+// The regroupings take at most this share of the evaluation budget, and so does the search from
+// the best of them.
+constexpr long long kRegroupBudgetShare = 32;
 
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
 // quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
@@ -919,7 +922,7 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
     d.done = false;
     d.exchanges_listed = false;
     next_sweep(d);
-    search(d, d.evaluations + kRegroupEvaluations);
+    search(d, std::min(budget, d.evaluations + kRegroupEvaluations));
     if (d.best > c.best) {
       c.best = d.best;
       c.best_plan = std::move(d.best_plan);
@@ -1204,7 +1207,15 @@ void Search::search(Candidate& c, long long budget) {
         // and leaves the L4s idle). Last, so that the search before it is as it was.
         if (!c.merged && budget == std::numeric_limits<long long>::max()) {
           c.merged = true;
-          if (try_regroupings(c, budget)) continue;
+          // Bounded: the regroupings and the searches from them take at most a share of the
+          // evaluation budget each (at 4,096 GPUs an unbounded restart took half as long again
+          // as the whole search before it).
+          const long long share = params_.evaluation_budget / kRegroupBudgetShare;
+          const long long cap = c.evaluations + share;
+          if (try_regroupings(c, cap)) {
+            budget = c.evaluations + share;
+            continue;
+          }
         }
         c.done = true;
         return;
