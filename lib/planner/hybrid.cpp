@@ -128,7 +128,7 @@ struct Candidate {
   // longest tasks first; its budget counts from the end of its start.
   bool bottleneck_first = false;
   bool exchanges_listed = false;  // since its last better plan
-  bool merged = false;            // its merge restart (Search::try_merges) is done
+  bool regrouped = false;         // its regrouping restart (Search::try_regroupings) is done
   double start_overflow = 0;  // how far its start was over a GPU's memory (0: it fit)
   std::vector<bool> start_classes;  // the node classes its start took
   Shape shape() const { return {partition, counts, choices, task_group}; }
@@ -816,14 +816,11 @@ void merge_groups(Candidate& c, int from, int to, bool take_nodes) {
   c.partition.erase(c.partition.begin() + from);
 }
 
-// Task i leaves its group for a new one of `nodes` unused nodes of class `cls`. False when its
-// group would be left without tasks or the pool has too few such nodes.
-bool split_task(Candidate& c, std::size_t i, std::size_t cls, int nodes, std::size_t pool_size) {
+// Task i leaves its group for a new one of `nodes` nodes of class `cls` (the caller's, unused).
+// False when its group would be left without tasks.
+bool split_task(Candidate& c, std::size_t i, std::size_t cls, int nodes) {
   const int from = c.task_group[i];
   if (std::count(c.task_group.begin(), c.task_group.end(), from) < 2) return false;
-  int taken = 0;
-  for (int n : c.counts[cls]) taken += n;
-  if (static_cast<int>(pool_size) - taken < nodes) return false;
   const int group = static_cast<int>(c.partition.size());
   c.partition.push_back({c.tasks[i]});
   for (std::size_t k = 0; k < c.counts.size(); ++k) c.counts[k].push_back(k == cls ? nodes : 0);
@@ -837,11 +834,10 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
   const Shape now = c.shape();
   const Shape was = c.best_shape;
   const int k = static_cast<int>(was.partition.size());
-  const auto save = [&c] { return c.shape(); };
-  const auto restore = [&c](const Shape& shape) { c.set_shape(shape); };
   std::vector<std::pair<double, Shape>> found;  // the regrouped plans that fit
   // Prices the shape c has now, laid out anew where it does not fit (each task one step leaner
-  // at a time, then the changed groups' tasks alike), and keeps it if it is the best so far.
+  // at a time, then the changed groups' tasks alike), and adds it to `found` if it fits; false
+  // when the shape is over the budget or cannot be laid out.
   const auto settle = [&](std::initializer_list<int> changed) {
     if (!within_budget(c) || !repair(c)) return false;
     double s = evaluate(c);
@@ -850,13 +846,13 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
     for (const int g : changed) {
       if (s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
     }
-    if (s != kWorst) found.emplace_back(s, save());
+    if (s != kWorst) found.emplace_back(s, c.shape());
     return true;
   };
   // Each task of group g on its own in a new group, on one unused node of a class or on all of
   // them (while the groups are fewer than allowed).
   const auto splits = [&](int g) {
-    const Shape from = save();
+    const Shape from = c.shape();
     if (static_cast<int>(from.partition.size()) >= params_.space.max_groups) return;
     for (std::size_t i = 0; i < c.tasks.size() && c.evaluations < budget; ++i) {
       if (from.task_group[i] != g) continue;
@@ -867,44 +863,44 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
         if (unused < 1) continue;
         const int sizes[] = {1, unused};  // one node, and every unused one
         for (int j = 0; j < (unused > 1 ? 2 : 1); ++j) {
-          restore(from);
-          if (split_task(c, i, cls, sizes[j], classes_[cls].size())) {
+          c.set_shape(from);
+          if (split_task(c, i, cls, sizes[j])) {
             settle({g, static_cast<int>(c.partition.size()) - 1});
           }
         }
       }
     }
-    restore(from);
+    c.set_shape(from);
   };
   for (int g = 0; g < k; ++g) {
-    restore(was);
+    c.set_shape(was);
     splits(g);
   }
   for (int from = 0; from < k && c.evaluations < budget; ++from) {
     for (int to = 0; to < k && c.evaluations < budget; ++to) {
       if (to == from) continue;
       for (const bool take_nodes : {false, true}) {
-        restore(was);
+        c.set_shape(was);
         merge_groups(c, from, to, take_nodes);
         const int merged = to > from ? to - 1 : to;
         if (!settle({merged})) continue;
-        const Shape after = save();
+        const Shape after = c.shape();
         for (std::size_t i = 0; i < c.tasks.size() && c.evaluations < budget; ++i) {
           if (after.task_group[i] != merged) continue;
           for (int h = 0; h < k - 1; ++h) {
             if (h == merged) continue;
-            restore(after);
+            c.set_shape(after);
             c.task_group[i] = h;
             settle({h, merged});
           }
         }
-        restore(after);
+        c.set_shape(after);
         splits(merged);
       }
     }
   }
   if (found.empty()) {
-    restore(now);
+    c.set_shape(now);
     return false;
   }
   // A regrouped plan is judged before its strategies are tuned to its new groups: the best
@@ -930,7 +926,7 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
       c.best_shape = std::move(d.best_shape);
     }
   }
-  restore(found.front().second);
+  c.set_shape(found.front().second);
   c.current = found.front().first;
   c.overflow = 0;
   c.exchanges_listed = false;
@@ -1195,18 +1191,18 @@ void Search::search(Candidate& c, long long budget) {
       }
       // Converged: two tasks of different groups exchanged (in task order only: bottleneck
       // first, the paper's suite had three plans worse with them instead of one).
-      if (!c.exchanges_listed && (!c.bottleneck_first || c.merged)) {
+      if (!c.exchanges_listed && (!c.bottleneck_first || c.regrouped)) {
         list_exchanges(c);
         continue;
       }
       if (c.restarts >= params_.restarts) {
-        // Converged after its perturbations, searching to the end: once more from two groups
-        // merged (on the paper's region network, GRPO-14B async: hybrid ran the reward's
+        // Converged after its perturbations, searching to the end: once more from its best plan
+        // regrouped (on the paper's region network, GRPO-14B async: hybrid ran the reward's
         // forward pass alone on the L4 nodes, the reference's beside generation; the optimum
         // runs the reward's beside generation, the reference's beside the actor's training,
         // and leaves the L4s idle). Last, so that the search before it is as it was.
-        if (!c.merged && budget == std::numeric_limits<long long>::max()) {
-          c.merged = true;
+        if (!c.regrouped && budget == std::numeric_limits<long long>::max()) {
+          c.regrouped = true;
           // Bounded: the regroupings and the searches from them take at most a share of the
           // evaluation budget each (at 4,096 GPUs an unbounded restart took half as long again
           // as the whole search before it).
