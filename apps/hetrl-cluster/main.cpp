@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
       fmt::print("{}", app.help());
       return apps::kExitOk;
     }
+    if (output == io::kStdout) output.clear();  // the JSON goes to standard output without -o too
     io::check_outputs(std::vector<std::string>{output}, flags.profiles);
     const hw::Cluster cluster = io::build_cluster(flags, catalogs);
     const std::string json = io::cluster_to_json(cluster);

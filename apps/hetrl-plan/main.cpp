@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   for (const auto& [option, setting] : settings) {
     option->description(fmt::format("{} ({})", option->get_description(), planner::planners_taking(setting)));
   }
-  app.add_option("-o,--output", output, "Write the plan (hetrl.plan/v1) here");
+  app.add_option("-o,--output", output, "Write the plan (hetrl.plan/v1) here ('-': standard output, the table then on standard error)");
   app.add_flag("--explain", explain, "Show every term of every task's estimate");
   CLI::App* evaluate = app.add_subcommand("evaluate", "Predict a plan written by hand or by a planner");
   evaluate->add_option("--plan", plan_path, "The plan file (hetrl.plan/v1)")->required();
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
     const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
     const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, inputs.workload.models);
     plan::Plan chosen;
+    std::vector<std::pair<std::string, std::string>> planner_files;  // the ILP's model, if asked
     if (evaluate->parsed()) {
       chosen = io::read_plan(plan_path, inputs.cluster, inputs.graph, inputs.workload.models);
     } else {
@@ -126,6 +127,7 @@ int main(int argc, char** argv) {
       if (!result.found) throw core::JobError(fmt::format("no feasible plan ({} planner): {}", name, result.why_not));
       if (!result.summary.empty()) fmt::print(stderr, "{}\n", result.summary);
       chosen = std::move(result.plan);
+      planner_files = std::move(result.files);
       chosen.planner.stats.emplace_back("planning_seconds", seconds);
       fmt::print(stderr, "planned in {:.2f} s ({} evaluations)\n", seconds, result.evaluations);
     }
@@ -134,12 +136,18 @@ int main(int argc, char** argv) {
     plan::Evaluator evaluator(model);
     const plan::Prediction& prediction = evaluator.evaluate(chosen, explain);
     if (!prediction.feasible) throw core::JobError("the plan does not fit: " + prediction.infeasible);
-    if (!output.empty()) {
-      io::write_file_atomic(output, io::plan_to_json(chosen, prediction, inputs.cluster, inputs.graph));
-    }
+    // The plan and the ILP's model files are written together, or none of them.
+    io::OutputFiles files;
+    for (const auto& [path, content] : planner_files) files.add(path, content);
+    if (!output.empty()) files.add(output, io::plan_to_json(chosen, prediction, inputs.cluster, inputs.graph));
+    files.commit();
+    // With the plan on standard output the table goes to standard error.
+    std::FILE* table = output == io::kStdout ? stderr : stdout;
     const plan::ReportContext context{inputs.workload.name, inputs.cluster, inputs.graph, inputs.workload.workload};
-    fmt::print("{}", plan::format_plan(chosen, prediction, context, explain));
-    if (!output.empty()) fmt::print("\nwrote {}\n", output);
+    fmt::print(table, "{}", plan::format_plan(chosen, prediction, context, explain));
+    for (const auto& [path, content] : planner_files) fmt::print(table, "\nwrote {}", path);
+    if (!output.empty() && output != io::kStdout) fmt::print(table, "\nwrote {}", output);
+    if (!output.empty() || !planner_files.empty()) fmt::print(table, "\n");
     return apps::kExitOk;
   });
 }

@@ -101,6 +101,10 @@ int main(int argc, char** argv) {
     }
     if (!catalog_type.empty()) {
       const hw::GpuProfile p = hw::datasheet_profile(catalog.gpu(catalog_type, "--catalog"));
+      if (output == io::kStdout) {
+        fmt::print("{}", io::profile_to_json(p));
+        return apps::kExitOk;
+      }
       if (!output.empty()) {
         io::write_file_atomic(output, io::profile_to_json(p));
         fmt::print("wrote {}\n\n", output);
@@ -156,7 +160,7 @@ int main(int argc, char** argv) {
     p.provenance.tool = "hetrl-profile";
     p.provenance.version = core::kVersion;
     const std::string json = io::profile_to_json(p);
-    if (output.empty()) {
+    if (output.empty() || output == io::kStdout) {
       fmt::print("{}", json);
       return apps::kExitOk;
     }

@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000))->capture_default_str();
   app.add_option("--seed", params.seed, "Seed of the sampled response lengths")
       ->check(apps::unsigned_integer())->capture_default_str();
-  app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here");
-  app.add_option("--trace", trace_path, "Write a Chrome trace-event file here (opens in Perfetto)");
+  app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here ('-': standard output, the text then on standard error)");
+  app.add_option("--trace", trace_path, "Write a Chrome trace-event file here (opens in Perfetto; '-': standard output)");
   bool no_contention = false;
   app.add_flag("--no-contention", no_contention,
                "Move every transfer as if it were alone on its links (the cost model's assumption)");
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   lengths->add_option("--sigma", sigma, "Shape of the lognormal")->capture_default_str();
   lengths->add_option("--count", count, "How many lengths")->required()->check(CLI::Range(1, 10000000));
   lengths->add_option("--seed", lengths_seed, "Seed")->check(apps::unsigned_integer())->capture_default_str();
-  lengths->add_option("-o,--output", lengths_output, "The CSV file to write")->required();
+  lengths->add_option("-o,--output", lengths_output, "The CSV file to write ('-': standard output)")->required();
 
   return apps::run_tool(app, argc, argv, [&] {
     if (lengths->parsed()) {
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       std::string csv = "response_tokens\n";
       for (int n : dist.sample(count, lengths_seed)) csv += fmt::format("{}\n", n);
       io::write_file_atomic(lengths_output, csv);
-      fmt::print("wrote {} lengths (lognormal, mean {} and max {} tokens, sigma {}, seed {}) to {}\n",
+      fmt::print(lengths_output == io::kStdout ? stderr : stdout, "wrote {} lengths (lognormal, mean {} and max {} tokens, sigma {}, seed {}) to {}\n",
                  count, mean, max_tokens, sigma, lengths_seed, lengths_output);
       return apps::kExitOk;
     }
@@ -105,18 +105,22 @@ int main(int argc, char** argv) {
     }
     const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
     const sim::PlanRun run = sim::run_plan(model, p, params, plan_path);
+    // The report and the trace are written together, or neither.
+    io::OutputFiles files;
     if (!report_path.empty()) {
-      io::write_file_atomic(report_path,
-                            io::sim_report_json({plan_path, in.cluster_hash, in.workload_hash, params},
-                                                run.summary, run.recorder, run.predicted, in.graph));
+      files.add(report_path, io::sim_report_json({plan_path, in.cluster_hash, in.workload_hash, params}, run.summary,
+                                                 run.recorder, run.predicted, in.graph));
     }
     if (!trace_path.empty()) {
-      io::write_file_atomic(trace_path, io::chrome_trace_json(run.recorder, run.summary, in.graph,
-                                                              static_cast<int>(p.groups.size())));
+      files.add(trace_path, io::chrome_trace_json(run.recorder, run.summary, in.graph, static_cast<int>(p.groups.size())));
     }
-    fmt::print("{}", sim::format_run(run, params, labels));
-    if (!report_path.empty()) fmt::print("wrote {}\n", report_path);
-    if (!trace_path.empty()) fmt::print("wrote {}\n", trace_path);
+    files.commit();
+    // With an output on standard output the text goes to standard error.
+    std::FILE* text = report_path == io::kStdout || trace_path == io::kStdout ? stderr : stdout;
+    fmt::print(text, "{}", sim::format_run(run, params, labels));
+    for (const std::string& path : {report_path, trace_path}) {
+      if (!path.empty() && path != io::kStdout) fmt::print(text, "wrote {}\n", path);
+    }
     return apps::kExitOk;
   });
 }

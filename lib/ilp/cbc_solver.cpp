@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
+#include <memory>
 #include <string_view>
 
 #include "CbcModel.hpp"
@@ -76,23 +76,26 @@ void load(const Model& model, OsiClpSolverInterface& solver) {
   }
 }
 
-void write(const Model& model, const std::string& path, bool lp) {
+// The model as LP or MPS text. CBC writes it into an unnamed temporary file (nothing is left
+// of it however the process ends), read back whole: the tool commits it with its other
+// outputs, or none of them.
+std::string model_text(const Model& model, bool lp) {
+  const char* format = lp ? "LP" : "MPS";
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
   load(model, solver);
-  // Written next to the target, then renamed over it, so a failure leaves no partial file.
-  const std::string temp = path + ".hetrl-tmp";
-  std::error_code ec;
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::tmpfile(), std::fclose);
+  if (!file) {
+    throw core::JobError(fmt::format("cannot write the model as {}: no temporary file: {}", format, std::strerror(errno)));
+  }
   int failed = 0;
-  // The MPS writer throws CoinError where it cannot open the file (a folder gone since the
-  // tool checked it, say), and OSI's LP writer, given a file name, ends the process: the LP
-  // file is opened here and OSI writes into it, and the error is contained.
+  // The MPS writer throws CoinError where it cannot open its file, and OSI's LP writer, given
+  // a file name, ends the process: the LP writer is given the open file, the MPS writer the
+  // same file by its name in /proc, and CoinError stops here.
   try {
     if (lp) {
-      std::FILE* file = std::fopen(temp.c_str(), "w");
-      if (!file) throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-      solver.writeLp(file, 1e-12, 10, 15);
-      failed = std::fclose(file);
+      solver.writeLp(file.get(), 1e-12, 10, 15);
+      failed = std::fflush(file.get());
     } else {
       std::vector<std::string> rows, columns;
       std::vector<char> integer;
@@ -106,22 +109,20 @@ void write(const Model& model, const std::string& path, bool lp) {
       writer.setMpsData(*solver.getMatrixByCol(), solver.getInfinity(), solver.getColLower(),
                         solver.getColUpper(), solver.getObjCoefficients(), integer.data(),
                         solver.getRowLower(), solver.getRowUpper(), columns, rows);
-      // Uncompressed, with extra accuracy.
-      failed = writer.writeMps(temp.c_str(), 0, 1);
+      const std::string name = fmt::format("/proc/self/fd/{}", ::fileno(file.get()));
+      failed = writer.writeMps(name.c_str(), 0, 1);  // uncompressed, with extra accuracy
     }
   } catch (const CoinError& e) {
-    std::filesystem::remove(temp, ec);
-    throw core::JobError(fmt::format("cannot write {}: {}", path, e.message()));
+    throw core::JobError(fmt::format("cannot write the model as {}: {}", format, e.message()));
   }
-  if (failed != 0 || !std::filesystem::exists(temp, ec)) {
-    std::filesystem::remove(temp, ec);
-    throw core::JobError(fmt::format("cannot write {}", path));
+  std::string text;
+  if (failed == 0 && std::fseek(file.get(), 0, SEEK_SET) == 0) {
+    char piece[1 << 16];
+    for (std::size_t got; (got = std::fread(piece, 1, sizeof piece, file.get())) > 0;) text.append(piece, got);
+    failed = std::ferror(file.get());
   }
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::filesystem::remove(temp, ec);
-    throw core::JobError(fmt::format("cannot write {}: {}", path, ec.message()));
-  }
+  if (failed != 0 || text.empty()) throw core::JobError(fmt::format("cannot write the model as {}", format));
+  return text;
 }
 
 }  // namespace
@@ -316,7 +317,7 @@ SolveResult solve(const Model& model, const SolveParams& params) {
   return result;
 }
 
-void write_lp(const Model& model, const std::string& path) { write(model, path, true); }
-void write_mps(const Model& model, const std::string& path) { write(model, path, false); }
+std::string lp_text(const Model& model) { return model_text(model, true); }
+std::string mps_text(const Model& model) { return model_text(model, false); }
 
 }  // namespace hetrl::ilp

@@ -45,9 +45,9 @@ struct SolveResult {
 
 SolveResult solve(const Model& model, const SolveParams& params);
 
-// Write the model as an LP or MPS file readable by CBC, HiGHS, Gurobi and others. Throw
-// core::JobError when the file cannot be written.
-void write_lp(const Model& model, const std::string& path);
-void write_mps(const Model& model, const std::string& path);
+// The model as the text of an LP or MPS file readable by CBC, HiGHS, Gurobi and others, for
+// the tool to write with its other outputs. Throw core::JobError when it cannot be made.
+std::string lp_text(const Model& model);
+std::string mps_text(const Model& model);
 
 }  // namespace hetrl::ilp

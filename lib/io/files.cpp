@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
+#include <signal.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -65,42 +70,156 @@ bool special(const std::filesystem::path& target) {
          !std::filesystem::is_directory(status);
 }
 
-}  // namespace
+// Temporary files the signal handler removes: each slot holds a path (malloc'd) or null, and
+// the process that made it. Reading a slot and unlink() are async-signal-safe; a process forked
+// from this one (the ILP's solver) has the same slots and leaves its parent's files alone.
+constexpr int kSlots = 64;
+std::atomic<char*> temp_slots[kSlots];
+std::atomic<pid_t> slot_owner[kSlots];  // the process that made each one
 
-void write_file_atomic(const std::string& path, std::string_view content) {
-  const std::filesystem::path target = resolved(path);
-  if (special(target)) {
-    std::ofstream out(target, std::ios::binary);
-    if (out) out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (out) out.flush();
-    if (!out) throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    return;
+// What each signal did before (a handler of a test harness, say), restored before the signal is
+// raised again.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction before[std::size(kSignals)];
+
+extern "C" void remove_temps_and_end(int signal) {
+  const pid_t self = ::getpid();
+  for (int slot = 0; slot < kSlots; ++slot) {
+    const char* path = temp_slots[slot].load();
+    if (path != nullptr && slot_owner[slot].load() == self) ::unlink(path);
   }
-  std::filesystem::path temp = target;
-  temp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    }
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw core::JobError(fmt::format("cannot write {}: write error", path));
-    }
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    if (kSignals[i] == signal) ::sigaction(signal, &before[i], nullptr);
   }
-  std::error_code ec;
-  std::filesystem::rename(temp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw core::JobError(fmt::format("cannot write {}: {}", path, ec.message()));
+  ::raise(signal);
+}
+
+// The handler is installed at each output, for the signals that end a process and were not
+// set to be ignored (nohup), where something else has not taken its place since.
+void install_handler() {
+  for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+    struct sigaction now {};
+    if (::sigaction(kSignals[i], nullptr, &now) != 0 || now.sa_handler == SIG_IGN ||
+        now.sa_handler == remove_temps_and_end) {
+      continue;
+    }
+    before[i] = now;
+    struct sigaction action {};
+    action.sa_handler = remove_temps_and_end;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(kSignals[i], &action, nullptr);
   }
 }
 
+int remember(const std::string& temp) {
+  install_handler();
+  for (int slot = 0; slot < kSlots; ++slot) {
+    char* expected = nullptr;
+    char* copy = ::strdup(temp.c_str());
+    if (temp_slots[slot].compare_exchange_strong(expected, copy)) {
+      slot_owner[slot] = ::getpid();
+      return slot;
+    }
+    std::free(copy);
+  }
+  return -1;  // all taken: removed on failure, but not on a signal
+}
+
+void forget(int slot) {
+  if (slot >= 0) std::free(temp_slots[slot].exchange(nullptr));
+}
+
+void write_in_place(const std::string& path, const std::string& target, std::string_view content) {
+  if (path == kStdout) {
+    std::fflush(stdout);
+    if (std::fwrite(content.data(), 1, content.size(), stdout) != content.size() || std::fflush(stdout) != 0) {
+      throw core::JobError(fmt::format("cannot write to standard output: {}", std::strerror(errno)));
+    }
+    return;
+  }
+  std::ofstream out(target, std::ios::binary);
+  if (out) out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  if (out) out.flush();
+  if (!out) throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+}
+
+}  // namespace
+
+OutputFiles::~OutputFiles() {
+  for (Output& out : outputs_) discard(out);
+}
+
+void OutputFiles::discard(Output& out) {
+  if (!out.temp.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(out.temp, ignored);
+  }
+  forget(out.slot);
+  out.slot = -1;
+  out.temp.clear();
+}
+
+void OutputFiles::add(const std::string& path, std::string_view content) {
+  Output out;
+  out.path = path;
+  if (path == kStdout) {
+    out.content = content;
+    outputs_.push_back(std::move(out));
+    return;
+  }
+  const std::filesystem::path target = resolved(path);
+  out.target = target.string();
+  if (special(target)) {
+    out.content = content;
+    outputs_.push_back(std::move(out));
+    return;
+  }
+  out.temp = out.target + fmt::format(".tmp{}", static_cast<long>(::getpid()));
+  out.slot = remember(out.temp);
+  std::ofstream file(out.temp, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    const int error = errno;
+    discard(out);
+    throw core::JobError(fmt::format("cannot write {}: {}", path, std::strerror(error)));
+  }
+  file.write(content.data(), static_cast<std::streamsize>(content.size()));
+  file.close();
+  if (!file) {
+    discard(out);
+    throw core::JobError(fmt::format("cannot write {}: write error", path));
+  }
+  outputs_.push_back(std::move(out));
+}
+
+void OutputFiles::commit() {
+  // Devices, pipes and standard output first: they cannot be taken back, and a failure there
+  // must not leave the files renamed.
+  for (Output& out : outputs_) {
+    if (out.temp.empty() && !out.path.empty()) {
+      write_in_place(out.path, out.target, out.content);
+      out.path.clear();
+    }
+  }
+  for (Output& out : outputs_) {
+    if (out.temp.empty()) continue;
+    std::error_code ec;
+    std::filesystem::rename(out.temp, out.target, ec);
+    if (ec) throw core::JobError(fmt::format("cannot write {}: {}", out.path, ec.message()));
+    forget(out.slot);
+    out.slot = -1;
+    out.temp.clear();
+  }
+  outputs_.clear();
+}
+
+void write_file_atomic(const std::string& path, std::string_view content) {
+  OutputFiles out;
+  out.add(path, content);
+  out.commit();
+}
+
 void check_writable(const std::string& path) {
+  if (path == kStdout) return;
   const std::filesystem::path target = resolved(path);
   if (special(target)) {
     if (::access(target.c_str(), W_OK) != 0) {
@@ -127,7 +246,14 @@ void check_outputs(std::span<const std::string> outputs, std::span<const std::st
   for (const std::string& output : outputs) {
     if (output.empty()) continue;
     check_writable(output);
-    const std::filesystem::path target = resolved(output);
+    const std::filesystem::path target = output == kStdout ? std::filesystem::path(kStdout) : resolved(output);
+    if (output == kStdout) {
+      for (const auto& [other, path] : seen) {
+        if (path == target) throw core::InputError("standard output (-) is given for two outputs");
+      }
+      seen.emplace_back(output, target);
+      continue;
+    }
     if (special(target)) continue;  // a device or pipe: written in place, reads nothing back
     for (const std::string& input : inputs) {
       std::error_code ec;

@@ -1,11 +1,13 @@
 #pragma once
 // Reading and writing whole files. Writes go to a temporary file in the same folder that is
-// renamed over the target, so a failed run never leaves a half-written output.
+// renamed over the target, so a failed run never leaves a half-written output, and a run's
+// outputs are committed together.
 
 #include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hetrl::io {
 
@@ -16,8 +18,40 @@ inline constexpr std::size_t kMaxInputBytes = std::size_t{256} << 20;
 // Throws core::InputError "cannot read FILE: reason", past kMaxInputBytes too.
 std::string read_text_file(const std::string& path);
 
-// Throws core::JobError "cannot write FILE: reason". Writes through symbolic links to the file
-// they name, and into a device or pipe (/dev/null) in place.
+// The path that names standard output as an output.
+inline constexpr std::string_view kStdout = "-";
+
+// The files one run writes, committed together: all or none. A regular file is written at
+// add() to a temporary file beside it (through symbolic links, beside the file they name) and
+// renamed over it at commit(); a device or pipe (/dev/null) and "-" (standard output) are
+// written in place at commit(), before the renames. Temporary files are removed when the set
+// is destroyed uncommitted, and when SIGINT, SIGTERM or SIGHUP ends the process.
+class OutputFiles {
+ public:
+  OutputFiles() = default;
+  OutputFiles(const OutputFiles&) = delete;
+  OutputFiles& operator=(const OutputFiles&) = delete;
+  ~OutputFiles();
+
+  // Throws core::JobError "cannot write FILE: reason"; nothing is left of it then.
+  void add(const std::string& path, std::string_view content);
+  // Throws core::JobError as add() does. Each output is committed once.
+  void commit();
+  bool empty() const { return outputs_.empty(); }
+
+ private:
+  struct Output {
+    std::string path;       // as the user gave it
+    std::string target;     // resolved through links
+    std::string temp;       // the temporary file; empty for a device, pipe or "-"
+    std::string content;    // kept for a device, pipe or "-" only
+    int slot = -1;          // where the signal handler finds the temporary file
+  };
+  void discard(Output& out);
+  std::vector<Output> outputs_;
+};
+
+// One output, committed at once. Throws core::JobError "cannot write FILE: reason".
 void write_file_atomic(const std::string& path, std::string_view content);
 
 // Throws core::JobError "cannot write FILE: reason" when write_file_atomic would fail for want

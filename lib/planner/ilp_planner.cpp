@@ -315,8 +315,8 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
   outcome.columns = static_cast<int>(f.model.columns().size());
   outcome.rows = static_cast<int>(f.model.rows().size());
   outcome.build_seconds = clock.seconds() - start;
-  if (!params.export_lp.empty()) ilp::write_lp(f.model, params.export_lp);
-  if (!params.export_mps.empty()) ilp::write_mps(f.model, params.export_mps);
+  if (!params.export_lp.empty()) outcome.result.files.emplace_back(params.export_lp, ilp::lp_text(f.model));
+  if (!params.export_mps.empty()) outcome.result.files.emplace_back(params.export_mps, ilp::mps_text(f.model));
   ilp::SolveParams solve = params.solve;
   solve.time_limit = std::max(0.1, params.solve.time_limit - outcome.build_seconds);
   if (incumbent) {

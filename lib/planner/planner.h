@@ -81,6 +81,9 @@ struct PlannerResult {
   long long evaluations = 0;
   Stop stop = Stop::kComplete;
   std::string summary;  // for people: one line on how the search went (the ILP's status, bound)
+  // Files the planner made for the tool to write with its own outputs (the ILP's model as LP
+  // or MPS): path and content.
+  std::vector<std::pair<std::string, std::string>> files;
 };
 
 // All nodes of the cluster, in order.

@@ -9,7 +9,6 @@
 #include "hw/profile.h"
 #include "io/catalog_io.h"
 #include "io/cluster_io.h"
-#include "io/files.h"
 
 using namespace hetrl;
 
@@ -212,10 +211,6 @@ TEST_CASE("a profile turns measured rates into efficiencies") {
   CHECK(spec.intra_node.bandwidth == doctest::Approx(360e9));
   profile.gemm_large_flops = 1200e12;  // above the 989.5 peak: not an H100
   CHECK_THROWS_AS(hw::override_from_profile(profile, catalog(), "p.json"), core::InputError);
-}
-
-TEST_CASE("a failed write leaves no file") {
-  CHECK_THROWS_AS(io::write_file_atomic("/nonexistent-dir/x.json", "{}"), core::JobError);
 }
 
 TEST_CASE("node classes: nodes no planner can tell apart, a different price or NIC sets one apart") {

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -104,29 +105,25 @@ TEST_CASE("exported LP and MPS files solve to the same objective with the cbc pr
   CHECK(r.objective == doctest::Approx(-21));
   const std::string lp = (dir / "knapsack.lp").string();
   const std::string mps = (dir / "knapsack.mps").string();
-  write_lp(m, lp);
-  write_mps(m, mps);
+  std::ofstream(lp) << lp_text(m);
+  std::ofstream(mps) << mps_text(m);
   CHECK(cbc_objective(lp) == doctest::Approx(r.objective));
   CHECK(cbc_objective(mps) == doctest::Approx(r.objective));
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("exporting into a folder that is not there is a job error naming the file, with nothing left behind") {
+TEST_CASE("the model's LP and MPS texts name its columns and rows, and its integers as integers") {
   Model m;
-  const int x = m.add_binary("x", -1);
-  m.add_less_equal("one", {{x, 1.0}}, 1);
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hetrl_ilp_no_such_folder";
-  std::filesystem::remove_all(dir);
-  for (const bool lp : {true, false}) {
-    const std::string path = (dir / (lp ? "m.lp" : "m.mps")).string();
-    try {
-      lp ? write_lp(m, path) : write_mps(m, path);
-      FAIL("no error for " << path);
-    } catch (const hetrl::core::JobError& e) {
-      CHECK(std::string(e.what()).find("cannot write " + path) == 0);
-    }
-    CHECK_FALSE(std::filesystem::exists(dir));
+  const int x = m.add_binary("pick_x", -1);
+  const int y = m.add_continuous("load_y", 0, 4, 1);
+  m.add_less_equal("capacity_row", {{x, 1.0}, {y, 2.0}}, 3);
+  for (const std::string& text : {lp_text(m), mps_text(m)}) {
+    CHECK(text.find("pick_x") != std::string::npos);
+    CHECK(text.find("load_y") != std::string::npos);
+    CHECK(text.find("capacity_row") != std::string::npos);
   }
+  CHECK(mps_text(m).find("BV BOUND pick_x") != std::string::npos);  // a binary's bound
+  CHECK(lp_text(m).find("Integers\npick_x") != std::string::npos);
 }
 
 TEST_CASE("CBC runs apart: a crash inside the solver is a result with its cause, not the end of the tool") {
