@@ -82,6 +82,20 @@ void Cluster::validate() const {
     }
   }
   for (const GpuSpec& spec : gpu_types) validate_gpu_spec(spec);
+  long long gpus = 0;
+  for (const Node& node : nodes) gpus += node.gpu_count;
+  if (gpus > kMaxClusterGpus) {
+    throw core::InputError(fmt::format("the cluster has {} GPUs; hetrl takes at most {}", gpus,
+                                       kMaxClusterGpus));
+  }
+  if (zones.size() > static_cast<std::size_t>(kMaxZones)) {
+    throw core::InputError(fmt::format("the cluster has {} zones; hetrl takes at most {}",
+                                       zones.size(), kMaxZones));
+  }
+  if (const std::size_t classes = node_classes().members.size(); classes > static_cast<std::size_t>(kMaxNodeClasses)) {
+    throw core::InputError(fmt::format("the cluster has {} node classes (nodes that differ in zone, GPU type, "
+                                       "NIC or price); hetrl takes at most {}", classes, kMaxNodeClasses));
+  }
 
   check_link(network.intra_zone, "intra-zone network");
   if (network.cross_zone) check_link(*network.cross_zone, "cross-zone network");
@@ -131,6 +145,28 @@ Path Cluster::zone_path(int zone_a, int zone_b) const {
     return {*network.cross_zone, PathKind::kCrossZone};
   }
   return {*network.cross_region, PathKind::kCrossRegion};
+}
+
+std::vector<Path> Cluster::zone_paths() const {
+  const std::size_t n = zones.size();
+  std::vector<Path> out(n * n);
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = 0; b < n; ++b) {
+      if (a == b) {
+        out[a * n + b] = {network.intra_zone, PathKind::kSameZone};
+      } else if (zones[a].region == zones[b].region) {
+        if (network.cross_zone) out[a * n + b] = {*network.cross_zone, PathKind::kCrossZone};
+      } else if (network.cross_region) {
+        out[a * n + b] = {*network.cross_region, PathKind::kCrossRegion};
+      }  // else a link joins them (validate checks)
+    }
+  }
+  // The first link of a pair wins, as in zone_path (validate refuses a pair linked twice).
+  for (auto link = network.links.rbegin(); link != network.links.rend(); ++link) {
+    const auto a = static_cast<std::size_t>(link->zone_a), b = static_cast<std::size_t>(link->zone_b);
+    out[a * n + b] = out[b * n + a] = {link->link, PathKind::kExplicitLink};
+  }
+  return out;
 }
 
 NodeClasses Cluster::node_classes() const {

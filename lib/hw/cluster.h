@@ -69,6 +69,14 @@ struct Path {
   PathKind kind = PathKind::kSameZone;
 };
 
+// The largest cluster hetrl takes; a larger one is refused at load, naming the limit. Planning
+// costs grow with the GPUs a plan lists, the zones a transfer may cross and the node classes a
+// search moves (docs/architecture.md, "Limits"); within these, planning keeps to its time limit
+// and a 100,000-GPU cluster plans in well under 2 GB.
+inline constexpr long long kMaxClusterGpus = 131072;
+inline constexpr int kMaxZones = 256;
+inline constexpr int kMaxNodeClasses = 1024;
+
 struct Cluster {
   std::string name;
   std::vector<Region> regions;
@@ -84,6 +92,9 @@ struct Cluster {
 
   // The path between two zones (indices). Requires a validated cluster.
   Path zone_path(int zone_a, int zone_b) const;
+  // zone_path of every pair, [zone_a * zones + zone_b], in time proportional to the pairs and
+  // links (zone_path looks through the links each time).
+  std::vector<Path> zone_paths() const;
 
   int total_gpus() const;
   // USD per hour of the whole cluster, or nullopt when some node has no price.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "planner/layout.h"
@@ -150,13 +151,29 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
     }
     if (!given.empty()) classes.push_back(std::move(given));
   }
+  // Each split is priced over all the GPUs given: on a large cluster there are fewer.
+  int gpus = 0;
+  for (int n : nodes) gpus += cluster.nodes[n].gpu_count;
+  const long long max_splits = std::clamp<long long>(kSplitGpus / std::max(1, gpus), 16, kMaxSplits);
   double combos = 1;
   for (const auto& c : classes) combos *= static_cast<double>(c.size() + 1);
-  const bool whole_classes = combos > kMaxSplits;
+  const bool whole_classes = combos > static_cast<double>(max_splits);
+  if (whole_classes) {
+    // Whole classes go to one pool or the other; past 2^classes splits, whole units of them
+    // (the classes of a GPU type in a region, or of a GPU type).
+    std::vector<std::vector<int>> merged;
+    for (const std::vector<int>& unit : class_units(cluster, classes, [max_splits](std::size_t units) {
+           return std::ldexp(1.0, static_cast<int>(std::min<std::size_t>(units, 1000))) <= static_cast<double>(max_splits);
+         })) {
+      std::vector<int>& members = merged.emplace_back();
+      for (int c : unit) members.insert(members.end(), classes[c].begin(), classes[c].end());
+    }
+    classes = std::move(merged);
+  }
 
   std::vector<int> take(classes.size(), 0);
   long long splits = 0;
-  while (splits < kMaxSplits) {
+  while (splits < max_splits) {
     std::vector<int> gen_nodes, train_nodes;
     for (std::size_t c = 0; c < classes.size(); ++c) {
       for (std::size_t i = 0; i < classes[c].size(); ++i) {

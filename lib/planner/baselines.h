@@ -33,7 +33,11 @@ inline const SearchSpace kBaselineSpace{
     .zero_stages = {1, 2, 3},
     .recompute = {cost::Recompute::kNone, cost::Recompute::kFull},
     .optimizer_offload = {false}};
+// The disaggregated baselines try at most this many splits of the nodes into two pools...
 inline constexpr int kMaxSplits = 4096;
+// ... and fewer on a large cluster: at most this many GPUs priced over all splits (4,096 splits
+// up to 1,024 GPUs, 41 on 100,000), at least 16 splits.
+inline constexpr long long kSplitGpus = 4096LL * 1024;
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
                         const std::vector<int>& nodes);

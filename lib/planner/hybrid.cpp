@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "core/error.h"
@@ -81,6 +82,10 @@ constexpr long long kRegroupEvaluations = 2000;
 // the best of them.
 constexpr long long kRegroupBudgetShare = 32;
 
+// Level 1 gives each class (or each unit of classes, Search::owner_units) an owner: a group or
+// none. It enumerates at most this many owner assignments per grouping.
+constexpr double kMaxOwnerings = 4096;
+
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
 // quarter, ... down to 2, then 1), so a search over thousands of GPUs does not crawl one node
 // at a time.
@@ -111,9 +116,10 @@ struct Candidate {
   std::vector<TaskChoice> choices;   // per position in `tasks`
   double current = kWorst;
   double best = kWorst;
-  plan::Plan best_plan;
-  Shape best_shape;  // of best_plan
-  plan::Prediction best_prediction;
+  // Its best plan, by its shape only: a plan lists every GPU, and thousands of candidates
+  // holding one each took gigabytes on a cluster of 100,000 GPUs. Search::run prices the
+  // winner's shape again.
+  Shape best_shape;
   long long evaluations = 0;
   std::vector<Move> moves;
   std::size_t next_move = 0;
@@ -179,6 +185,11 @@ class Search {
   std::vector<int> group_nodes(const std::vector<std::vector<int>>& counts, int group) const;
   std::vector<int> group_nodes(const Candidate& c, int group) const { return group_nodes(c.counts, group); }
   std::vector<Candidate> level_one();
+  // The classes that take an owner together at level one for `groups` groups: each class alone
+  // where (groups + 1)^classes owners stay within kMaxOwnerings, else the classes of a GPU type
+  // in a region, else of a GPU type: a cluster of many zones would otherwise start more
+  // candidates than memory holds. The search after level one moves nodes of every class alone.
+  std::vector<std::vector<int>> owner_units(int groups) const;
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Start& c, ShareRule rule) const;
@@ -521,6 +532,12 @@ bool Search::bound_starts(std::vector<Start>& starts) {
   return true;
 }
 
+std::vector<std::vector<int>> Search::owner_units(int groups) const {
+  return class_units(model_.cluster(), classes_, [groups](std::size_t units) {
+    return std::pow(static_cast<double>(groups + 1), static_cast<double>(units)) <= kMaxOwnerings;
+  });
+}
+
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
@@ -528,14 +545,18 @@ std::vector<Candidate> Search::level_one() {
   std::vector<Start> out;
   for (const auto& partition : groupings) {
     const int k = static_cast<int>(partition.size());
-    std::vector<int> owner(classes, 0);  // 0..k-1 a group, k unused
+    const std::vector<std::vector<int>> units = owner_units(k);
+    const int unit_count = static_cast<int>(units.size());
+    std::vector<int> owner(unit_count, 0);  // 0..k-1 a group, k unused
     std::set<std::vector<std::vector<int>>> tried;  // the partition's starts so far, by counts
     while (true) {
+      if (out_of_time()) break;
       Start base;
       base.partition = &partition;
       base.counts.assign(classes, std::vector<int>(k, 0));
-      for (int cls = 0; cls < classes; ++cls) {
-        if (owner[cls] < k) base.counts[cls][owner[cls]] = static_cast<int>(classes_[cls].size());
+      for (int u = 0; u < unit_count; ++u) {
+        if (owner[u] == k) continue;
+        for (int cls : units[u]) base.counts[cls][owner[u]] = static_cast<int>(classes_[cls].size());
       }
       for (ShareRule rule : {ShareRule::kHalf, ShareRule::kOne, ShareRule::kAllButOne}) {
         Start c = base;
@@ -545,11 +566,11 @@ std::vector<Candidate> Search::level_one() {
         if (!shared) break;  // every group owns a class: the rules start alike
       }
       int i = 0;
-      for (; i < classes; ++i) {
+      for (; i < unit_count; ++i) {
         if (++owner[i] <= k) break;
         owner[i] = 0;
       }
-      if (i == classes) break;
+      if (i == unit_count) break;
     }
   }
   // Beyond the limit: the all-colocated candidates, then the rest by their bound where they
@@ -763,9 +784,7 @@ double Search::evaluate(Candidate& c) {
   if (s == kWorst) rejections_.see(p);
   if (s > c.best) {
     c.best = s;
-    c.best_plan = pricer_.plan();
     c.best_shape = c.shape();
-    c.best_prediction = p;
   }
   return s;
 }
@@ -921,8 +940,6 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
     search(d, std::min(budget, d.evaluations + kRegroupEvaluations));
     if (d.best > c.best) {
       c.best = d.best;
-      c.best_plan = std::move(d.best_plan);
-      c.best_prediction = std::move(d.best_prediction);
       c.best_shape = std::move(d.best_shape);
     }
   }
@@ -1439,9 +1456,13 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
   }
   result.evaluations = evaluations_;
   if (best) {
+    Candidate winner = *best;
+    winner.set_shape(best->best_shape);
+    const PlanPricer::Outcome outcome = pricer_.price(groups_of(winner));
+    if (outcome != PlanPricer::Outcome::kFit) throw std::logic_error("hybrid: the best plan no longer prices the same");
     result.found = true;
-    result.plan = best->best_plan;
-    result.prediction = best->best_prediction;
+    result.plan = pricer_.plan();
+    result.prediction = pricer_.prediction();
   } else {
     result.why_not = rejections_.why_not(params_.goal);
   }

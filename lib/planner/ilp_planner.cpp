@@ -244,6 +244,16 @@ IlpOutcome stopped(const cost::CostModel& model, const IlpParams& params, Stop s
 
 }  // namespace
 
+std::optional<std::string> ilp_refusal(const cost::CostModel& model, const IlpParams& params) {
+  double allocations = 1;
+  const std::vector<std::vector<int>> classes = model.cluster().node_classes().members;
+  for (const std::vector<int>& members : classes) allocations *= static_cast<double>(members.size() + 1);
+  if (allocations - 1 <= params.max_allocations) return std::nullopt;
+  return fmt::format("the ILP would enumerate {:.3g} node allocations (every count of each of {} node classes), "
+                     "past its limit of {:.3g}; use it on fewer node classes, or the hybrid planner",
+                     allocations - 1, classes.size(), params.max_allocations);
+}
+
 long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                   const IlpParams& params) {
   const Instance x(model, models, params);
@@ -260,6 +270,9 @@ IlpOutcome plan_ilp(const cost::CostModel& model, const workload::ModelCatalog& 
     outcome.result.why_not = *why;
     describe(params, "infeasible", outcome);
     return outcome;
+  }
+  if (std::optional<std::string> why = ilp_refusal(model, params)) {
+    return stopped(model, params, Stop::kRefused, std::move(*why), warm, IlpOutcome{});
   }
   const double start = clock.seconds();
   Instance x(model, models, params);

@@ -52,6 +52,7 @@
 // the count. CBC gets what the first two stages left of the time limit (it checks the clock
 // between its steps, so a long root LP may overrun it).
 
+#include <optional>
 #include <string>
 
 #include "core/clock.h"
@@ -71,6 +72,10 @@ struct IlpParams {
   // Columns the model may have (a few hundred bytes each, with its rows); past that it is
   // refused.
   long long max_columns = 2000000;
+  // Node allocations (a count of each node class: the product of one more than each class's
+  // nodes) it may enumerate, a few hundred bytes each; past that it is refused before any is
+  // made. A cluster of 80 one-node classes would have 2^80.
+  double max_allocations = 200000;
   std::string export_lp;  // write the model here too, when set
   std::string export_mps;
 };
@@ -91,6 +96,10 @@ struct IlpOutcome {
 // The group configurations of the space on this instance: for every group of the partitions
 // and every allocation, the product of its tasks' strategy counts (what plan_ilp would compose
 // without memory or bounds).
+// Why the ILP refuses the instance before building anything (too many node allocations), or
+// nothing.
+std::optional<std::string> ilp_refusal(const cost::CostModel& model, const IlpParams& params);
+
 long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                   const IlpParams& params);
 

@@ -33,14 +33,20 @@ PlannerResult run_hybrid(const cost::CostModel& model, const workload::ModelCata
 
 PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog& models,
                       const PlanRequest& request, const core::Clock& clock) {
+  IlpParams params;
+  params.space.max_groups = request.max_groups;
+  params.goal = request.goal;
+  if (std::optional<std::string> why = ilp_refusal(model, params)) {  // before the warm start's search
+    PlannerResult refused;
+    refused.stop = Stop::kRefused;
+    refused.why_not = std::move(*why);
+    return refused;
+  }
   // Hybrid's plan, under the same goal, warm-starts and bounds the ILP.
   const double start = clock.seconds();
   const PlannerResult warm = plan_hybrid(model, models, hybrid_params(request, request.time_limit * kWarmStartShare),
                                          clock, request.progress);
   const double hybrid_seconds = clock.seconds() - start;
-  IlpParams params;
-  params.space.max_groups = request.max_groups;
-  params.goal = request.goal;
   params.solve = request.solver;
   params.solve.time_limit = std::max(0.0, request.time_limit - hybrid_seconds);
   params.export_lp = request.export_lp;

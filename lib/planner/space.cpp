@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "planner/layout.h"
 
@@ -147,6 +149,26 @@ std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& it
     if (i == 0) break;
   }
   return out;
+}
+
+std::vector<std::vector<int>> class_units(const hw::Cluster& cluster, const std::vector<std::vector<int>>& classes,
+                                          const std::function<bool(std::size_t)>& few) {
+  std::vector<std::vector<int>> units;
+  for (int key = 0; key < 3; ++key) {  // classes alone; by GPU type and region; by GPU type
+    units.clear();
+    std::map<std::pair<int, int>, std::size_t> unit_of;
+    for (int cls = 0; cls < static_cast<int>(classes.size()); ++cls) {
+      const hw::Node& node = cluster.nodes[classes[cls].front()];
+      const std::pair<int, int> id = key == 0   ? std::pair{cls, 0}
+                                     : key == 1 ? std::pair{node.gpu_type, cluster.zones[node.zone].region}
+                                                : std::pair{node.gpu_type, 0};
+      const auto [at, added] = unit_of.emplace(id, units.size());
+      if (added) units.emplace_back();
+      units[at->second].push_back(cls);
+    }
+    if (few(units.size())) break;
+  }
+  return units;
 }
 
 }  // namespace hetrl::planner

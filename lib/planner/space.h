@@ -11,6 +11,7 @@
 //               layers split by stage speed, batch shares re-weighted once by replica speed
 //               (balance_shares with one round).
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -68,5 +69,12 @@ bool realize(const cost::CostModel& model, const workload::ModelCatalog& models,
 // Every partition of `items` into at most `max_groups` non-empty groups, each group in
 // increasing order, groups ordered by their first item.
 std::vector<std::vector<std::vector<int>>> partitions(const std::vector<int>& items, int max_groups);
+
+// Node classes (indices into `classes`, each a list of nodes) gathered into units that move
+// together, the finest that `few` accepts by their number: each class alone, else the classes
+// of one GPU type in one region, else of one GPU type. A search that gives every unit an owner
+// makes (owners + 1)^units choices, which a cluster of many zones would make past counting.
+std::vector<std::vector<int>> class_units(const hw::Cluster& cluster, const std::vector<std::vector<int>>& classes,
+                                          const std::function<bool(std::size_t)>& few);
 
 }  // namespace hetrl::planner

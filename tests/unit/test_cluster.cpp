@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <limits>
+#include <set>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -225,4 +226,25 @@ TEST_CASE("node classes: nodes no planner can tell apart, a different price or N
   CHECK(classes.members[3] == std::vector<int>{4});     // another zone
   CHECK(classes.members[4] == std::vector<int>{5});     // another GPU type
   CHECK(classes.of_node == std::vector<int>{0, 0, 1, 2, 3, 4});
+}
+
+TEST_CASE("the table of every zone pair's path agrees with the path of each pair: links, cross-zone, cross-region") {
+  const hw::Cluster cluster =
+      build({"us-east-1a:8xL4", "us-east-1b:8xL4", "us-east-1c:8xL4", "us-west-2a:8xL4", "eu-west-1a:8xL4"},
+            {"us-east-1a,us-west-2a:gbps=7,latency_ms=31", "us-east-1c,us-east-1b:gbps=3,latency_ms=2"});
+  const std::vector<hw::Path> paths = cluster.zone_paths();
+  const std::size_t zones = cluster.zones.size();
+  REQUIRE(paths.size() == zones * zones);
+  std::set<hw::PathKind> kinds;
+  for (std::size_t a = 0; a < zones; ++a) {
+    for (std::size_t b = 0; b < zones; ++b) {
+      const hw::Path expected = cluster.zone_path(static_cast<int>(a), static_cast<int>(b));
+      const hw::Path& got = paths[a * zones + b];
+      CHECK(got.kind == expected.kind);
+      CHECK(got.link.bandwidth == expected.link.bandwidth);
+      CHECK(got.link.latency == expected.link.latency);
+      kinds.insert(got.kind);
+    }
+  }
+  CHECK(kinds.size() == 4);  // every kind of path was compared
 }

@@ -543,3 +543,30 @@ TEST_CASE("the plan pricer gives what realize, balance_shares and evaluate give,
   CHECK(unfit > 10);
   CHECK(precision > 10);
 }
+
+TEST_CASE("node classes move alone while their choices are few, else by GPU type and region, else by GPU type") {
+  // Six classes: L4 in two zones of one region and one of another, A10G likewise.
+  const hw::Cluster cluster = testing::make_cluster({"us-east-1a:8xL4", "us-east-1b:8xL4", "us-west-2a:8xL4",
+                                            "us-east-1a:8xA10G", "us-east-1b:8xA10G", "us-west-2a:8xA10G"});
+  const std::vector<std::vector<int>> classes = cluster.node_classes().members;
+  REQUIRE(classes.size() == 6);
+  const auto sizes = [](const std::vector<std::vector<int>>& units) {
+    std::vector<std::size_t> out;
+    for (const auto& u : units) out.push_back(u.size());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto at_most = [](std::size_t most) { return [most](std::size_t units) { return units <= most; }; };
+  CHECK(planner::class_units(cluster, classes, at_most(6)).size() == 6);
+  const std::vector<std::vector<int>> by_region = planner::class_units(cluster, classes, at_most(5));
+  CHECK(sizes(by_region) == std::vector<std::size_t>{1, 1, 2, 2});
+  for (const std::vector<int>& unit : by_region) {
+    for (int c : unit) {
+      const hw::Node& first = cluster.nodes[classes[unit.front()].front()];
+      const hw::Node& node = cluster.nodes[classes[c].front()];
+      CHECK(node.gpu_type == first.gpu_type);
+      CHECK(cluster.zones[node.zone].region == cluster.zones[first.zone].region);
+    }
+  }
+  CHECK(sizes(planner::class_units(cluster, classes, at_most(3))) == std::vector<std::size_t>{3, 3});
+}
