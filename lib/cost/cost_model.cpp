@@ -60,9 +60,8 @@ void CostModel::StepCost::add(const StepCost& other, double weight) {
 CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workload,
                      const workload::TaskGraph& graph, const workload::ModelCatalog& models,
                      CostParams params)
-    : cluster_(cluster), workload_(workload), graph_(graph), params_(params) {
+    : cluster_(cluster), workload_(workload), graph_(graph), params_(params), zone_paths_(cluster) {
   if (workload_.micro_batch_tokens > 0) params_.micro_batch_tokens = workload_.micro_batch_tokens;
-  zone_paths_ = cluster_.zone_paths();
   params_.decode_points = std::clamp(params_.decode_points, 1, CostParams::kMaxDecodePoints);
   for (const workload::Task& task : graph_.tasks) {
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
@@ -174,7 +173,7 @@ double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) 
   for (int n = 0; n < nodes; ++n) {
     const hw::Node& a = cluster_.nodes[n];
     const hw::Node& b = cluster_.nodes[(n + 1) % nodes];
-    const hw::Path path = zone_path(a.zone, b.zone);
+    const hw::Path& path = zone_paths_(a.zone, b.zone);
     nic = std::min({nic, a.nic_bandwidth, path.link.bandwidth});
     latency = std::max(latency, path.link.latency);
   }
@@ -190,7 +189,7 @@ double CostModel::stage_link_bandwidth(int node_a, int node_b, int ranks) const 
   const hw::Node& a = cluster_.nodes[node_a];
   const hw::Node& b = cluster_.nodes[node_b];
   const double nic = std::min(a.nic_bandwidth / a.gpu_count, b.nic_bandwidth / b.gpu_count);
-  const hw::Path path = zone_path(a.zone, b.zone);
+  const hw::Path& path = zone_paths_(a.zone, b.zone);
   return std::min(nic, path.link.bandwidth / std::max(1, ranks));
 }
 
@@ -228,8 +227,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
       d.p2p_per_sequence = shape.hidden * kBf16 / stage.tp /
                            stage_link_bandwidth(prev, stage.node, stage.tp);
       d.p2p_fixed = prev == stage.node ? 0.0
-                                       : zone_path(cluster_.nodes[prev].zone,
-                                                            cluster_.nodes[stage.node].zone)
+                                       : zone_paths_(cluster_.nodes[prev].zone, cluster_.nodes[stage.node].zone)
                                              .link.latency;
     }
     out.push_back(d);
@@ -454,9 +452,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
       const double bytes = micro * shape.hidden * kBf16 / stage.tp;
       const double latency = next == stage.node
                                  ? 0.0
-                                 : zone_path(cluster_.nodes[stage.node].zone,
-                                                      cluster_.nodes[next].zone)
-                                       .link.latency;
+                                 : zone_paths_(cluster_.nodes[stage.node].zone, cluster_.nodes[next].zone).link.latency;
       p2p = (training ? 2.0 : 1.0) *
             (bytes / stage_link_bandwidth(stage.node, next, stage.tp) + latency);
     }
@@ -590,7 +586,7 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
     double hop = na.intra_node.bandwidth * gpu(a).efficiency.collective;
     if (a != b) {
       const hw::Node& nb = cluster_.nodes[b];
-      const hw::Path path = zone_path(na.zone, nb.zone);
+      const hw::Path& path = zone_paths_(na.zone, nb.zone);
       hop = std::min({na.nic_bandwidth, nb.nic_bandwidth, path.link.bandwidth}) / ranks * params_.nic_efficiency;
       out.hop_latency = std::max(out.hop_latency, path.link.latency);
     }

@@ -400,7 +400,7 @@ class CostModel {
       for (int zb = 0; zb < zones; ++zb) {
         if (b.gpus_per_zone[zb] == 0) continue;
         f(za, zb, a.gpus_per_zone[za] / a.gpus * b.gpus_per_zone[zb] / b.gpus,
-          zone_path(za, zb));
+          zone_paths_(za, zb));
       }
     }
   }
@@ -526,17 +526,11 @@ class CostModel {
   double gemm_width_scale(int task, int tp) const;
   static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task
 
-  // The path between two zones, from a table of every pair: the cluster looks each up among
-  // its links, which on a cluster of thousands of links took most of an evaluation.
-  const hw::Path& zone_path(int zone_a, int zone_b) const {
-    return zone_paths_[static_cast<std::size_t>(zone_a) * cluster_.zones.size() + static_cast<std::size_t>(zone_b)];
-  }
-
   const hw::Cluster& cluster_;
   const workload::Workload& workload_;
   const workload::TaskGraph& graph_;
   CostParams params_;
-  std::vector<hw::Path> zone_paths_;  // [zone_a * zones + zone_b]
+  hw::ZonePaths zone_paths_;
   std::vector<ModelShape> shapes_;  // per task (empty shape for CPU tasks)
   std::vector<bool> lm_head_;       // per task: logits over the vocabulary, or a scalar head
   std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)

@@ -147,26 +147,25 @@ Path Cluster::zone_path(int zone_a, int zone_b) const {
   return {*network.cross_region, PathKind::kCrossRegion};
 }
 
-std::vector<Path> Cluster::zone_paths() const {
-  const std::size_t n = zones.size();
-  std::vector<Path> out(n * n);
-  for (std::size_t a = 0; a < n; ++a) {
-    for (std::size_t b = 0; b < n; ++b) {
+ZonePaths::ZonePaths(const Cluster& cluster) : zones_(cluster.zones.size()), paths_(zones_ * zones_) {
+  const Network& network = cluster.network;
+  for (std::size_t a = 0; a < zones_; ++a) {
+    for (std::size_t b = 0; b < zones_; ++b) {
+      Path& path = paths_[a * zones_ + b];
       if (a == b) {
-        out[a * n + b] = {network.intra_zone, PathKind::kSameZone};
-      } else if (zones[a].region == zones[b].region) {
-        if (network.cross_zone) out[a * n + b] = {*network.cross_zone, PathKind::kCrossZone};
+        path = {network.intra_zone, PathKind::kSameZone};
+      } else if (cluster.zones[a].region == cluster.zones[b].region) {
+        if (network.cross_zone) path = {*network.cross_zone, PathKind::kCrossZone};
       } else if (network.cross_region) {
-        out[a * n + b] = {*network.cross_region, PathKind::kCrossRegion};
+        path = {*network.cross_region, PathKind::kCrossRegion};
       }  // else a link joins them (validate checks)
     }
   }
   // The first link of a pair wins, as in zone_path (validate refuses a pair linked twice).
   for (auto link = network.links.rbegin(); link != network.links.rend(); ++link) {
     const auto a = static_cast<std::size_t>(link->zone_a), b = static_cast<std::size_t>(link->zone_b);
-    out[a * n + b] = out[b * n + a] = {link->link, PathKind::kExplicitLink};
+    paths_[a * zones_ + b] = paths_[b * zones_ + a] = {link->link, PathKind::kExplicitLink};
   }
-  return out;
 }
 
 NodeClasses Cluster::node_classes() const {

@@ -92,9 +92,6 @@ struct Cluster {
 
   // The path between two zones (indices). Requires a validated cluster.
   Path zone_path(int zone_a, int zone_b) const;
-  // zone_path of every pair, [zone_a * zones + zone_b], in time proportional to the pairs and
-  // links (zone_path looks through the links each time).
-  std::vector<Path> zone_paths() const;
 
   int total_gpus() const;
   // USD per hour of the whole cluster, or nullopt when some node has no price.
@@ -106,6 +103,21 @@ struct Cluster {
   int find_zone(std::string_view name) const;  // -1 when absent
   int find_gpu_type(std::string_view name) const;  // -1 when absent
   std::vector<std::string> zone_names() const;
+};
+
+// Cluster::zone_path of every pair of a validated cluster's zones, made once in time
+// proportional to the pairs and links and then looked up in constant time (zone_path looks
+// through the links each time: on thousands of links, most of an evaluation).
+class ZonePaths {
+ public:
+  explicit ZonePaths(const Cluster& cluster);
+  const Path& operator()(int zone_a, int zone_b) const {
+    return paths_[static_cast<std::size_t>(zone_a) * zones_ + static_cast<std::size_t>(zone_b)];
+  }
+
+ private:
+  std::size_t zones_ = 0;
+  std::vector<Path> paths_;  // [zone_a * zones + zone_b]
 };
 
 std::string_view path_kind_name(PathKind kind);

@@ -106,11 +106,10 @@ std::string format_cluster_table(const Cluster& cluster) {
   if (zone_order.size() > 1) {
     out += fmt::format("\n{:<16} {:<16} {:>8} {:>11}  {}\n", "zone", "zone", "Gbps",
                        "latency ms", "path");
-    const std::vector<Path> paths = cluster.zone_paths();
+    const ZonePaths paths(cluster);
     for (std::size_t i = 0; i < zone_order.size(); ++i) {
       for (std::size_t j = i + 1; j < zone_order.size(); ++j) {
-        const Path& path = paths[static_cast<std::size_t>(zone_order[i]) * cluster.zones.size() +
-                                 static_cast<std::size_t>(zone_order[j])];
+        const Path& path = paths(zone_order[i], zone_order[j]);
         out += fmt::format("{:<16} {:<16} {}  {}\n", cluster.zones[zone_order[i]].name,
                            cluster.zones[zone_order[j]].name, link_text(path.link),
                            path_kind_name(path.kind));

@@ -4,13 +4,12 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <signal.h>
 #include <unistd.h>
 #include <utility>
@@ -162,14 +161,8 @@ void OutputFiles::discard(Output& out) {
 void OutputFiles::add(const std::string& path, std::string_view content) {
   Output out;
   out.path = path;
-  if (path == kStdout) {
-    out.content = content;
-    outputs_.push_back(std::move(out));
-    return;
-  }
-  const std::filesystem::path target = resolved(path);
-  out.target = target.string();
-  if (special(target)) {
+  if (path != kStdout) out.target = resolved(path).string();
+  if (path == kStdout || special(out.target)) {
     out.content = content;
     outputs_.push_back(std::move(out));
     return;
@@ -194,11 +187,8 @@ void OutputFiles::add(const std::string& path, std::string_view content) {
 void OutputFiles::commit() {
   // Devices, pipes and standard output first: they cannot be taken back, and a failure there
   // must not leave the files renamed.
-  for (Output& out : outputs_) {
-    if (out.temp.empty() && !out.path.empty()) {
-      write_in_place(out.path, out.target, out.content);
-      out.path.clear();
-    }
+  for (const Output& out : outputs_) {
+    if (out.temp.empty()) write_in_place(out.path, out.target, out.content);
   }
   for (Output& out : outputs_) {
     if (out.temp.empty()) continue;
@@ -246,23 +236,21 @@ void check_outputs(std::span<const std::string> outputs, std::span<const std::st
   for (const std::string& output : outputs) {
     if (output.empty()) continue;
     check_writable(output);
-    const std::filesystem::path target = output == kStdout ? std::filesystem::path(kStdout) : resolved(output);
-    if (output == kStdout) {
-      for (const auto& [other, path] : seen) {
-        if (path == target) throw core::InputError("standard output (-) is given for two outputs");
-      }
-      seen.emplace_back(output, target);
-      continue;
-    }
-    if (special(target)) continue;  // a device or pipe: written in place, reads nothing back
-    for (const std::string& input : inputs) {
-      std::error_code ec;
-      if (!input.empty() && std::filesystem::equivalent(target, input, ec)) {
-        throw core::InputError(fmt::format("{} is the input {}: an output never replaces an input", output, input));
+    const bool to_stdout = output == kStdout;
+    const std::filesystem::path target = to_stdout ? std::filesystem::path(kStdout) : resolved(output);
+    if (!to_stdout) {
+      if (special(target)) continue;  // a device or pipe: written in place, reads nothing back
+      for (const std::string& input : inputs) {
+        std::error_code ec;
+        if (!input.empty() && std::filesystem::equivalent(target, input, ec)) {
+          throw core::InputError(fmt::format("{} is the input {}: an output never replaces an input", output, input));
+        }
       }
     }
     for (const auto& [other, path] : seen) {
-      if (path == target) throw core::InputError(fmt::format("{} is given for two outputs (as {} too)", output, other));
+      if (path != target) continue;
+      throw core::InputError(to_stdout ? std::string("standard output (-) is given for two outputs")
+                                       : fmt::format("{} is given for two outputs (as {} too)", output, other));
     }
     seen.emplace_back(output, target);
   }

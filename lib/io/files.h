@@ -37,7 +37,6 @@ class OutputFiles {
   void add(const std::string& path, std::string_view content);
   // Throws core::JobError as add() does. Each output is committed once.
   void commit();
-  bool empty() const { return outputs_.empty(); }
 
  private:
   struct Output {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 #include "planner/layout.h"
@@ -162,9 +161,8 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
     // Whole classes go to one pool or the other; past 2^classes splits, whole units of them
     // (the classes of a GPU type in a region, or of a GPU type).
     std::vector<std::vector<int>> merged;
-    for (const std::vector<int>& unit : class_units(cluster, classes, [max_splits](std::size_t units) {
-           return std::ldexp(1.0, static_cast<int>(std::min<std::size_t>(units, 1000))) <= static_cast<double>(max_splits);
-         })) {
+    const auto few = [max_splits](std::size_t units) { return units < 62 && (1LL << units) <= max_splits; };
+    for (const std::vector<int>& unit : class_units(cluster, classes, few)) {
       std::vector<int>& members = merged.emplace_back();
       for (int c : unit) members.insert(members.end(), classes[c].begin(), classes[c].end());
     }

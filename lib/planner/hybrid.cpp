@@ -82,8 +82,8 @@ constexpr long long kRegroupEvaluations = 2000;
 // the best of them.
 constexpr long long kRegroupBudgetShare = 32;
 
-// Level 1 gives each class (or each unit of classes, Search::owner_units) an owner: a group or
-// none. It enumerates at most this many owner assignments per grouping.
+// Level 1 gives each class (or each unit of classes, class_units) an owner: a group or none.
+// It enumerates at most this many owner assignments per grouping.
 constexpr double kMaxOwnerings = 4096;
 
 // Classes of more nodes than this also move in steps of several nodes (half the class, a
@@ -185,11 +185,6 @@ class Search {
   std::vector<int> group_nodes(const std::vector<std::vector<int>>& counts, int group) const;
   std::vector<int> group_nodes(const Candidate& c, int group) const { return group_nodes(c.counts, group); }
   std::vector<Candidate> level_one();
-  // The classes that take an owner together at level one for `groups` groups: each class alone
-  // where (groups + 1)^classes owners stay within kMaxOwnerings, else the classes of a GPU type
-  // in a region, else of a GPU type: a cluster of many zones would otherwise start more
-  // candidates than memory holds. The search after level one moves nodes of every class alone.
-  std::vector<std::vector<int>> owner_units(int groups) const;
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
   bool share_classes(Start& c, ShareRule rule) const;
@@ -532,12 +527,6 @@ bool Search::bound_starts(std::vector<Start>& starts) {
   return true;
 }
 
-std::vector<std::vector<int>> Search::owner_units(int groups) const {
-  return class_units(model_.cluster(), classes_, [groups](std::size_t units) {
-    return std::pow(static_cast<double>(groups + 1), static_cast<double>(units)) <= kMaxOwnerings;
-  });
-}
-
 std::vector<Candidate> Search::level_one() {
   const std::vector<int> tasks = model_.graph().gpu_tasks();
   const int classes = static_cast<int>(classes_.size());
@@ -545,7 +534,11 @@ std::vector<Candidate> Search::level_one() {
   std::vector<Start> out;
   for (const auto& partition : groupings) {
     const int k = static_cast<int>(partition.size());
-    const std::vector<std::vector<int>> units = owner_units(k);
+    // Classes take an owner together where (k + 1)^classes owners would be too many; the search
+    // after level one moves each class's nodes alone.
+    const std::vector<std::vector<int>> units = class_units(model_.cluster(), classes_, [k](std::size_t count) {
+      return std::pow(static_cast<double>(k + 1), static_cast<double>(count)) <= kMaxOwnerings;
+    });
     const int unit_count = static_cast<int>(units.size());
     std::vector<int> owner(unit_count, 0);  // 0..k-1 a group, k unused
     std::set<std::vector<std::vector<int>>> tried;  // the partition's starts so far, by counts

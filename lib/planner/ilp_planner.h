@@ -93,13 +93,13 @@ struct IlpOutcome {
   bool warm_started = false;  // the warm start was a feasible solution of the model
 };
 
-// The group configurations of the space on this instance: for every group of the partitions
-// and every allocation, the product of its tasks' strategy counts (what plan_ilp would compose
-// without memory or bounds).
 // Why the ILP refuses the instance before building anything (too many node allocations), or
 // nothing.
 std::optional<std::string> ilp_refusal(const cost::CostModel& model, const IlpParams& params);
 
+// The group configurations of the space on this instance: for every group of the partitions
+// and every allocation, the product of its tasks' strategy counts (what plan_ilp would compose
+// without memory or bounds).
 long long ilp_configuration_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                   const IlpParams& params);
 

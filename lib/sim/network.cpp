@@ -24,12 +24,12 @@ Network::Network(EventQueue& queue, const cost::CostModel& model,
     links_.push_back({fmt::format("group {} NICs in", g), sets_[g].nic_bandwidth});
   }
   const int zones = static_cast<int>(cluster.zones.size());
-  const std::vector<hw::Path> paths = cluster.zone_paths();
+  const hw::ZonePaths paths(cluster);
   for (int a = 0; a < zones; ++a) {
     for (int b = 0; b < zones; ++b) {
       if (a == b) continue;
       links_.push_back({fmt::format("zone {} -> {}", cluster.zones[a].name, cluster.zones[b].name),
-                        paths[static_cast<std::size_t>(a * zones + b)].link.bandwidth});
+                        paths(a, b).link.bandwidth});
     }
   }
   use_.assign(links_.size(), LinkUse{});

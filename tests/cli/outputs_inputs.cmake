@@ -10,18 +10,7 @@ file(COPY "${DATA}/valid.json" "${DATA}/grpo_small.json" "${DATA}/plan_hand.json
 file(CREATE_LINK valid.json "${dir}/cluster_link.json" SYMBOLIC)
 file(CREATE_LINK new_plan.json "${dir}/dangling.json" SYMBOLIC)
 
-# run(EXIT <code> EXPECT <stderr regex> ARGS ...): in ${dir}.
-function(run)
-  cmake_parse_arguments(R "" "TOOL;EXIT;EXPECT" "ARGS" ${ARGN})
-  execute_process(COMMAND "${R_TOOL}" ${R_ARGS} WORKING_DIRECTORY "${dir}"
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL R_EXIT)
-    message(FATAL_ERROR "${R_ARGS}: exit ${rc}, expected ${R_EXIT}: ${err}")
-  endif()
-  if(R_EXPECT AND NOT err MATCHES "${R_EXPECT}")
-    message(FATAL_ERROR "${R_ARGS}: stderr does not match '${R_EXPECT}': ${err}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_in_dir.cmake")
 
 foreach(f valid.json grpo_small.json plan_hand.json profile_a100.json)
   file(SHA256 "${dir}/${f}" before_${f})

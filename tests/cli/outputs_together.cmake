@@ -6,18 +6,7 @@ file(REMOVE_RECURSE "${dir}")
 file(MAKE_DIRECTORY "${dir}")
 set(inputs --cluster "${DATA}/valid.json" --workload "${DATA}/grpo_small.json")
 
-# run(TOOL t EXIT code [EXPECT stderr regex] ARGS ...): in ${dir}; sets out and err.
-macro(run)
-  cmake_parse_arguments(R "" "TOOL;EXIT;EXPECT" "ARGS" ${ARGN})
-  execute_process(COMMAND "${R_TOOL}" ${R_ARGS} WORKING_DIRECTORY "${dir}"
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL R_EXIT)
-    message(FATAL_ERROR "${R_ARGS}: exit ${rc}, expected ${R_EXIT}: ${err}")
-  endif()
-  if(R_EXPECT AND NOT err MATCHES "${R_EXPECT}")
-    message(FATAL_ERROR "${R_ARGS}: stderr does not match '${R_EXPECT}': ${err}")
-  endif()
-endmacro()
+include("${CMAKE_CURRENT_LIST_DIR}/run_in_dir.cmake")
 
 function(require_empty_folder why)
   file(GLOB left "${dir}/*")
