@@ -3,8 +3,13 @@
 // the same sampled response lengths; or sample response lengths into a trace file.
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <limits>
 
 #include "common/tool.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/version.h"
 #include "cost/cost_model.h"
@@ -26,6 +31,32 @@ constexpr const char* kExamples = R"(Examples:
   hetrl-sim --cluster c.json --workload w.json --compare a.json b.json
   hetrl-sim lengths --mean-tokens 1024 --max-tokens 4096 --sigma 0.8 --count 2000 -o t.csv)";
 
+// Simulates one plan within the run's deadline, with a progress line on a terminal once the
+// run takes more than a second. A run that passes the deadline is a failure: its figures
+// would cover part of the iterations asked for.
+sim::PlanRun simulate(const cost::CostModel& model, const plan::Plan& plan, sim::SimParams params,
+                      const std::string& name, double time_limit, double started) {
+  bool shown = false;
+  if (::isatty(STDERR_FILENO) != 0) {
+    params.progress = [&](int done) {
+      const double seconds = params.clock->seconds() - started;
+      if (seconds < 1.0) return;
+      shown = true;
+      std::fprintf(stderr, "\rsimulating %s: %d of %d iterations, %.1f s   ", name.c_str(), done, params.iterations,
+                   seconds);
+    };
+  }
+  sim::PlanRun run = sim::run_plan(model, plan, params, name);
+  if (shown) std::fprintf(stderr, "\n");
+  if (run.summary.stopped) {
+    throw core::JobError(fmt::format(
+        "{}: the simulation passed its time limit of {} s with {} of {} iterations done; ask for fewer --iterations "
+        "or a longer --time-limit",
+        name, time_limit, run.summary.iteration_end.size(), params.iterations));
+  }
+  return run;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,6 +77,9 @@ int main(int argc, char** argv) {
       ->check(apps::unsigned_integer())->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here ('-': standard output, the text then on standard error)");
   app.add_option("--trace", trace_path, "Write a Chrome trace-event file here (opens in Perfetto; '-': standard output)");
+  double time_limit = std::numeric_limits<double>::infinity();
+  app.add_option("--time-limit", time_limit, "Seconds the simulation may take (wall clock); default: no limit")
+      ->check(apps::finite_positive());
   bool no_contention = false;
   app.add_flag("--no-contention", no_contention,
                "Move every transfer as if it were alone on its links (the cost model's assumption)");
@@ -82,6 +116,10 @@ int main(int argc, char** argv) {
     }
     if (plan_path.empty() && compare.empty()) apps::usage_error("give --plan FILE or --compare FILE...");
     params.link_contention = !no_contention;
+    const core::SteadyClock clock;
+    const double started = clock.seconds();
+    params.clock = &clock;
+    params.deadline = started + time_limit;
     if (!compare.empty() && (!report_path.empty() || !trace_path.empty())) {
       apps::usage_error("--report and --trace take one plan: use --plan");
     }
@@ -98,13 +136,13 @@ int main(int argc, char** argv) {
       std::vector<std::pair<std::string, sim::PlanRun>> runs;
       for (const std::string& file : compare) {
         const plan::Plan p = io::read_plan(file, in.cluster, in.graph, in.workload.models);
-        runs.emplace_back(file, sim::run_plan(model, p, params, file));
+        runs.emplace_back(file, simulate(model, p, params, file, time_limit, started));
       }
       fmt::print("{}", sim::format_comparison(runs, params, labels));
       return apps::kExitOk;
     }
     const plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
-    const sim::PlanRun run = sim::run_plan(model, p, params, plan_path);
+    const sim::PlanRun run = simulate(model, p, params, plan_path, time_limit, started);
     // The report and the trace are written together, or neither.
     io::OutputFiles files;
     if (!report_path.empty()) {

@@ -36,16 +36,38 @@ std::optional<std::string> non_finite(const OrderedJson& json) {
   return std::nullopt;
 }
 
+
+void check_finite(const OrderedJson& json, const std::string& pointer) {
+  if (const std::optional<std::string> at = non_finite(json)) {
+    const std::string where = pointer + *at;
+    throw core::JobError(fmt::format("internal error: the output would hold a non-finite number at {}",
+                                     where.empty() ? "/" : where));
+  }
+}
+
 }  // namespace
 
 // JSON has no infinity or NaN (nlohmann writes null): a figure that overflowed is a bug, and a
 // file with null where a number belongs is refused by the reader, so the write fails instead.
 std::string dump(const OrderedJson& json) {
-  if (const std::optional<std::string> at = non_finite(json)) {
-    throw core::JobError(fmt::format("internal error: the output would hold a non-finite number at {}",
-                                     at->empty() ? "/" : *at));
-  }
+  check_finite(json, "");
   return json.dump(2) + "\n";
 }
+
+ArrayWriter::ArrayWriter(std::string& out, std::string key) : out_(out), key_(std::move(key)) {
+  out_ += fmt::format("  {}: [", OrderedJson(key_).dump());
+}
+
+void ArrayWriter::add(const OrderedJson& element) {
+  check_finite(element, fmt::format("/{}/{}", pointer_token(key_), count_));
+  // Two levels in: four spaces before each of the element's lines.
+  out_ += count_++ == 0 ? "\n    " : ",\n    ";
+  for (const char c : element.dump(2)) {
+    out_ += c;
+    if (c == '\n') out_ += "    ";
+  }
+}
+
+void ArrayWriter::close() { out_ += count_ == 0 ? "]" : "\n  ]"; }
 
 }  // namespace hetrl::io::detail

@@ -15,4 +15,20 @@ double file_units(double value);
 // not finite (JSON cannot say it; the file would not read back).
 std::string dump(const OrderedJson& json);
 
+// Prints a large array (a trace's events) into `out` one element at a time, exactly as dump()
+// would print it as the value of a key at the top level of an object, without the whole tree
+// in memory: open() writes `"key": [`, add() each element, close() the bracket. Non-finite
+// numbers throw as in dump(), named by their pointer under /key.
+class ArrayWriter {
+ public:
+  ArrayWriter(std::string& out, std::string key);
+  void add(const OrderedJson& element);
+  void close();
+
+ private:
+  std::string& out_;
+  std::string key_;
+  std::size_t count_ = 0;
+};
+
 }  // namespace hetrl::io::detail

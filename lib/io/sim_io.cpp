@@ -86,37 +86,40 @@ std::string sim_report_json(const SimReportInputs& inputs, const sim::SimSummary
 
 std::string chrome_trace_json(const sim::Recorder& recorder, const sim::SimSummary& summary,
                               const workload::TaskGraph& graph, int groups) {
-  OrderedJson events = OrderedJson::array();
+  // Printed event by event: a long simulation has millions, and their tree would take ten
+  // times the memory of the text.
+  std::string out = "{\n";
+  detail::ArrayWriter events(out, "traceEvents");
   // Process names: one per group, and one for the CPU and the weight sync.
   for (int g = 0; g < groups; ++g) {
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", g},
-                      {"args", {{"name", fmt::format("group {}", g)}}}});
+    events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", g},
+                {"args", {{"name", fmt::format("group {}", g)}}}});
   }
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", groups},
-                    {"args", {{"name", "CPU and weight sync"}}}});
+  events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", groups},
+              {"args", {{"name", "CPU and weight sync"}}}});
   auto micros = [](double seconds) { return detail::file_units(seconds * 1e6); };
   for (const sim::TaskRun& r : recorder.tasks) {
-    events.push_back({{"name", graph.tasks[r.task].name}, {"cat", "task"}, {"ph", "X"},
-                      {"ts", micros(r.start)}, {"dur", micros(r.end - r.start)},
-                      {"pid", r.group >= 0 ? r.group : groups}, {"tid", 0},
-                      {"args", {{"iteration", r.iteration}}}});
+    events.add({{"name", graph.tasks[r.task].name}, {"cat", "task"}, {"ph", "X"},
+                {"ts", micros(r.start)}, {"dur", micros(r.end - r.start)},
+                {"pid", r.group >= 0 ? r.group : groups}, {"tid", 0},
+                {"args", {{"iteration", r.iteration}}}});
   }
   for (const sim::ReplicaRun& r : recorder.replicas) {
-    events.push_back({{"name", fmt::format("{} replica {}", graph.tasks[r.task].name, r.replica)},
-                      {"cat", "replica"}, {"ph", "X"}, {"ts", micros(r.start)},
-                      {"dur", micros(r.end - r.start)}, {"pid", r.group}, {"tid", 1 + r.replica},
-                      {"args", {{"iteration", r.iteration}, {"sequences", r.sequences},
-                                {"decode_steps", r.steps},
-                                {"tail_seconds", detail::file_units(r.tail_seconds)}}}});
+    events.add({{"name", fmt::format("{} replica {}", graph.tasks[r.task].name, r.replica)},
+                {"cat", "replica"}, {"ph", "X"}, {"ts", micros(r.start)},
+                {"dur", micros(r.end - r.start)}, {"pid", r.group}, {"tid", 1 + r.replica},
+                {"args", {{"iteration", r.iteration}, {"sequences", r.sequences},
+                          {"decode_steps", r.steps},
+                          {"tail_seconds", detail::file_units(r.tail_seconds)}}}});
   }
   // Links: a counter track each with its traffic, and the transfers as slices that may overlap.
   const int links = groups + 1;
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", links},
-                    {"args", {{"name", "links"}}}});
+  events.add({{"name", "process_name"}, {"ph", "M"}, {"pid", links},
+              {"args", {{"name", "links"}}}});
   for (const sim::Recorder::LinkRate& r : recorder.link_rates) {
-    events.push_back({{"name", summary.links[r.link].name}, {"ph", "C"}, {"ts", micros(r.time)},
-                      {"pid", links},
-                      {"args", {{"GB/s", detail::file_units(r.bytes_per_second / 1e9)}}}});
+    events.add({{"name", summary.links[r.link].name}, {"ph", "C"}, {"ts", micros(r.time)},
+                {"pid", links},
+                {"args", {{"GB/s", detail::file_units(r.bytes_per_second / 1e9)}}}});
   }
   for (std::size_t i = 0; i < recorder.transfers.size(); ++i) {
     const sim::TransferRun& t = recorder.transfers[i];
@@ -124,15 +127,14 @@ std::string chrome_trace_json(const sim::Recorder& recorder, const sim::SimSumma
                                          graph.tasks[t.to_task].name);
     const OrderedJson args = {{"iteration", t.iteration}, {"bytes", detail::file_units(t.bytes)},
                               {"from_group", t.from_group}, {"to_group", t.to_group}};
-    events.push_back({{"name", name}, {"cat", "transfer"}, {"ph", "b"}, {"id", i},
-                      {"ts", micros(t.start)}, {"pid", links}, {"tid", 0}, {"args", args}});
-    events.push_back({{"name", name}, {"cat", "transfer"}, {"ph", "e"}, {"id", i},
-                      {"ts", micros(t.end)}, {"pid", links}, {"tid", 0}});
+    events.add({{"name", name}, {"cat", "transfer"}, {"ph", "b"}, {"id", i},
+                {"ts", micros(t.start)}, {"pid", links}, {"tid", 0}, {"args", args}});
+    events.add({{"name", name}, {"cat", "transfer"}, {"ph", "e"}, {"id", i},
+                {"ts", micros(t.end)}, {"pid", links}, {"tid", 0}});
   }
-  OrderedJson out;
-  out["traceEvents"] = std::move(events);
-  out["displayTimeUnit"] = "ms";
-  return detail::dump(out);
+  events.close();
+  out += ",\n  \"displayTimeUnit\": \"ms\"\n}\n";
+  return out;
 }
 
 }  // namespace hetrl::io

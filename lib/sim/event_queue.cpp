@@ -9,9 +9,10 @@ void EventQueue::at(double time, Action action) {
   events_.push({time, next_sequence_++, std::move(action)});
 }
 
-std::uint64_t EventQueue::run() {
+std::uint64_t EventQueue::run(const std::function<bool()>& stop) {
   std::uint64_t count = 0;
   while (!events_.empty()) {
+    if (stop && count % kStopCheck == 0 && count > 0 && stop()) break;
     // The action may schedule more events: take it out of the queue first.
     Event event = std::move(const_cast<Event&>(events_.top()));
     events_.pop();

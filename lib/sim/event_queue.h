@@ -18,8 +18,10 @@ class EventQueue {
   void at(double time, Action action);
   void after(double delay, Action action) { at(now_ + delay, std::move(action)); }
 
-  // Runs events in order until none is left; returns the number run.
-  std::uint64_t run();
+  // Runs events in order until none is left, or until `stop` (asked every kStopCheck events)
+  // says so; returns the number run.
+  static constexpr std::uint64_t kStopCheck = 4096;
+  std::uint64_t run(const std::function<bool()>& stop = {});
   double now() const { return now_; }
   bool empty() const { return events_.empty(); }
 

@@ -27,6 +27,8 @@ class Run {
     prediction_ = evaluator_.evaluate(plan, true);
     assert(prediction_.feasible);
     order_ = graph_.topological_order();
+    rank_.assign(n_, 0);
+    for (int r = 0; r < n_; ++r) rank_[order_[r]] = r;
     host_ = graph_.host_tasks();
     group_of_.assign(n_, -1);
     for (int t = 0; t < n_; ++t) {
@@ -55,6 +57,8 @@ class Run {
     const int total = params.iterations * n_;
     pending_.assign(total, 0);
     ready_at_.assign(total, 0.0);
+    started_.assign(total, 0);
+    busy_.assign(plan.groups.size(), 0);
     next_in_group_.assign(plan.groups.size(), 0);
     last_end_.assign(params.iterations, 0.0);
     done_.assign(params.iterations, 0);
@@ -71,7 +75,11 @@ class Run {
     for (int i = 0; i < params_.iterations; ++i) {
       for (int t = 0; t < n_; ++t) try_start(i, t);
     }
-    summary_.events = queue_.run();
+    summary_.events = queue_.run([this] {
+      if (params_.progress) params_.progress(static_cast<int>(summary_.iteration_end.size()));
+      summary_.stopped = params_.clock != nullptr && params_.clock->seconds() >= params_.deadline;
+      return summary_.stopped;
+    });
     summary_.links = network_->links();
     summary_.link_use = network_->use();
     finish_summary();
@@ -84,7 +92,7 @@ class Run {
   // Starts (iteration, task) if its inputs are in and, for a GPU task, it is its group's turn.
   void try_start(int iteration, int task) {
     const int k = key(iteration, task);
-    if (pending_[k] != 0 || started_.count(k)) return;
+    if (pending_[k] != 0 || started_[k]) return;
     const double ready = std::max(ready_at_[k], queue_.now());
     if (runs_on_[task] >= 0) {
       const int g = runs_on_[task];
@@ -94,12 +102,12 @@ class Run {
           tasks[position % tasks.size()] != task || busy_[g]) {
         return;
       }
-      busy_[g] = true;
-      started_.insert(k);
+      busy_[g] = 1;
+      started_[k] = 1;
       const double begin = std::max(ready, group_free_[g]);
       queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
     } else {
-      started_.insert(k);
+      started_[k] = 1;
       queue_.at(ready, [this, iteration, task, ready] {
         finish(iteration, task, ready, ready + scaled_seconds(iteration, task));
       });
@@ -119,10 +127,23 @@ class Run {
     for (Listener* l : listeners_) l->transfer_done(run);
   }
 
-  void start_all() {
-    for (int i = 0; i < params_.iterations; ++i) {
-      for (int t : order_) try_start(i, t);
+  // Starts what an event may have made startable: the instances in `keys` (consumers whose
+  // last input arrived) and each group's next instance, in iteration then topological order.
+  // Nothing else can have become startable, so a simulation's work grows with its events, not
+  // with events times iterations.
+  void start_ready(std::vector<int>& keys) {
+    for (std::size_t g = 0; g < next_in_group_.size(); ++g) {
+      const auto& tasks = group_tasks_[static_cast<int>(g)];
+      if (tasks.empty()) continue;
+      const std::size_t position = next_in_group_[g];
+      const int iteration = static_cast<int>(position / tasks.size());
+      if (iteration < params_.iterations) keys.push_back(key(iteration, tasks[position % tasks.size()]));
     }
+    std::sort(keys.begin(), keys.end(), [this](int a, int b) {
+      return a / n_ != b / n_ ? a < b : rank_[a % n_] < rank_[b % n_];
+    });
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    for (int k : keys) try_start(k / n_, k % n_);
   }
 
   // The cost model's time for a task, scaled by the tokens this iteration produced.
@@ -192,13 +213,14 @@ class Run {
       const int g = runs_on_[task];
       summary_.group_busy[g] += end - begin;
       group_free_[g] = end;
-      busy_[g] = false;
+      busy_[g] = 0;
       ++next_in_group_[g];
     }
     // An iteration ends with the last of its tasks.
     last_end_[iteration] = std::max(last_end_[iteration], end);
     if (++done_[iteration] == n_) summary_.iteration_end.push_back(last_end_[iteration]);
     // Release the task's consumers.
+    std::vector<int> ready;
     for (const workload::Edge& e : graph_.edges) {
       if (e.from != task) continue;
       const int consumer_iteration = iteration + e.lag;
@@ -220,16 +242,17 @@ class Run {
                         [this, ck, iteration, task, to, gu, gt, bytes, end] {
                           transfer_done(iteration, task, to, gu, gt, bytes, end);
                           ready_at_[ck] = std::max(ready_at_[ck], queue_.now());
-                          --pending_[ck];
-                          start_all();
+                          std::vector<int> keys;
+                          if (--pending_[ck] == 0) keys.push_back(ck);
+                          start_ready(keys);
                         });
         continue;
       }
       ready_at_[ck] = std::max(ready_at_[ck], end);
-      --pending_[ck];
+      if (--pending_[ck] == 0) ready.push_back(ck);
     }
-    // Anything may now be startable: the consumers, and the group's next task.
-    start_all();
+    // The consumers may now start, and the group's next task.
+    start_ready(ready);
   }
 
   void finish_summary() {
@@ -258,16 +281,17 @@ class Run {
   const workload::TaskGraph& graph_;
   int n_;
   std::vector<int> order_;
+  std::vector<int> rank_;  // per task: its place in order_
   std::vector<int> host_;
   std::vector<int> group_of_;
   std::vector<cost::CostModel::GpuSet> sets_;
   std::map<int, std::vector<int>> group_tasks_;
   std::vector<int> pending_;
   std::vector<double> ready_at_;
-  std::set<int> started_;
+  std::vector<char> started_;  // per instance: scheduled
   std::vector<std::size_t> next_in_group_;
   std::vector<double> group_free_;
-  std::map<int, bool> busy_;
+  std::vector<char> busy_;  // per group: running an instance
   std::map<int, double> tokens_;
   std::vector<double> last_end_;  // per iteration: its latest task end so far
   std::vector<int> done_;         // per iteration: its tasks finished

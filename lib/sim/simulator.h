@@ -18,9 +18,12 @@
 //   nothing about reports or traces.
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <span>
 #include <vector>
 
+#include "core/clock.h"
 #include "cost/cost_model.h"
 #include "plan/plan.h"
 #include "sim/network.h"
@@ -31,6 +34,12 @@ struct SimParams {
   int iterations = 3;
   std::uint64_t seed = 1;
   bool link_contention = true;  // transfers share links; off: each moves as if alone
+  // A wall-clock limit: the run stops at the first check (every few thousand events) after
+  // `clock` reads `deadline` or later. No clock: no limit.
+  const core::Clock* clock = nullptr;
+  double deadline = std::numeric_limits<double>::infinity();
+  // Told at the same checks how many iterations have ended, for people watching.
+  std::function<void(int iterations_done)> progress;
 };
 
 struct TaskRun {
@@ -87,6 +96,9 @@ struct SimSummary {
   double tail_seconds = 0;         // generation drain, summed over replicas and iterations
   std::vector<Link> links;         // every link a transfer could cross
   std::vector<LinkUse> link_use;   // per link: bytes carried and seconds with traffic
+  // The run passed its deadline and stopped with iteration_end.size() iterations ended: the
+  // other figures cover a part of the run and mean nothing.
+  bool stopped = false;
 };
 
 // Requires a plan that passed Plan::validate and fits (the evaluator finds it feasible).

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -9,9 +10,22 @@
 #include "io/catalog_io.h"
 #include "sim/event_queue.h"
 #include "sim/generation.h"
+#include "sim/simulator.h"
 #include "workload/rl_graph.h"
 
 using namespace hetrl;
+
+namespace {
+
+// Seed 1; with link contention or without.
+sim::SimParams params(int iterations, bool contention) {
+  sim::SimParams p;
+  p.iterations = iterations;
+  p.link_contention = contention;
+  return p;
+}
+
+}  // namespace
 
 TEST_CASE("events run in time order, ties in the order they were scheduled") {
   sim::EventQueue queue;
@@ -152,10 +166,10 @@ TEST_CASE("with fixed lengths and no contention the simulated iteration matches 
     // No link contention: every transfer moves as if alone, as the cost model assumes. Five
     // iterations: the four intervals between their ends span whole periods of an async
     // schedule, which may repeat every staleness + 1 = 2 iterations (alternating intervals).
-    const sim::SimSummary s = sim::simulate(model, r.plan, {5, 1, false}, listeners);
+    const sim::SimSummary s = sim::simulate(model, r.plan, params(5, false), listeners);
     REQUIRE(s.iteration_end.size() == 5);
     // Transfers that share links can only take longer.
-    const sim::SimSummary shared = sim::simulate(model, r.plan, {5, 1, true});
+    const sim::SimSummary shared = sim::simulate(model, r.plan, params(5, true));
     CHECK(shared.iteration_seconds >= s.iteration_seconds * (1 - 1e-9));
     if (mode == "sync") {
       CHECK(s.iteration_seconds / r.prediction.iteration_seconds == doctest::Approx(1.0).epsilon(0.02));
@@ -172,6 +186,37 @@ TEST_CASE("with fixed lengths and no contention the simulated iteration matches 
 
 #include "io/plan_io.h"
 #include "sim/recorder.h"
+
+TEST_CASE("a run past its deadline stops at the first check after it, saying how many iterations ended") {
+  const io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/valid.json",
+                                        std::string(HETRL_TEST_DATA) + "/grpo_small.json", catalogs());
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, catalogs().models);
+  const core::FakeClock planning;
+  const planner::PlannerResult r = planner::plan_hybrid(model, catalogs().models, {}, planning);
+  REQUIRE(r.found);
+  sim::SimParams run = params(40, true);
+  const sim::SimSummary whole = sim::simulate(model, r.plan, run);
+  CHECK_FALSE(whole.stopped);
+  CHECK(whole.iteration_end.size() == 40);
+  REQUIRE(whole.events > 4 * sim::EventQueue::kStopCheck);
+  // A clock that reads 1, 2, 3, ... s: the third check passes a deadline of 3 s.
+  const core::FakeClock clock(1.0);
+  std::vector<int> told;
+  run.clock = &clock;
+  run.deadline = 3.0;
+  run.progress = [&](int done) { told.push_back(done); };
+  const sim::SimSummary stopped = sim::simulate(model, r.plan, run);
+  CHECK(stopped.stopped);
+  CHECK(stopped.events == 3 * sim::EventQueue::kStopCheck);
+  CHECK(stopped.iteration_end.size() < 40);
+  REQUIRE(told.size() == 3);
+  CHECK(std::is_sorted(told.begin(), told.end()));
+  CHECK(told.back() == static_cast<int>(stopped.iteration_end.size()));
+  // The iterations that ended before the stop ended when they do in the whole run.
+  for (std::size_t i = 0; i < stopped.iteration_end.size(); ++i) {
+    CHECK(stopped.iteration_end[i] == whole.iteration_end[i]);
+  }
+}
 
 TEST_CASE("transfers that leave together share the links, the links carry every byte") {
   const io::Inputs in = io::load_inputs(std::string(HETRL_TEST_DATA) + "/valid.json",
@@ -192,7 +237,7 @@ TEST_CASE("transfers that leave together share the links, the links carry every 
     CAPTURE(contention);
     sim::Recorder recorder;
     std::vector<sim::Listener*> listeners{&recorder};
-    const sim::SimSummary s = sim::simulate(model, p, {2, 1, contention}, listeners);
+    const sim::SimSummary s = sim::simulate(model, p, params(2, contention), listeners);
     int from_generation = 0;
     double out_of[2] = {0, 0};
     for (const sim::TransferRun& t : recorder.transfers) {
@@ -277,7 +322,7 @@ TEST_CASE("a forward pass waits for the weights its role was trained to in anoth
   // The simulator sends them too, and starts each critic_value only once they are in.
   sim::Recorder recorder;
   std::vector<sim::Listener*> listeners{&recorder};
-  sim::simulate(f.model, p, {3, 1, false}, listeners);
+  sim::simulate(f.model, p, params(3, false), listeners);
   int sent = 0;
   for (const sim::TransferRun& t : recorder.transfers) {
     if (t.from_task != f.task("critic_train")) continue;
@@ -354,7 +399,7 @@ TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn w
     // before the generation that reads them, 1 + staleness iterations after their training.
     sim::Recorder recorder;
     std::vector<sim::Listener*> listeners{&recorder};
-    const sim::SimSummary s = sim::simulate(f.model, p, {6, 1, false}, listeners);
+    const sim::SimSummary s = sim::simulate(f.model, p, params(6, false), listeners);
     const int lag = mode == "sync" ? 1 : 2;
     int sent = 0;
     for (const sim::TransferRun& t : recorder.transfers) {
