@@ -92,20 +92,27 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   // Survival of the response-length distribution on a grid over [0, max]: the fraction of
   // sequences still generating at each step.
   survival_table_.resize(kSurvivalPoints);
-  const double p_step = 1.0 / 4096;
-  std::vector<double> quantiles;  // the distribution's quantiles at p = i / 4096
-  for (int i = 0; i <= 4096; ++i) quantiles.push_back(workload_.response.quantile(i * p_step));
+  // Every quantile the tables need in one call (a trace of millions of lengths is sorted
+  // once): p = i / 4096 for the survival, then n / (n + 1) for n = 2^i - 1 for the longest of n.
+  constexpr int kSteps = 4096;
+  const double p_step = 1.0 / kSteps;
+  std::vector<double> ps;
+  for (int i = 0; i <= kSteps; ++i) ps.push_back(i * p_step);
+  for (int i = 1; i < kMaxLengthPoints; ++i) {
+    const double n = std::ldexp(1.0, i) - 1;
+    ps.push_back(n / (n + 1));
+  }
+  const std::vector<double> quantiles = workload_.response.quantiles(ps);
+  const auto longest_of = quantiles.begin() + kSteps + 1;
   for (int i = 0; i < kSurvivalPoints; ++i) {
     const double step = max_response_ * i / (kSurvivalPoints - 1);
-    const auto above = std::upper_bound(quantiles.begin(), quantiles.end(), step);
+    const auto above = std::upper_bound(quantiles.begin(), longest_of, step);
     const double cdf = static_cast<double>(above - quantiles.begin() - 1) * p_step;
     survival_table_[i] = std::clamp(1.0 - cdf, 0.0, 1.0);
   }
   // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
-  for (int i = 0; i < kMaxLengthPoints; ++i) {
-    const double n = std::ldexp(1.0, i) - 1;
-    max_length_table_.push_back(i == 0 ? 0.0 : workload_.response.quantile(n / (n + 1)));
-  }
+  max_length_table_.push_back(0.0);
+  max_length_table_.insert(max_length_table_.end(), longest_of, quantiles.end());
   // The drain's quadrature points, the same for every replica: the iteration's expected
   // longest response, and the survival at the midpoint of each of its parts.
   longest_ = expected_max_length(samples_);

@@ -18,11 +18,22 @@ namespace {
 using detail::ObjectReader;
 using detail::Range;
 
-std::string trim(std::string_view text) {
+std::string_view trim(std::string_view text) {
   const std::size_t first = text.find_first_not_of(" \t\r");
   if (first == std::string_view::npos) return {};
   const std::size_t last = text.find_last_not_of(" \t\r");
-  return std::string(text.substr(first, last - first + 1));
+  return text.substr(first, last - first + 1);
+}
+
+// The trimmed fields of one CSV row into `fields`, reused from row to row.
+void split_row(std::string_view line, std::vector<std::string_view>& fields) {
+  fields.clear();
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = line.find(',', start);
+    fields.push_back(trim(line.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start)));
+    if (comma == std::string_view::npos) return;
+    start = comma + 1;
+  }
 }
 
 bool is_whole_number(std::string_view text) {
@@ -146,19 +157,23 @@ LoadedWorkload read_workload(const std::string& path, const workload::AlgorithmC
   return parse_workload(read_text_file(path), path, base_dir, algorithms, models);
 }
 
+// Row by row over views of the text, with messages formatted only for a row that is wrong: a
+// trace may hold millions of rows.
 std::vector<int> parse_length_trace(std::string_view text, std::string_view file,
                                     const std::string& column) {
   std::vector<int> lengths;
   int column_index = column.empty() ? 0 : -1;
   bool first_row = true;
   std::size_t line_number = 0;
-  for (const std::string& raw : core::split(text, '\n')) {
+  std::vector<std::string_view> fields;
+  for (std::size_t next = 0; next < text.size();) {
+    const std::size_t end = std::min(text.find('\n', next), text.size());
+    const std::string_view line = trim(text.substr(next, end - next));
+    next = end + 1;
     ++line_number;
-    const std::string line = trim(raw);
     if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> fields = core::split(line, ',');
-    for (std::string& field : fields) field = trim(field);
-    const std::string where = fmt::format("{}:{}", file, line_number);
+    split_row(line, fields);
+    const auto where = [&] { return fmt::format("{}:{}", file, line_number); };
     if (first_row) {
       first_row = false;
       if (!column.empty()) {
@@ -166,8 +181,8 @@ std::vector<int> parse_length_trace(std::string_view text, std::string_view file
           if (fields[i] == column) column_index = static_cast<int>(i);
         }
         if (column_index < 0) {
-          throw core::InputError(fmt::format("{}: no column {} in the header{}", where,
-                                             core::quoted(column), core::did_you_mean(column, fields)));
+          throw core::InputError(fmt::format("{}: no column {} in the header{}", where(), core::quoted(column),
+                                             core::did_you_mean(column, {fields.begin(), fields.end()})));
         }
         continue;
       }
@@ -175,15 +190,22 @@ std::vector<int> parse_length_trace(std::string_view text, std::string_view file
     }
     if (column.empty() && fields.size() != 1) {
       throw core::InputError(fmt::format(
-          "{}: expected one length per row, found {} fields; name the column to read", where,
+          "{}: expected one length per row, found {} fields; name the column to read", where(),
           fields.size()));
     }
     if (column_index >= static_cast<int>(fields.size())) {
-      throw core::InputError(fmt::format("{}: the row has no field for column {}", where,
+      throw core::InputError(fmt::format("{}: the row has no field for column {}", where(),
                                          core::quoted(column)));
     }
-    lengths.push_back(static_cast<int>(core::parse_integer(
-        fields[column_index], where + ": response length", 1, workload::kMaxResponseTokens)));
+    const std::string_view field = fields[column_index];
+    int length = 0;
+    const auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), length);
+    if (field.empty() || ec != std::errc() || ptr != field.data() + field.size() || length < 1 ||
+        length > workload::kMaxResponseTokens) {
+      // The message of the slow path: what is wrong with the field.
+      length = static_cast<int>(core::parse_integer(field, where() + ": response length", 1, workload::kMaxResponseTokens));
+    }
+    lengths.push_back(length);
   }
   if (lengths.empty()) throw core::InputError(fmt::format("{}: the trace has no lengths", file));
   return lengths;

@@ -25,6 +25,8 @@ class Run {
       : model_(model), plan_(plan), params_(params), listeners_(listeners), evaluator_(model),
         graph_(model.graph()), n_(static_cast<int>(graph_.tasks.size())) {
     prediction_ = evaluator_.evaluate(plan, true);
+    const workload::Workload& w = model.workload();
+    expected_tokens_ = w.samples_per_iteration() * (w.prompt_length_tokens + w.response.mean());
     assert(prediction_.feasible);
     order_ = graph_.topological_order();
     rank_.assign(n_, 0);
@@ -148,11 +150,9 @@ class Run {
 
   // The cost model's time for a task, scaled by the tokens this iteration produced.
   double scaled_seconds(int iteration, int task) {
-    const double expected = model_.workload().samples_per_iteration() *
-                            (model_.workload().prompt_length_tokens + model_.workload().response.mean());
-    const double actual = tokens_[iteration] > 0 ? tokens_[iteration] : expected;
+    const double actual = tokens_[iteration] > 0 ? tokens_[iteration] : expected_tokens_;
     const TaskKind kind = graph_.tasks[task].kind;
-    const double scale = kind == TaskKind::kWeightSync ? 1.0 : actual / expected;
+    const double scale = kind == TaskKind::kWeightSync ? 1.0 : actual / expected_tokens_;
     return prediction_.tasks[task].seconds * scale;
   }
 
@@ -293,6 +293,7 @@ class Run {
   std::vector<double> group_free_;
   std::vector<char> busy_;  // per group: running an instance
   std::map<int, double> tokens_;
+  double expected_tokens_ = 0;  // an iteration's tokens, as the cost model assumes
   std::vector<double> last_end_;  // per iteration: its latest task end so far
   std::vector<int> done_;         // per iteration: its tasks finished
   std::vector<std::shared_ptr<ReplicaGeneration>> generations_;

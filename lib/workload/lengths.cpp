@@ -71,24 +71,34 @@ int ResponseLengths::max() const {
   return 0;
 }
 
-double ResponseLengths::quantile(double p) const {
-  p = std::clamp(p, 0.0, 1.0);
-  switch (kind) {
-    case LengthKind::kFixed: return fixed_tokens;
-    case LengthKind::kLognormal:
-      if (p >= 1) return max_tokens;
-      if (p <= 0) return 0;
-      return std::min<double>(max_tokens,
-                              std::exp(log_location() + sigma * normal_quantile(p)));
-    case LengthKind::kTrace: {
-      std::vector<int> sorted = trace;
-      std::sort(sorted.begin(), sorted.end());
-      const auto index = static_cast<std::size_t>(
-          std::ceil(p * static_cast<double>(sorted.size())));
-      return sorted[std::clamp<std::size_t>(index, 1, sorted.size()) - 1];
+double ResponseLengths::quantile(double p) const { return quantiles(std::span<const double>(&p, 1)).front(); }
+
+std::vector<double> ResponseLengths::quantiles(std::span<const double> ps) const {
+  std::vector<double> out;
+  out.reserve(ps.size());
+  std::vector<int> sorted;
+  if (kind == LengthKind::kTrace) {
+    sorted = trace;
+    std::sort(sorted.begin(), sorted.end());
+  }
+  const double mu = kind == LengthKind::kLognormal ? log_location() : 0.0;
+  for (double p : ps) {
+    p = std::clamp(p, 0.0, 1.0);
+    switch (kind) {
+      case LengthKind::kFixed: out.push_back(fixed_tokens); break;
+      case LengthKind::kLognormal:
+        out.push_back(p >= 1   ? max_tokens
+                      : p <= 0 ? 0.0
+                               : std::min<double>(max_tokens, std::exp(mu + sigma * normal_quantile(p))));
+        break;
+      case LengthKind::kTrace: {
+        const auto index = static_cast<std::size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+        out.push_back(sorted[std::clamp<std::size_t>(index, 1, sorted.size()) - 1]);
+        break;
+      }
     }
   }
-  return 0;
+  return out;
 }
 
 std::vector<int> ResponseLengths::sample(int n, std::uint64_t seed) const {

@@ -8,6 +8,7 @@
 // differs between standard libraries), so a seed gives the same lengths everywhere.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ResponseLengths {
   int max() const;
   // The p-quantile, p in [0, 1].
   double quantile(double p) const;
+  // The quantiles at each of `ps`, with one sort of a trace for them all (a trace may hold
+  // millions of lengths).
+  std::vector<double> quantiles(std::span<const double> ps) const;
   // n lengths drawn with `seed`: the fixed length, clamped lognormal draws, or trace entries
   // drawn uniformly with replacement.
   std::vector<int> sample(int n, std::uint64_t seed) const;

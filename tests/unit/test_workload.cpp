@@ -158,12 +158,25 @@ TEST_CASE("length traces: one column, or a named column of a CSV") {
                        core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_length_trace("# nothing\n", "t.csv", ""),
                        "t.csv: the trace has no lengths", core::InputError);
+  // Windows line ends, spaces around fields, no newline after the last row.
+  CHECK(io::parse_length_trace(" 7 \r\n\t8\r\n9", "t.csv", "") == std::vector<int>{7, 8, 9});
+  CHECK(io::parse_length_trace("id , tokens\r\n1, 30 \r\n2,4", "t.csv", "tokens") == std::vector<int>{30, 4});
+  CHECK_THROWS_WITH_AS(io::parse_length_trace("10\n99999999999\n", "t.csv", ""),
+                       "t.csv:2: response length: expected a whole number from 1 to 16777216, found 99999999999",
+                       core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_length_trace("10\n\n12x\n", "t.csv", ""),
+                       "t.csv:3: response length: expected a whole number, found \"12x\"", core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_length_trace("id,tokens\n1,300\n2\n", "t.csv", "tokens"),
+                       "t.csv:3: the row has no field for column \"tokens\"", core::InputError);
   workload::ResponseLengths trace;
   trace.kind = workload::LengthKind::kTrace;
-  trace.trace = {100, 200, 300, 400};
+  trace.trace = {300, 100, 400, 200};
   CHECK(trace.mean() == 250);
   CHECK(trace.max() == 400);
   CHECK(trace.quantile(0.5) == 200);
+  // The p-quantile is the ceil(p * n)-th smallest, the first for p = 0.
+  const std::vector<double> ps{0.0, 0.25, 0.3, 0.5, 0.75, 0.76, 1.0};
+  CHECK(trace.quantiles(ps) == std::vector<double>{100, 100, 200, 200, 300, 400, 400});
   const std::vector<int> drawn = trace.sample(1000, 1);
   CHECK(std::all_of(drawn.begin(), drawn.end(), [](int n) { return n % 100 == 0 && n <= 400; }));
 }
