@@ -77,6 +77,12 @@ std::vector<int> gpu_tasks(const workload::TaskGraph& graph, bool generation) {
   return out;
 }
 
+// True once the deadline has passed, and then the result says it stopped there.
+bool late(const Deadline& deadline, PlannerResult& result) {
+  if (result.stop != Stop::kTimeLimit && deadline.passed()) result.stop = Stop::kTimeLimit;
+  return result.stop == Stop::kTimeLimit;
+}
+
 std::string strategy_text(const TaskChoice& s) {
   return fmt::format("TP{} PP{} ZeRO-{}{}", s.tp, s.pp, s.train.zero_stage,
                      s.train.recompute == cost::Recompute::kNone
@@ -87,7 +93,7 @@ std::string strategy_text(const TaskChoice& s) {
 }  // namespace
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
-                        const std::vector<int>& nodes) {
+                        const std::vector<int>& nodes, const Deadline& deadline) {
   const workload::TaskGraph& graph = model.graph();
   std::vector<int> tasks = gpu_tasks(graph, true);
   for (int t : gpu_tasks(graph, false)) tasks.push_back(t);
@@ -102,6 +108,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   const std::vector<TaskChoice> rollouts = generates ? strategies(tps, false) : std::vector<TaskChoice>(1);
   for (const TaskChoice& strategy : strategies(tps, true)) {
     for (const TaskChoice& rollout : rollouts) {
+      if (late(deadline, result)) break;
       plan::Plan candidate;
       candidate.groups.emplace_back();
       if (!make_group(model, models, nodes, tasks, strategy, rollout, candidate.groups[0])) continue;
@@ -111,7 +118,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
       consider(result, rejected, candidate, evaluator.evaluate(candidate));
     }
   }
-  if (!result.found) result.why_not = rejected.why_not(kFastest);
+  if (!result.found) result.why_not = late(deadline, result) ? "the time limit passed before a plan was found" : rejected.why_not(kFastest);
   result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)}};
   return result;
 }
@@ -127,7 +134,8 @@ struct Disaggregated {
 // Generation on one pool of nodes, every other GPU task on the rest, a strategy per pool; the
 // best split of the nodes (over node classes) under the policy.
 PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::ModelCatalog& models,
-                                 const std::vector<int>& nodes, const Disaggregated& policy) {
+                                 const std::vector<int>& nodes, const Disaggregated& policy,
+                                 const Deadline& deadline) {
   const hw::Cluster& cluster = model.cluster();
   const workload::TaskGraph& graph = model.graph();
   const std::vector<int> gen_tasks = gpu_tasks(graph, true);
@@ -171,7 +179,7 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
 
   std::vector<int> take(classes.size(), 0);
   long long splits = 0;
-  while (splits < max_splits) {
+  while (splits < max_splits && !late(deadline, result)) {
     std::vector<int> gen_nodes, train_nodes;
     for (std::size_t c = 0; c < classes.size(); ++c) {
       for (std::size_t i = 0; i < classes[c].size(); ++i) {
@@ -192,6 +200,7 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
       TaskChoice best_gen{}, best_train{};
       double best = -1;
       for (const TaskChoice& gen : gen_strategies) {
+        if (late(deadline, result)) break;
         if (!make_group(model, models, gen_nodes, gen_tasks, gen, candidate.groups[0])) continue;
         for (auto it = train_strategies.rbegin(); it != train_strategies.rend(); ++it) {
           if (!make_group(model, models, train_nodes, train_tasks, *it, candidate.groups[1])) continue;
@@ -210,6 +219,7 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
       if (best > 0) {
         make_group(model, models, gen_nodes, gen_tasks, best_gen, candidate.groups[0]);
         for (const TaskChoice& train : train_strategies) {
+          if (late(deadline, result)) break;
           if (!make_group(model, models, train_nodes, train_tasks, train, candidate.groups[1])) continue;
           const plan::Prediction& p = evaluator.evaluate(candidate);
           ++result.evaluations;
@@ -249,7 +259,8 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
     result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)},
                                  {"splits", static_cast<double>(splits)}};
   }
-  if (!result.found && splits > 0) result.why_not = rejected.why_not(kFastest);
+  if (!result.found && late(deadline, result)) result.why_not = "the time limit passed before a plan was found";
+  if (!result.found && splits > 0 && result.why_not.empty()) result.why_not = rejected.why_not(kFastest);
   if (!result.found && result.why_not.empty()) {
     result.why_not = "the cluster has a single node class and no split into a generation and a "
                      "training pool left both with GPUs";
@@ -260,32 +271,35 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
 }  // namespace
 
 PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
-                            const std::vector<int>& nodes) {
-  return plan_disaggregated(model, models, nodes, {"streamrl", true});
+                            const std::vector<int>& nodes, const Deadline& deadline) {
+  return plan_disaggregated(model, models, nodes, {"streamrl", true}, deadline);
 }
 
 PlannerResult plan_verl_async(const cost::CostModel& model, const workload::ModelCatalog& models,
-                              const std::vector<int>& nodes) {
+                              const std::vector<int>& nodes, const Deadline& deadline) {
   if (model.workload().staleness() < 1) {
     throw core::InputError(
         "--planner verl-async: verl's one-step off-policy trainer generates with the weights of the iteration "
         "before; the workload must say \"mode\": \"async\" and \"max_staleness\": 1 or more");
   }
-  return plan_disaggregated(model, models, nodes, {"verl-async", false});
+  return plan_disaggregated(model, models, nodes, {"verl-async", false}, deadline);
 }
 
-PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models) {
+PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models,
+                               const Deadline& deadline) {
   const hw::Cluster& cluster = model.cluster();
   PlannerResult best;
   long long evaluations = 0;
+  bool stopped = false;
   for (std::size_t type = 0; type < cluster.gpu_types.size(); ++type) {
     std::vector<int> nodes;
     for (std::size_t n = 0; n < cluster.nodes.size(); ++n) {
       if (cluster.nodes[n].gpu_type == static_cast<int>(type)) nodes.push_back(static_cast<int>(n));
     }
     if (nodes.empty()) continue;
-    for (PlannerResult candidate : {plan_verl(model, models, nodes), plan_streamrl(model, models, nodes)}) {
+    for (PlannerResult candidate : {plan_verl(model, models, nodes, deadline), plan_streamrl(model, models, nodes, deadline)}) {
       evaluations += candidate.evaluations;
+      if (candidate.stop == Stop::kTimeLimit) stopped = true;
       if (candidate.found && (!best.found || kFastest.better(candidate.prediction, best.prediction))) {
         const std::string policy = candidate.plan.planner.name;
         best = std::move(candidate);
@@ -297,6 +311,7 @@ PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::Mod
     }
   }
   best.evaluations = evaluations;
+  if (stopped) best.stop = Stop::kTimeLimit;
   best.plan.planner.name = "homogeneous";
   best.plan.planner.stats = {{"evaluations", static_cast<double>(evaluations)}};
   return best;

@@ -18,7 +18,8 @@
 // selective recompute is hetrl's own choice), the optimizer on the GPU. The streamrl split
 // is chosen over node classes (hw::NodeClasses): every way of giving k of a class's nodes to
 // generation, up to kMaxSplits splits (whole classes only beyond that). Each baseline ranks its
-// plans by throughput.
+// plans by throughput. Given a deadline, a baseline stops at the first evaluation past it with
+// the best plan so far (Stop::kTimeLimit); `auto` gives them one.
 
 #include <vector>
 
@@ -40,11 +41,12 @@ inline constexpr int kMaxSplits = 4096;
 inline constexpr long long kSplitGpus = 4096LL * 1024;
 
 PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatalog& models,
-                        const std::vector<int>& nodes);
+                        const std::vector<int>& nodes, const Deadline& deadline = {});
 PlannerResult plan_streamrl(const cost::CostModel& model, const workload::ModelCatalog& models,
-                            const std::vector<int>& nodes);
+                            const std::vector<int>& nodes, const Deadline& deadline = {});
 PlannerResult plan_verl_async(const cost::CostModel& model, const workload::ModelCatalog& models,
-                              const std::vector<int>& nodes);
-PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models);
+                              const std::vector<int>& nodes, const Deadline& deadline = {});
+PlannerResult plan_homogeneous(const cost::CostModel& model, const workload::ModelCatalog& models,
+                               const Deadline& deadline = {});
 
 }  // namespace hetrl::planner

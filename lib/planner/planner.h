@@ -4,11 +4,13 @@
 // how its search ended. Planners never time anything: they compare the cost model's
 // predictions (plan/evaluate.h), so their plans compare fairly.
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <string>
 #include <string_view>
 
+#include "core/clock.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
 
@@ -72,6 +74,14 @@ enum class Stop {
   kRefused,    // the instance is past what it can take (why_not says by how much)
 };
 std::string_view stop_name(Stop stop);
+
+// When a planner without a time limit of its own must stop: `at` on `clock`. With no clock it
+// never passes (and reads no clock).
+struct Deadline {
+  const core::Clock* clock = nullptr;
+  double at = std::numeric_limits<double>::infinity();
+  bool passed() const { return clock != nullptr && clock->seconds() >= at; }
+};
 
 struct PlannerResult {
   bool found = false;

@@ -64,7 +64,8 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
 }
 
 // The best plan of hybrid and the baselines under the request's goal (hybrid's on a tie). The
-// baselines run first: they take no time limit, and hybrid gets what they leave of it.
+// baselines run first, each until an even part of what is left of their share of the time
+// limit, and hybrid gets what they leave of it.
 PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalog& models,
                        const PlanRequest& request, const core::Clock& clock) {
   require_prices(model.cluster(), request.goal);
@@ -75,12 +76,21 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   const auto run = [&](std::size_t slot, const char* name, auto&& plan) {
     const double began = clock.seconds();
     results[slot] = plan();
-    spent += fmt::format("{}{} {:.2f} s", spent.empty() ? "" : ", ", name, clock.seconds() - began);
+    spent += fmt::format("{}{} {:.2f} s{}", spent.empty() ? "" : ", ", name, clock.seconds() - began,
+                         slot != 0 && results[slot].stop == Stop::kTimeLimit ? " (stopped at its share)" : "");
   };
-  run(1, "verl", [&] { return plan_verl(model, models, nodes); });
-  run(2, "streamrl", [&] { return plan_streamrl(model, models, nodes); });
-  run(3, "homogeneous", [&] { return plan_homogeneous(model, models); });
-  if (model.workload().staleness() >= 1) run(4, "verl-async", [&] { return plan_verl_async(model, models, nodes); });
+  const bool async = model.workload().staleness() >= 1;
+  const double baselines_end = start + kBaselineShare * request.time_limit;
+  int baselines_left = async ? 4 : 3;
+  // An even part of what is left of the baselines' share, for the next one.
+  const auto next_deadline = [&] {
+    const double now = clock.seconds();
+    return Deadline{&clock, now + std::max(0.0, baselines_end - now) / baselines_left--};
+  };
+  run(1, "verl", [&] { return plan_verl(model, models, nodes, next_deadline()); });
+  run(2, "streamrl", [&] { return plan_streamrl(model, models, nodes, next_deadline()); });
+  run(3, "homogeneous", [&] { return plan_homogeneous(model, models, next_deadline()); });
+  if (async) run(4, "verl-async", [&] { return plan_verl_async(model, models, nodes, next_deadline()); });
   const double left = std::max(0.0, request.time_limit - (clock.seconds() - start));
   run(0, "hybrid", [&] { return plan_hybrid(model, models, hybrid_params(request, left), clock, request.progress); });
   PlannerResult best;

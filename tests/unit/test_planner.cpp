@@ -58,6 +58,35 @@ TEST_CASE("partitions: the Bell numbers, each item once") {
   }
 }
 
+TEST_CASE("a baseline given a deadline stops at the first evaluation past it with its best plan so far") {
+  const Instance x("valid.json", "grpo_small.json");
+  const std::vector<int> nodes = planner::all_nodes(x.in.cluster);
+  const planner::PlannerResult whole = planner::plan_streamrl(x.model, catalogs().models, nodes);
+  REQUIRE(whole.found);
+  REQUIRE(whole.evaluations > 4);
+  CHECK(whole.stop == planner::Stop::kComplete);
+  for (const std::string name : {"verl", "streamrl", "homogeneous"}) {
+    CAPTURE(name);
+    const auto run = [&](const planner::Deadline& deadline) {
+      return name == "verl"       ? planner::plan_verl(x.model, catalogs().models, nodes, deadline)
+             : name == "streamrl" ? planner::plan_streamrl(x.model, catalogs().models, nodes, deadline)
+                               : planner::plan_homogeneous(x.model, catalogs().models, deadline);
+    };
+    // A clock that reads 1, 2, 3 s...: the tenth check stops it.
+    const core::FakeClock clock(1.0);
+    const planner::PlannerResult stopped = run({&clock, 10.0});
+    CHECK(stopped.stop == planner::Stop::kTimeLimit);
+    CHECK(stopped.evaluations >= 1);
+    CHECK(stopped.evaluations < run({}).evaluations);
+    // Past before it starts: nothing, and why.
+    const core::FakeClock late(1.0);
+    const planner::PlannerResult none = run({&late, 0.0});
+    CHECK_FALSE(none.found);
+    CHECK(none.stop == planner::Stop::kTimeLimit);
+    CHECK(none.why_not == "the time limit passed before a plan was found");
+  }
+}
+
 TEST_CASE("verl colocates every task on every GPU with one strategy and even shares") {
   const Instance x("valid.json", "grpo_small.json");
   const planner::PlannerResult r = planner::plan_verl(x.model, catalogs().models, planner::all_nodes(x.in.cluster));

@@ -65,6 +65,24 @@ TEST_CASE("auto ranks by the goal: under the cost objective it returns the cheap
   }
 }
 
+TEST_CASE("auto's baselines stop at their share of the time limit and hybrid has the rest") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  // One second per look at the clock: the baselines' 20 s of a 40 s limit run out.
+  const core::FakeClock clock(1.0);
+  planner::PlanRequest request;
+  request.time_limit = 40;
+  const planner::PlannerResult r = planner::find_planner("auto")->run(x.model, catalogs().models, request, clock);
+  REQUIRE(r.found);
+  CHECK(r.summary.find("verl") != std::string::npos);
+  CHECK(r.summary.find("(stopped at its share)") != std::string::npos);
+  CHECK(r.summary.find("hybrid") != std::string::npos);
+  // Without a clock that moves, nothing stops early, and the baselines evaluate more.
+  const core::FakeClock still;
+  const planner::PlannerResult full = planner::find_planner("auto")->run(x.model, catalogs().models, request, still);
+  CHECK(full.summary.find("(stopped at its share)") == std::string::npos);
+  CHECK(r.evaluations < full.evaluations);
+}
+
 TEST_CASE("ilp gives hybrid a share of the time limit and itself the rest, and says so") {
   const Instance x("small3.json", "grpo_tiny.json");
   // One second per look at the clock: hybrid's share of a 40 s limit (10 s) runs out first.
