@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 
 #include "core/error.h"
 #include "planner/layout.h"
@@ -44,10 +46,34 @@ void for_each_allocation(const cost::CostModel& model, const workload::ModelCata
   }
 }
 
+// Maps of `nodes` nodes to k groups or to none in which no group is empty: by inclusion and
+// exclusion over the groups left empty, sum_j (-1)^j C(k, j) (k + 1 - j)^nodes. Infinity past 1e30.
+double allocations(int nodes, int k) {
+  if (nodes * std::log10(k + 1.0) > 30) return std::numeric_limits<double>::infinity();
+  long double sum = 0, choose = 1;
+  for (int j = 0; j <= k; ++j) {
+    sum += (j % 2 == 0 ? 1 : -1) * choose * std::pow(static_cast<long double>(k + 1 - j), nodes);
+    choose = choose * (k - j) / (j + 1);
+  }
+  return static_cast<double>(sum);
+}
+
 }  // namespace
+
+double exhaustive_allocation_count(const cost::CostModel& model, const ExhaustiveParams& params) {
+  const int nodes = static_cast<int>(model.cluster().nodes.size());
+  double count = 0;
+  for (const auto& partition : partitions(model.graph().gpu_tasks(), params.space.max_groups)) {
+    count += allocations(nodes, static_cast<int>(partition.size()));
+  }
+  return count;
+}
 
 long long exhaustive_plan_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                 const ExhaustiveParams& params) {
+  if (exhaustive_allocation_count(model, params) > static_cast<double>(params.max_plans) * 16) {
+    return params.max_plans * 16 + 1;  // each allocation is a plan at least, or none
+  }
   long long count = 0;
   for (const auto& partition : partitions(model.graph().gpu_tasks(), params.space.max_groups)) {
     for_each_allocation(model, models, params.space, partition,
@@ -63,6 +89,14 @@ long long exhaustive_plan_count(const cost::CostModel& model, const workload::Mo
 
 PlannerResult plan_exhaustive(const cost::CostModel& model, const workload::ModelCatalog& models,
                               const ExhaustiveParams& params) {
+  // Every allocation is visited, even one no strategy fits: refused before they are counted.
+  if (const double visits = exhaustive_allocation_count(model, params); visits > static_cast<double>(params.max_plans)) {
+    throw core::JobError(fmt::format(
+        "the exhaustive planner would try {} allocations of the {} nodes to groups, more than its limit of {}; use "
+        "it on fewer nodes or tasks, or another planner",
+        std::isinf(visits) ? "over 1e30" : fmt::format("{:.0f}", visits), model.cluster().nodes.size(),
+        params.max_plans));
+  }
   const long long count = exhaustive_plan_count(model, models, params);
   if (count > params.max_plans) {
     throw core::JobError(fmt::format(

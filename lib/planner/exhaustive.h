@@ -17,7 +17,12 @@ struct ExhaustiveParams {
   long long max_plans = 2'000'000;
 };
 
-// The number of plans the search would price.
+// The number of allocations of the nodes to the groups of each grouping (or to none, every group
+// with a node) the search would visit, whatever the strategies: infinity past 1e30.
+double exhaustive_allocation_count(const cost::CostModel& model, const ExhaustiveParams& params);
+
+// The number of plans the search would price; past 16 times max_plans, some number above that
+// (counting stops there, and the allocations are counted first).
 long long exhaustive_plan_count(const cost::CostModel& model, const workload::ModelCatalog& models,
                                 const ExhaustiveParams& params);
 

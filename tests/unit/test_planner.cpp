@@ -228,6 +228,44 @@ TEST_CASE("exhaustive: no plan of its space beats it, it refuses large instances
                        doctest::Contains("more than its limit of 2000000"), core::JobError);
 }
 
+TEST_CASE("exhaustive counts its allocations as it would visit them, and refuses too many before visiting any") {
+  // Every map of the nodes to a grouping's groups or to none that leaves no group empty, summed
+  // over the groupings: counted here one map at a time.
+  for (const char* file : {"small3.json", "valid.json"}) {
+    CAPTURE(file);
+    const Instance x(file, "grpo_small.json");
+    for (int max_groups : {1, 2, 3}) {
+      CAPTURE(max_groups);
+      planner::ExhaustiveParams params;
+      params.space.max_groups = max_groups;
+      const int nodes = static_cast<int>(x.in.cluster.nodes.size());
+      double expected = 0;
+      for (const auto& partition : planner::partitions(x.in.graph.gpu_tasks(), max_groups)) {
+        const int k = static_cast<int>(partition.size());
+        std::vector<int> owner(nodes, 0);
+        for (;;) {
+          std::vector<int> used(k + 1, 0);
+          for (int o : owner) ++used[o];
+          if (std::count(used.begin(), used.begin() + k, 0) == 0) ++expected;
+          int n = 0;
+          while (n < nodes && ++owner[n] > k) owner[n++] = 0;
+          if (n == nodes) break;
+        }
+      }
+      CHECK(planner::exhaustive_allocation_count(x.model, params) == expected);
+    }
+  }
+  // 18 nodes: 408,056,545,757 allocations into at most three groups of grpo_small's four GPU
+  // tasks (1 grouping into one group, 7 into two, 6 into three).
+  const Instance wide("classes18.json", "grpo_small.json");
+  CHECK(planner::exhaustive_allocation_count(wide.model, {}) == 408056545757.0);
+  CHECK_THROWS_WITH_AS(planner::plan_exhaustive(wide.model, catalogs().models),
+                       "the exhaustive planner would try 408056545757 allocations of the 18 nodes to groups, more than "
+                       "its limit of 2000000; use it on fewer nodes or tasks, or another planner",
+                       core::JobError);
+  CHECK(planner::exhaustive_plan_count(wide.model, catalogs().models, {}) > 16 * 2'000'000LL);
+}
+
 TEST_CASE("colocated roles that share an architecture each hold their own weights and state") {
   // PPO with actor, critic and reference all Qwen2.5-1.5B, every task on one 8-GPU node, TP 1:
   // each GPU holds the actor's training state and generation weights, the critic's training
