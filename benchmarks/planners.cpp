@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
           const bool built = status != "refused" && status != "build time limit";
           if (!built) evaluations = planner::ilp_configuration_count(model, in.workload.models, {});
           ilp = built ? fmt::format("{},{:.3g},{:.3f},{:.3f},{}", status, info.stat("gap").value_or(0),
-                                    info.stat("build_seconds").value_or(0), info.stat("solve_seconds").value_or(0),
+                                    r.run_stat("build_seconds").value_or(0), r.run_stat("solve_seconds").value_or(0),
                                     info.stat("configurations_kept").value_or(0))
                       : status + ",,,,";
         }

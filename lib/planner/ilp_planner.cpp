@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -204,20 +205,20 @@ void describe(const IlpParams& params, const std::string& status, IlpOutcome& ou
   info.name = "ilp";
   info.params = {{"time_limit", fmt::format("{}", params.solve.time_limit)},
                  {"gap", fmt::format("{}", params.solve.relative_gap)},
-                 {"threads", fmt::format("{}", params.solve.threads)},
                  {"status", status}};
   info.stats = {{"ilp_iteration_seconds", outcome.ilp_iteration_seconds},
                 {"objective", outcome.solve.objective},
                 {"bound", outcome.solve.bound},
-                {"gap", outcome.solve.gap},
-                {"nodes", static_cast<double>(outcome.solve.nodes)},
+                // Below 1e-9 the gap is rounding in the solver (1e-16 one run, 6e-16 the next).
+                {"gap", std::abs(outcome.solve.gap) < 1e-9 ? 0.0 : outcome.solve.gap},
                 {"configurations", static_cast<double>(outcome.configs)},
                 {"configurations_kept", static_cast<double>(outcome.kept_configs)},
                 {"columns", static_cast<double>(outcome.columns)},
                 {"rows", static_cast<double>(outcome.rows)},
-                {"build_seconds", outcome.build_seconds},
-                {"warm_started", outcome.warm_started ? 1.0 : 0.0},
-                {"solve_seconds", outcome.solve.seconds}};
+                {"warm_started", outcome.warm_started ? 1.0 : 0.0}};
+  outcome.result.run_stats = {{"build_seconds", outcome.build_seconds},
+                              {"solve_seconds", outcome.solve.seconds},
+                              {"nodes", static_cast<double>(outcome.solve.nodes)}};
   outcome.result.evaluations = outcome.configs;
 }
 

@@ -91,6 +91,17 @@ struct PlannerResult {
   long long evaluations = 0;
   Stop stop = Stop::kComplete;
   std::string summary;  // for people: one line on how the search went (the ILP's status, bound)
+  // Figures of this run that depend on the machine or on the solver's path rather than on the
+  // inputs: wall-clock seconds of its parts (the ILP's build and solve, its warm start), the
+  // ILP's branch-and-bound nodes (other with several threads). For people and benchmarks, not
+  // in the plan, whose bytes are the same on every run (hetrl-plan adds planning_seconds alone).
+  std::vector<std::pair<std::string, double>> run_stats;
+  std::optional<double> run_stat(std::string_view name) const {
+    for (const auto& [key, value] : run_stats) {
+      if (key == name) return value;
+    }
+    return std::nullopt;
+  }
   // Files the planner made for the tool to write with its own outputs (the ILP's model as LP
   // or MPS): path and content.
   std::vector<std::pair<std::string, std::string>> files;

@@ -58,7 +58,7 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
   for (auto& [name, value] : result.plan.planner.params) {
     if (name == "time_limit") value = fmt::format("{}", request.time_limit);  // the whole run's
   }
-  result.plan.planner.stats.emplace_back("warm_start_seconds", hybrid_seconds);
+  result.run_stats.emplace_back("warm_start_seconds", hybrid_seconds);
   result.summary = summary;
   return result;
 }

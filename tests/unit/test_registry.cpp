@@ -92,7 +92,7 @@ TEST_CASE("ilp gives hybrid a share of the time limit and itself the rest, and s
   const planner::PlannerResult r = planner::find_planner("ilp")->run(x.model, catalogs().models, request, clock);
   CHECK(r.summary.find("hybrid (warm start): ") == 0);
   CHECK(r.summary.find("of the 40 s limit") != std::string::npos);
-  const double hybrid_seconds = r.plan.planner.stat("warm_start_seconds").value_or(-1);
+  const double hybrid_seconds = r.run_stat("warm_start_seconds").value_or(-1);
   CHECK(hybrid_seconds >= 10);
   CHECK(hybrid_seconds < 40);
   CHECK(r.plan.planner.params.front() == std::pair<std::string, std::string>{"time_limit", "40"});
