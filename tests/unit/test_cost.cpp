@@ -284,6 +284,29 @@ TEST_CASE("pipeline bubble and TP all-reduces") {
   CHECK(term(b, "TP all-reduce") == doctest::Approx(8 * 2 * 14 * one).epsilon(1e-9));
 }
 
+TEST_CASE("a pipeline stage's activations cross at the slower node's NIC share per GPU, or the zone link split over the ranks") {
+  // Two A100 nodes in one zone, one behind a 100 Gbps NIC, and a third in another region
+  // (10 Gbps between the regions). A decode step sends each sequence's hidden state (bf16,
+  // split over the TP ranks) from stage to stage.
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=100",
+                                "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const int generate = f.task("generate");
+  const double hidden_bytes = 2.0 * f.model.shape(generate).hidden;
+  const auto p2p = [&](std::vector<cost::Stage> stages) {
+    cost::CostModel::DecodeStages out;
+    f.model.decode_stages(generate, stages, out);
+    return out.at(1).p2p_per_sequence;
+  };
+  // Per GPU 400/8 and 100/8 Gbps: the slower binds, either way.
+  CHECK(p2p({{0, 1, 12}, {1, 1, 12}}) == doctest::Approx(hidden_bytes / (100e9 / 8 / 8)));
+  CHECK(p2p({{1, 1, 12}, {0, 1, 12}}) == doctest::Approx(hidden_bytes / (100e9 / 8 / 8)));
+  // Inside a node: its own link.
+  CHECK(p2p({{0, 1, 12}, {0, 1, 12}}) == doctest::Approx(hidden_bytes / f.cluster.nodes[0].intra_node.bandwidth));
+  // Across the regions eight TP ranks share the 10 Gbps link, each with an eighth of the state.
+  CHECK(p2p({{0, 8, 12}, {2, 8, 12}}) == doctest::Approx(hidden_bytes / 8 / (10e9 / 8 / 8)));
+}
+
 TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone links") {
   // Two A100 nodes in different regions joined by the 10 Gbps, 32 ms cross-region default.
   const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",

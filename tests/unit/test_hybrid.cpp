@@ -355,7 +355,7 @@ TEST_CASE("one dear node and many cheap ones: hybrid's cheapest plan is the ILP'
   }
 }
 
-TEST_CASE("under a budget hybrid finds the exhaustive optimum on 20 priced instances") {
+TEST_CASE("under a budget hybrid and the ILP find the exhaustive optimum on 20 priced instances") {
   std::mt19937 rng(91);
   int compared = 0;
   for (int i = 0; compared < 20 && i < 200; ++i) {
@@ -378,6 +378,14 @@ TEST_CASE("under a budget hybrid finds the exhaustive optimum on 20 priced insta
     ++compared;
     CHECK(*hybrid.prediction.price_per_hour <= *ep.goal.budget_per_hour);
     CHECK(hybrid.prediction.samples_per_second == doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+    // The ILP on its own (no warm start to hold it to the budget).
+    planner::IlpParams ip;
+    ip.goal = ep.goal;
+    const planner::IlpOutcome ilp = planner::plan_ilp(model, catalogs().models, ip, kStill);
+    REQUIRE(ilp.result.found);
+    CHECK(*ilp.result.prediction.price_per_hour <= *ep.goal.budget_per_hour * (1 + 1e-9));
+    CHECK(ilp.result.prediction.samples_per_second ==
+          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-6));
   }
   CHECK(compared == 20);
 }

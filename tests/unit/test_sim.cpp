@@ -340,6 +340,46 @@ TEST_CASE("a forward pass waits for the weights its role was trained to in anoth
   CHECK(sent == 2);  // after iterations 0 and 1; iteration 2 has no successor
 }
 
+TEST_CASE("the weights reach a generation group on two nodes no faster than its slowest NIC") {
+  // PPO with Qwen2.5-1.5B: generation on two A100 nodes of one zone, one behind a 10 Gbps
+  // NIC; every other task on a third node. The trained actor's 3 GB are broadcast inside the
+  // generation group, node to node, so the slow NIC paces them although the group's NICs
+  // together take 410 Gbps.
+  const testing::Fixture f(testing::make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=10",
+                                                  "a:8xA100-SXM-80G:nic_gbps=400"}),
+                           testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1));
+  plan::Plan p;
+  p.groups.resize(2);
+  for (int n = 0; n < 3; ++n) {
+    for (int d = 0; d < 8; ++d) p.groups[n < 2 ? 0 : 1].gpus.push_back({n, d});
+  }
+  plan::TaskPlacement& generate = p.groups[0].tasks.emplace_back();
+  generate.task = f.task("generate");
+  for (int n = 0; n < 2; ++n) {
+    for (int d = 0; d < 8; ++d) generate.replicas.push_back({{{n, {d}, 28}}, 1.0 / 16});
+  }
+  for (const char* name : {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"}) {
+    plan::TaskPlacement& t = p.groups[1].tasks.emplace_back();
+    t.task = f.task(name);
+    for (int d = 0; d < 8; ++d) t.replicas.push_back({{{2, {d}, 28}}, 1.0 / 8});
+  }
+  p.validate(f.cluster, f.graph, testing::catalogs().models);
+  plan::Evaluator evaluator(f.model);
+  REQUIRE(evaluator.evaluate(p).feasible);
+  const workload::WeightSync sync = f.graph.weight_sync();
+  sim::Recorder recorder;
+  std::vector<sim::Listener*> listeners{&recorder};
+  sim::simulate(f.model, p, params(2, true), listeners);
+  int sent = 0;
+  for (const sim::TransferRun& t : recorder.transfers) {
+    if (t.from_task != sync.trainer || t.to_task != sync.task) continue;
+    ++sent;
+    CHECK(t.end - t.start >= sync.bytes / (10e9 / 8));
+    CHECK(t.end - t.start < 1.01 * sync.bytes / (10e9 / 8) + 0.01);
+  }
+  CHECK(sent == 1);  // after iteration 0; iteration 1 has no successor
+}
+
 TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn with generation, and async overlaps their transfer") {
   // PPO with Qwen2.5-1.5B everywhere (reward a rule): generation alone on an A100 node in
   // us-east, every other task on one in us-west (10 Gbps, 32 ms between the regions). The
