@@ -390,6 +390,40 @@ TEST_CASE("under a budget hybrid and the ILP find the exhaustive optimum on 20 p
   CHECK(compared == 20);
 }
 
+TEST_CASE("the ILP keeps its groups within the budget together, not only each group beside the cheapest others") {
+  // Four identical L4 nodes at 8 $/hour each; PPO with Qwen2.5-0.5B fits on any one of them.
+  // Unconstrained, the ILP's fastest plan takes all four; at 24 $/hour two groups of two
+  // nodes each pass a check of each group beside the other's cheapest allocation (one node),
+  // and only the budget over the groups together refuses them.
+  hw::ClusterBuildParams params = hw::default_build_params(catalogs().hardware);
+  for (int n = 0; n < 4; ++n) params.node_groups.push_back(hw::parse_node_spec("us-east-1a:8xL4", catalogs().hardware));
+  hw::Cluster cluster = hw::build_cluster(params, catalogs().hardware);
+  for (hw::GpuSpec& g : cluster.gpu_types) g.price_per_hour = 1.0;
+  workload::Workload w;
+  w.algorithm = "ppo";
+  for (workload::Role r : {workload::Role::kActor, workload::Role::kCritic, workload::Role::kReference}) {
+    w.role(r) = {workload::RoleModel::Kind::kModel, "Qwen2.5-0.5B"};
+  }
+  w.role(workload::Role::kReward).kind = workload::RoleModel::Kind::kRule;
+  w.prompts_per_iteration = 64;
+  w.prompt_length_tokens = 512;
+  w.response.kind = workload::LengthKind::kFixed;
+  w.response.fixed_tokens = 512;
+  w.mini_batches = 1;
+  w.validate(catalogs().algorithms, catalogs().models);
+  const workload::TaskGraph graph = workload::build_task_graph(w, catalogs().algorithms, catalogs().models);
+  const cost::CostModel model(cluster, w, graph, catalogs().models);
+  const planner::IlpOutcome free = planner::plan_ilp(model, catalogs().models, {}, kStill);
+  REQUIRE(free.result.found);
+  REQUIRE(*free.result.prediction.price_per_hour == doctest::Approx(32.0));
+  planner::IlpParams ip;
+  ip.goal.budget_per_hour = 24.0;
+  const planner::IlpOutcome held = planner::plan_ilp(model, catalogs().models, ip, kStill);
+  REQUIRE(held.result.found);
+  CHECK(*held.result.prediction.price_per_hour <= 24.0 + 1e-9);
+  CHECK(held.result.prediction.samples_per_second < free.result.prediction.samples_per_second);
+}
+
 TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum on 20 priced instances") {
   std::mt19937 rng(77);
   int compared = 0;
