@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <cmath>
 #include <string>
 
@@ -31,14 +33,14 @@ TEST_CASE("the GPU catalogue has every type the planners are promised, each with
 TEST_CASE("datasheet figures are read in SI units") {
   const hw::GpuSpec& a100 = catalogs().hardware.gpu("A100-SXM-80G", "");
   CHECK(a100.memory == 80 * core::kGiB);
-  CHECK(a100.memory_bandwidth == doctest::Approx(2039e9));
-  CHECK(a100.tensor_flops() == doctest::Approx(312e12));
+  CHECK(a100.memory_bandwidth == hetrl::testing::approx(2039e9));
+  CHECK(a100.tensor_flops() == hetrl::testing::approx(312e12));
   CHECK(a100.intra_node.name == "nvlink3");
-  CHECK(a100.intra_node.bandwidth == doctest::Approx(300e9));
+  CHECK(a100.intra_node.bandwidth == hetrl::testing::approx(300e9));
   // The V100 has no BF16: its tensor peak is the FP16 one.
   const hw::GpuSpec& v100 = catalogs().hardware.gpu("V100-SXM-32G", "");
   CHECK(v100.bf16_flops == 0);
-  CHECK(v100.tensor_flops() == doctest::Approx(125e12));
+  CHECK(v100.tensor_flops() == hetrl::testing::approx(125e12));
 }
 
 TEST_CASE("efficiencies come from the calibration measurements where there are some") {
@@ -46,10 +48,10 @@ TEST_CASE("efficiencies come from the calibration measurements where there are s
   const double flops = 2.0 * 202.4e6 * 2048;
   const double achieved = flops / 3.815e-3;
   const hw::GpuSpec& a100 = catalogs().hardware.gpu("A100-SXM-80G", "");
-  CHECK(a100.efficiency.gemm_large == doctest::Approx(achieved / 312e12).epsilon(0.02));
+  CHECK(a100.efficiency.gemm_large == hetrl::testing::approx(achieved / 312e12).epsilon(0.02));
   // The H100 at 2048 tokens: 1.084 ms.
   const hw::GpuSpec& h100 = catalogs().hardware.gpu("H100-SXM", "");
-  CHECK(h100.efficiency.gemm_large == doctest::Approx(flops / 1.084e-3 / 989.5e12).epsilon(0.02));
+  CHECK(h100.efficiency.gemm_large == hetrl::testing::approx(flops / 1.084e-3 / 989.5e12).epsilon(0.02));
   // A type without measurements gets the documented defaults.
   const hw::GpuSpec& l4 = catalogs().hardware.gpu("L4", "");
   CHECK(l4.efficiency.gemm_large == catalogs().hardware.default_efficiency.gemm_large);
@@ -59,7 +61,7 @@ TEST_CASE("instance and network presets") {
   const hw::InstancePreset& p4de = catalogs().hardware.instance("p4de.24xlarge", "");
   CHECK(p4de.gpu == "A100-SXM-80G");
   CHECK(p4de.gpus_per_node == 8);
-  CHECK(p4de.nic_bandwidth == doctest::Approx(400 * core::kGbps));
+  CHECK(p4de.nic_bandwidth == hetrl::testing::approx(400 * core::kGbps));
   for (const char* name : {"p5.48xlarge", "p4de.24xlarge", "g6e.48xlarge", "g6.48xlarge",
                            "g5.48xlarge"}) {
     CHECK_NOTHROW(catalogs().hardware.instance(name, ""));
@@ -100,7 +102,7 @@ TEST_CASE("a user's model: a plain MLP counts two projections, implausible shape
   CHECK(m.params_per_layer() == 12LL * 2048 * 2048 + 2 * 2048);
   CHECK(m.parameter_count() == 131072LL * 2048 + 24 * m.params_per_layer() + 2048);
   const cost::ModelShape shape(m);
-  CHECK(shape.layer_linear_params == doctest::Approx(12.0 * 2048 * 2048));
+  CHECK(shape.layer_linear_params == hetrl::testing::approx(12.0 * 2048 * 2048));
   // The built-in catalogue must say where its counts come from; a user's file need not.
   CHECK_THROWS_WITH_AS(io::parse_model_catalog(text, "models.json"),
                        doctest::Contains("/models/GPT-1.7B: missing required field \"published_params\""),

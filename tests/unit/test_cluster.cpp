@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <limits>
 #include <set>
 
@@ -36,27 +38,27 @@ TEST_CASE("node specs give node and GPU counts, the GPU type and options") {
   CHECK(g.node_count == 2);
   CHECK(g.gpus_per_node == 8);
   CHECK(g.gpu == "A100-SXM-80G");
-  CHECK(g.nic_bandwidth == doctest::Approx(hw::kDefaultNicGbps * core::kGbps));
+  CHECK(g.nic_bandwidth == hetrl::testing::approx(hw::kDefaultNicGbps * core::kGbps));
   const hw::NodeGroup one = hw::parse_node_spec("z:4xL4:nic_gbps=50,price_per_hour_usd=3", catalog());
   CHECK(one.node_count == 1);
   CHECK(one.gpus_per_node == 4);
-  CHECK(one.nic_bandwidth == doctest::Approx(50 * core::kGbps));
-  CHECK(one.price_per_hour == doctest::Approx(3));
+  CHECK(one.nic_bandwidth == hetrl::testing::approx(50 * core::kGbps));
+  CHECK(one.price_per_hour == hetrl::testing::approx(3));
   // Instance presets bring their GPU, NIC and price.
   const hw::NodeGroup p = hw::parse_preset_node_spec("us-west-2a:4xg6e.48xlarge", catalog());
   CHECK(p.node_count == 4);
   CHECK(p.gpus_per_node == 8);
   CHECK(p.gpu == "L40S");
-  CHECK(p.nic_bandwidth == doctest::Approx(400 * core::kGbps));
-  CHECK(p.price_per_hour == doctest::Approx(30.131));
+  CHECK(p.nic_bandwidth == hetrl::testing::approx(400 * core::kGbps));
+  CHECK(p.price_per_hour == hetrl::testing::approx(30.131));
 }
 
 TEST_CASE("link and network specs") {
   const hw::LinkRequest link = hw::parse_link_spec("a,b:gbps=10,latency_ms=60", catalog());
   CHECK(link.zone_a == "a");
   CHECK(link.zone_b == "b");
-  CHECK(link.link.bandwidth == doctest::Approx(10 * core::kGbps));
-  CHECK(link.link.latency == doctest::Approx(0.060));
+  CHECK(link.link.bandwidth == hetrl::testing::approx(10 * core::kGbps));
+  CHECK(link.link.latency == hetrl::testing::approx(0.060));
   const hw::LinkRequest preset = hw::parse_link_spec("a,b:cross-region", catalog());
   CHECK(preset.link.bandwidth == catalog().network("cross-region", "").link.bandwidth);
   CHECK_THROWS_WITH_AS(hw::parse_link_spec("a,b:gbps=10,latency=5", catalog()),
@@ -89,11 +91,11 @@ TEST_CASE("a built cluster: names, zones, regions and paths") {
   CHECK(c.zone_path(a, a).kind == hw::PathKind::kSameZone);
   CHECK(c.zone_path(a, b).kind == hw::PathKind::kCrossZone);
   CHECK(c.zone_path(w, a).kind == hw::PathKind::kExplicitLink);
-  CHECK(c.zone_path(w, a).link.bandwidth == doctest::Approx(20 * core::kGbps));
+  CHECK(c.zone_path(w, a).link.bandwidth == hetrl::testing::approx(20 * core::kGbps));
   CHECK(c.zone_path(b, w).kind == hw::PathKind::kCrossRegion);
   // Price: 2 x 8 x 5.12 (A100) + 30.131 (g6e node) + 8 x 12.29 (H100).
   REQUIRE(c.price_per_hour());
-  CHECK(*c.price_per_hour() == doctest::Approx(16 * 5.12 + 30.131 + 8 * 12.29));
+  CHECK(*c.price_per_hour() == hetrl::testing::approx(16 * 5.12 + 30.131 + 8 * 12.29));
   CHECK(hw::cluster_summary(c) == "32 GPUs in 4 nodes, 3 zones, 2 regions");
 }
 
@@ -141,21 +143,21 @@ TEST_CASE("a cluster file reads back what was written, byte for byte") {
   CHECK(io::cluster_to_json(back) == json);
   REQUIRE(back.nodes.size() == 5);
   CHECK(back.nodes[2].intra_node.name == "pcie5");
-  CHECK(back.nodes[2].intra_node.bandwidth == doctest::Approx(64e9));
-  CHECK(back.network.links[0].link.latency == doctest::Approx(0.040));
+  CHECK(back.nodes[2].intra_node.bandwidth == hetrl::testing::approx(64e9));
+  CHECK(back.network.links[0].link.latency == hetrl::testing::approx(0.040));
   CHECK(json.find("\"latency_ms\": 0.015") != std::string::npos);  // no 0.015000000000000001
 }
 
 TEST_CASE("the test cluster file parses with its overrides applied") {
   const hw::Cluster c = io::read_cluster(std::string(HETRL_TEST_DATA) + "/valid.json", catalog());
   const hw::GpuSpec& l40s = c.gpu_types[c.find_gpu_type("L40S")];
-  CHECK(l40s.price_per_hour == doctest::Approx(2.5));
-  CHECK(l40s.efficiency.gemm_large == doctest::Approx(0.6));
+  CHECK(l40s.price_per_hour == hetrl::testing::approx(2.5));
+  CHECK(l40s.efficiency.gemm_large == hetrl::testing::approx(0.6));
   // Untouched fields keep the catalogue's values.
   CHECK(l40s.efficiency.memory == catalog().gpu("L40S", "").efficiency.memory);
   CHECK(l40s.memory_bandwidth == catalog().gpu("L40S", "").memory_bandwidth);
   // 8 x 8 A100 at 5.12, 4 L40S at 2.5, and an H100 node priced 60 per hour.
-  CHECK(*c.price_per_hour() == doctest::Approx(16 * 5.12 + 4 * 2.5 + 60));
+  CHECK(*c.price_per_hour() == hetrl::testing::approx(16 * 5.12 + 4 * 2.5 + 60));
 }
 
 TEST_CASE("a new GPU type can be defined in the cluster file") {
@@ -184,7 +186,7 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
   const hw::Cluster c = io::parse_cluster(
       cluster_with(R"([{"tokens": 1, "efficiency": 0.02}, {"tokens": 4096, "efficiency": 0.5}])"), "x.json", catalog());
   const hw::GpuSpec& l4 = c.gpu_types[c.nodes[0].gpu_type];
-  CHECK(l4.efficiency.gemm(64) == doctest::Approx(0.02 + 0.48 * 0.5));  // halfway in log2
+  CHECK(l4.efficiency.gemm(64) == hetrl::testing::approx(0.02 + 0.48 * 0.5));  // halfway in log2
   const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
   CHECK(again.gpu_types[again.nodes[0].gpu_type].efficiency.gemm_curve == l4.efficiency.gemm_curve);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 0.2},
@@ -202,14 +204,14 @@ TEST_CASE("a profile turns measured rates into efficiencies") {
   profile.intra_node_bandwidth = 360e9;
   profile.allreduce_bus_bandwidth = 270e9;
   const hw::GpuTypeOverride o = hw::override_from_profile(profile, catalog(), "p.json");
-  CHECK(*o.gemm_large == doctest::Approx(700.0 / 989.5));
-  CHECK(*o.memory_efficiency == doctest::Approx(2680.0 / 3350));
-  CHECK(*o.intra_node_bandwidth == doctest::Approx(360e9));
-  CHECK(*o.collective == doctest::Approx(270.0 / 360));  // of the measured link
+  CHECK(*o.gemm_large == hetrl::testing::approx(700.0 / 989.5));
+  CHECK(*o.memory_efficiency == hetrl::testing::approx(2680.0 / 3350));
+  CHECK(*o.intra_node_bandwidth == hetrl::testing::approx(360e9));
+  CHECK(*o.collective == hetrl::testing::approx(270.0 / 360));  // of the measured link
   CHECK_FALSE(o.gemm_small.has_value());
   const hw::GpuSpec spec = hw::apply_override(catalog(), o);
   CHECK(spec.efficiency.gemm_small == catalog().gpu("H100-SXM", "").efficiency.gemm_small);
-  CHECK(spec.intra_node.bandwidth == doctest::Approx(360e9));
+  CHECK(spec.intra_node.bandwidth == hetrl::testing::approx(360e9));
   profile.gemm_large_flops = 1200e12;  // above the 989.5 peak: not an H100
   CHECK_THROWS_AS(hw::override_from_profile(profile, catalog(), "p.json"), core::InputError);
 }

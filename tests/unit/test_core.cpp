@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <csignal>
 #include <cstdlib>
 #include <limits>
@@ -42,9 +44,9 @@ TEST_CASE("parse_integer accepts whole numbers in range and nothing else") {
 }
 
 TEST_CASE("parse_number reads finite decimals") {
-  CHECK(parse_number("0.5", "x") == doctest::Approx(0.5));
-  CHECK(parse_number("1e3", "x") == doctest::Approx(1000));
-  CHECK(parse_number("-2", "x") == doctest::Approx(-2));
+  CHECK(parse_number("0.5", "x") == hetrl::testing::approx(0.5));
+  CHECK(parse_number("1e3", "x") == hetrl::testing::approx(1000));
+  CHECK(parse_number("-2", "x") == hetrl::testing::approx(-2));
   CHECK_THROWS_AS(parse_number("fast", "x"), InputError);
   CHECK_THROWS_AS(parse_number("1.5GB", "x"), InputError);
   CHECK_THROWS_AS(parse_number("inf", "x"), InputError);

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <cmath>
 
 #include "core/units.h"
@@ -31,7 +33,7 @@ double term_or_zero(const cost::Breakdown& b, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("all-reduce times match the published A100 NCCL table within 15%") {
+TEST_CASE("all-reduce times match the published A100 NCCL table within 20%") {
   // Vidur's public profiling data, data/profiling/network/a100_dgx/all_reduce.csv: one
   // 8-GPU A100 node, NVLink. Columns: GPUs, bytes, mean milliseconds.
   const double table[][3] = {{2, 1048576, 0.0523},  {2, 4194304, 0.0637},  {8, 1048576, 0.0640},
@@ -41,7 +43,9 @@ TEST_CASE("all-reduce times match the published A100 NCCL table within 15%") {
     CAPTURE(row[0]);
     CAPTURE(row[1]);
     const double predicted = f.model.node_allreduce_seconds(0, static_cast<int>(row[0]), row[1]);
-    CHECK(predicted / (row[2] * 1e-3) == doctest::Approx(1.0).epsilon(0.15));
+    // Within 15% but for 1 MiB over two GPUs, which the model puts 19% under the table (the
+    // check read 15% and, through doctest's scale, accepted 30%).
+    CHECK(predicted / (row[2] * 1e-3) == hetrl::testing::approx(1.0).epsilon(row[0] == 2 && row[1] == 1048576 ? 0.20 : 0.15));
   }
   CHECK(f.model.node_allreduce_seconds(0, 1, 1e9) == 0);
 }
@@ -75,7 +79,7 @@ TEST_CASE("GEMM and weight-streaming rates match the published Llama-2-7B layer 
     const hw::GpuSpec& g = catalogs().hardware.gpu(row.gpu, "");
     const double compute = row.tokens * 2 * params / (g.tensor_flops() * g.efficiency.gemm_large);
     const double memory = 2 * params / (g.memory_bandwidth * g.efficiency.memory);
-    CHECK(std::max(compute, memory) / (row.ms * 1e-3) == doctest::Approx(1.0).epsilon(0.05));
+    CHECK(std::max(compute, memory) / (row.ms * 1e-3) == hetrl::testing::approx(1.0).epsilon(0.05));
   }
 }
 
@@ -89,15 +93,15 @@ TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO") 
     cost::TrainOptions none{0, cost::Recompute::kNone};
     const cost::StageMemory full = f.model.stage_memory(train, one, 0, 8, none);
     // 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master, momentum, variance).
-    CHECK(full.resident() == doctest::Approx(16 * params));
-    CHECK(full.weights == doctest::Approx(2 * params));
+    CHECK(full.resident() == hetrl::testing::approx(16 * params));
+    CHECK(full.weights == hetrl::testing::approx(2 * params));
     // ZeRO-3 over 8 replicas: everything / 8; ZeRO-1: only the optimizer state.
-    CHECK(f.model.stage_memory(train, one, 0, 8, {3, cost::Recompute::kNone}).resident() == doctest::Approx(2 * params));
+    CHECK(f.model.stage_memory(train, one, 0, 8, {3, cost::Recompute::kNone}).resident() == hetrl::testing::approx(2 * params));
     CHECK(f.model.stage_memory(train, one, 0, 8, {1, cost::Recompute::kNone}).resident() ==
-          doctest::Approx((4 + 12.0 / 8) * params));
+          hetrl::testing::approx((4 + 12.0 / 8) * params));
     // TP 2 halves every part.
     const std::vector<cost::Stage> tp2{{0, 2, catalogs().models.get(name, "").layers}};
-    CHECK(f.model.stage_memory(train, tp2, 0, 8, none).resident() == doctest::Approx(8 * params));
+    CHECK(f.model.stage_memory(train, tp2, 0, 8, none).resident() == hetrl::testing::approx(8 * params));
   }
 }
 
@@ -116,7 +120,7 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
   CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
-        doctest::Approx(512 * (weights + 768 * kv_per_token) / bandwidth).epsilon(1e-9));
+        hetrl::testing::approx(512 * (weights + 768 * kv_per_token) / bandwidth).epsilon(1e-9));
   // Prefill of 512 tokens: the GEMMs at the small-GEMM efficiency interpolated at 512 tokens
   // (log2 512 = 9: a third of the way from 256 to 2048), scaled for a hidden size of 3584
   // ((3584 / 4608) / (4096 / 5120)), longer than streaming the weights once; the attention at
@@ -128,7 +132,7 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
   const double efficiency = (0.66 + (0.70 - 0.66) / 3) * (3584.0 / 4608) / (4096.0 / 5120);
   const double elementwise = 512 * 28 * 2.0 * (10 * 3584 + 2 * (3584 + 512) + 3 * 18944);
   CHECK(gemm_flops / (312e12 * efficiency) > weights / bandwidth);
-  CHECK(term(b, "prefill compute") == doctest::Approx(gemm_flops / (312e12 * efficiency) +
+  CHECK(term(b, "prefill compute") == hetrl::testing::approx(gemm_flops / (312e12 * efficiency) +
                                                       attention_flops / (312e12 * 0.6) + elementwise / bandwidth +
                                                       28 * 0.2e-3)
                                           .epsilon(1e-9));
@@ -151,7 +155,7 @@ TEST_CASE("each generation replica drains to the iteration's expected longest re
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
   CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
-        doctest::Approx(longest * (weights + (512 + longest / 2) * kv_per_token) / bandwidth).epsilon(1e-9));
+        hetrl::testing::approx(longest * (weights + (512 + longest / 2) * kv_per_token) / bandwidth).epsilon(1e-9));
 }
 
 TEST_CASE("the generation floor is the weights streamed once per step of the longest response") {
@@ -164,7 +168,7 @@ TEST_CASE("the generation floor is the weights streamed once per step of the lon
   const std::vector<cost::Stage> one{{0, 1, 28}};
   // Each step also pays the engine's fixed cost (3 ms, vLLM's).
   CHECK(f.model.generation_floor(generate, one) ==
-        doctest::Approx(longest * (weights / bandwidth + 3e-3)).epsilon(1e-9));
+        hetrl::testing::approx(longest * (weights / bandwidth + 3e-3)).epsilon(1e-9));
   // Under every replica's time, whatever its share and cache; TP and PP replicas pay their
   // collectives' and sends' fixed costs too, and the floor stays under them.
   const std::vector<std::vector<cost::Stage>> layouts{
@@ -203,9 +207,9 @@ TEST_CASE("a training pass: micro-batches, compute and the optimizer step, by ha
   const double per_micro = 3 * gemm / (312e12 * 0.93 * 0.70 * (896.0 / 1920) / (4096.0 / 5120)) +
                            3.5 * attention / (312e12 * 0.93 * 0.6) + 3 * elementwise / (2039e9 * 0.75);
   const double compute = 2 /* mini-batches */ * 4 /* micro */ * per_micro;
-  CHECK(term(b, "forward + backward compute") == doctest::Approx(compute).epsilon(1e-9));
+  CHECK(term(b, "forward + backward compute") == hetrl::testing::approx(compute).epsilon(1e-9));
   const double params = 494032768.0;
-  CHECK(term(b, "optimizer step") == doctest::Approx(2 * params * 30 / (2039e9 * 0.75)).epsilon(1e-9));
+  CHECK(term(b, "optimizer step") == hetrl::testing::approx(2 * params * 30 / (2039e9 * 0.75)).epsilon(1e-9));
 }
 
 TEST_CASE("selective recompute: every second GEMM and the element-wise work again, by hand") {
@@ -225,7 +229,7 @@ TEST_CASE("selective recompute: every second GEMM and the element-wise work agai
   const double gemm_rate = 312e12 * 0.93 * 0.70 * (896.0 / 1920) / (4096.0 / 5120);
   const double per_micro = 3.5 * gemm / gemm_rate + 3.5 * attention / (312e12 * 0.93 * 0.6) +
                            4 * elementwise / (2039e9 * 0.75);
-  CHECK(term(selective, "forward + backward compute") == doctest::Approx(2 * 4 * per_micro).epsilon(1e-9));
+  CHECK(term(selective, "forward + backward compute") == hetrl::testing::approx(2 * 4 * per_micro).epsilon(1e-9));
   CHECK(term(none, "forward + backward compute") < term(selective, "forward + backward compute"));
   CHECK(term(selective, "forward + backward compute") < term(full, "forward + backward compute"));
 
@@ -237,7 +241,7 @@ TEST_CASE("selective recompute: every second GEMM and the element-wise work agai
   const double selective_bytes = memory(cost::Recompute::kSelective);
   const double full_bytes = memory(cost::Recompute::kFull);
   // Full keeps 2 x hidden per token and layer; the difference is the kept tensors only.
-  CHECK(selective_bytes - full_bytes == doctest::Approx(8192 * 24 * (kept - 2 * 896)).epsilon(1e-9));
+  CHECK(selective_bytes - full_bytes == hetrl::testing::approx(8192 * 24 * (kept - 2 * 896)).epsilon(1e-9));
   CHECK(selective_bytes < memory(cost::Recompute::kNone));
 }
 
@@ -257,7 +261,7 @@ TEST_CASE("eager trainer kernels read and write memory once per PyTorch operator
   const double eager_bytes = 8192 * 24 * (84.0 * 896 + 24.0 * (896 + 128) + 10.0 * 4864);
   const double extra = 2 /* mini-batches */ * 4 /* micro */ * 3 * (eager_bytes - fused_bytes) / (2039e9 * 0.75);
   CHECK(term(b, "forward + backward compute") - term(a, "forward + backward compute") ==
-        doctest::Approx(extra).epsilon(1e-9));
+        hetrl::testing::approx(extra).epsilon(1e-9));
   // Generation is the inference engine's and fuses either way.
   cost::Breakdown g1(true), g2(true);
   const std::vector<double> budget{40 * core::kGiB};
@@ -275,13 +279,13 @@ TEST_CASE("pipeline bubble and TP all-reduces") {
   // The terms are the slowest stage's: the bubble is one of its micro-batch times.
   const double per_micro_stage = (term(b, "forward compute") + term(b, "TP all-reduce") +
                                   term_or_zero(b, "pipeline sends")) / 8;
-  CHECK(term(b, "pipeline bubble") == doctest::Approx(per_micro_stage).epsilon(1e-9));
+  CHECK(term(b, "pipeline bubble") == hetrl::testing::approx(per_micro_stage).epsilon(1e-9));
   // 2 all-reduces per layer, 14 layers, of 8192 x 3584 bf16 values over NVLink 3: NCCL's
   // large-message protocol beats the small one at 59 MB.
   const double bytes = 8192 * 3584 * 2.0;
   const double one = 160e-6 + 2.0 * 1 / 2 * bytes / (300e9 * 0.78);
   CHECK(one < 40e-6 + bytes / (300e9 * 0.42));
-  CHECK(term(b, "TP all-reduce") == doctest::Approx(8 * 2 * 14 * one).epsilon(1e-9));
+  CHECK(term(b, "TP all-reduce") == hetrl::testing::approx(8 * 2 * 14 * one).epsilon(1e-9));
 }
 
 TEST_CASE("a pipeline stage's activations cross at the slower node's NIC share per GPU, or the zone link split over the ranks") {
@@ -302,12 +306,12 @@ TEST_CASE("a pipeline stage's activations cross at the slower node's NIC share p
   // as these seconds.
   const auto bandwidth = [&](std::vector<cost::Stage> stages) { return hidden_bytes / stages.front().tp / p2p(stages); };
   // Per GPU 400/8 and 100/8 Gbps: the slower binds, either way.
-  CHECK(bandwidth({{0, 1, 12}, {1, 1, 12}}) == doctest::Approx(100e9 / 8 / 8));
-  CHECK(bandwidth({{1, 1, 12}, {0, 1, 12}}) == doctest::Approx(100e9 / 8 / 8));
+  CHECK(bandwidth({{0, 1, 12}, {1, 1, 12}}) == hetrl::testing::approx(100e9 / 8 / 8));
+  CHECK(bandwidth({{1, 1, 12}, {0, 1, 12}}) == hetrl::testing::approx(100e9 / 8 / 8));
   // Inside a node: its own link.
-  CHECK(bandwidth({{0, 1, 12}, {0, 1, 12}}) == doctest::Approx(f.cluster.nodes[0].intra_node.bandwidth));
+  CHECK(bandwidth({{0, 1, 12}, {0, 1, 12}}) == hetrl::testing::approx(f.cluster.nodes[0].intra_node.bandwidth));
   // Across the regions eight TP ranks share the 10 Gbps link, each with an eighth of the state.
-  CHECK(bandwidth({{0, 8, 12}, {2, 8, 12}}) == doctest::Approx(10e9 / 8 / 8));
+  CHECK(bandwidth({{0, 8, 12}, {2, 8, 12}}) == hetrl::testing::approx(10e9 / 8 / 8));
 }
 
 TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone links") {
@@ -323,14 +327,14 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
   const double ring = std::min(400e9 / 8, 10e9 / 8) / 8;  // 8 rings share the NIC and link
   const double per_step = cost::CostParams{}.collective_latency + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.8);
-  CHECK(term(sync, "DP gradient all-reduce") == doctest::Approx(2 * per_step).epsilon(1e-9));
+  CHECK(term(sync, "DP gradient all-reduce") == hetrl::testing::approx(2 * per_step).epsilon(1e-9));
 
   // 1 GB from node 0's GPUs to node 1's: the cross-region link (10 Gbps) binds, plus 32 ms.
   cost::CostModel::GpuSet from, to;
   const std::vector<int> on_a{8, 0}, on_b{0, 8};
   f.model.describe_gpu_set(on_a, from);
   f.model.describe_gpu_set(on_b, to);
-  CHECK(f.model.transfer_seconds(1e9, from, to) == doctest::Approx(1e9 / (10e9 / 8) + 0.032));
+  CHECK(f.model.transfer_seconds(1e9, from, to) == hetrl::testing::approx(1e9 / (10e9 / 8) + 0.032));
   // Eight TP-1 replicas on one node and eight on another in the same zone: seven hops over
   // NVLink (at 0.78 of it), one over the NICs (400 Gbps for one ring, at 0.8 of it): the NIC binds.
   const Fixture same(make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400"}),
@@ -344,9 +348,9 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, cost::Recompute::kNone}, dp16);
   const double full = 2.0 * 494032768.0;
   CHECK(term(dp16, "DP gradient all-reduce") ==
-        doctest::Approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
+        hetrl::testing::approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
   // Inside one node's GPUs the NIC binds (no zone link crossed).
-  CHECK(f.model.transfer_seconds(1e9, from, from) == doctest::Approx(1e9 / (400e9 / 8) + 0.015e-3));
+  CHECK(f.model.transfer_seconds(1e9, from, from) == hetrl::testing::approx(1e9 / (400e9 / 8) + 0.015e-3));
 }
 
 TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden behind the compute where they are shorter") {
@@ -359,8 +363,8 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const std::vector<std::span<const cost::Stage>> replicas{a, b};
   const cost::DataParallel ring = f.model.data_parallel(replicas);
   CHECK(ring.replicas == 2);
-  CHECK(ring.bandwidth == doctest::Approx(10e9 / 8 / 8 * 0.8));  // 8 rings share the 10 Gbps link
-  CHECK(ring.hop_latency == doctest::Approx(0.032));
+  CHECK(ring.bandwidth == hetrl::testing::approx(10e9 / 8 / 8 * 0.8));  // 8 rings share the 10 Gbps link
+  CHECK(ring.hop_latency == hetrl::testing::approx(0.032));
   const cost::TrainOptions zero3{3, cost::Recompute::kNone};
   auto gathers = [&](double samples, const cost::DataParallel& dp) {
     cost::Breakdown out(true);
@@ -373,8 +377,8 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const auto [eight, compute8] = gathers(64, ring);
   const double layer = 2.0 * f.model.shape(train).stage_params(24, true, true) / 8 / 24;
   const double per_micro = 3 * 24 * (cost::CostParams{}.collective_latency + 0.032 + 0.5 * layer / ring.bandwidth);
-  CHECK(four == doctest::Approx(4 * per_micro - compute4).epsilon(1e-9));
-  CHECK(eight == doctest::Approx(2 * four).epsilon(1e-9));
+  CHECK(four == hetrl::testing::approx(4 * per_micro - compute4).epsilon(1e-9));
+  CHECK(eight == hetrl::testing::approx(2 * four).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
   cost::Breakdown sync1(true), sync3(true);
   f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync1);
@@ -389,7 +393,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const cost::StageMemory m1 = f.model.stage_memory(train, a, 0, 2, {1, cost::Recompute::kNone});
   CHECK((m3.layout & cost::kShardedLayout) != 0);
   CHECK((m1.layout & cost::kShardedLayout) == 0);
-  CHECK(m3.activations - m1.activations == doctest::Approx(2 * 2.0 * f.model.shape(train).layer_params / 8));
+  CHECK(m3.activations - m1.activations == hetrl::testing::approx(2 * 2.0 * f.model.shape(train).layer_params / 8));
 }
 
 TEST_CASE("a forward pass reads the trained weights only in the trainer's own, unsharded layout") {
@@ -429,12 +433,12 @@ TEST_CASE("response lengths: the expected longest grows with the batch") {
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
   const double one = f.model.expected_max_length(1);
   const double many = f.model.expected_max_length(1000);
-  CHECK(one == doctest::Approx(w.response.quantile(0.5)).epsilon(1e-3));
+  CHECK(one == hetrl::testing::approx(w.response.quantile(0.5)).epsilon(1e-3));
   CHECK(many > f.model.expected_max_length(100));
   CHECK(many <= 8192);
   CHECK(f.model.survival(0) == 1.0);
   CHECK(f.model.survival(8192) == 0.0);
-  CHECK(f.model.survival(w.response.quantile(0.5)) == doctest::Approx(0.5).epsilon(0.01));
+  CHECK(f.model.survival(w.response.quantile(0.5)) == hetrl::testing::approx(0.5).epsilon(0.01));
 }
 
 TEST_CASE("GEMM efficiency: the measured figures at 256 and 2048 tokens, log-linear between") {
@@ -443,11 +447,11 @@ TEST_CASE("GEMM efficiency: the measured figures at 256 and 2048 tokens, log-lin
   CHECK(hw::gemm_efficiency(0.4, 0.8, 2048) == 0.8);
   CHECK(hw::gemm_efficiency(0.4, 0.8, 1e6) == 0.8);
   // 512 tokens is a third of the way from 2^8 to 2^11.
-  CHECK(hw::gemm_efficiency(0.4, 0.8, 512) == doctest::Approx(0.4 + 0.4 / 3));
+  CHECK(hw::gemm_efficiency(0.4, 0.8, 512) == hetrl::testing::approx(0.4 + 0.4 / 3));
   hw::Efficiency e;
   e.gemm_small = 0.5;
   e.gemm_large = 0.7;
-  CHECK(e.gemm(1024) == doctest::Approx(0.5 + 0.2 * 2 / 3));
+  CHECK(e.gemm(1024) == hetrl::testing::approx(0.5 + 0.2 * 2 / 3));
 }
 
 TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in training and in decode") {
@@ -466,12 +470,12 @@ TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in
   hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
   // The same line as points: the same prices.
   e.gemm_curve = {{hw::kGemmSmallTokens, e.gemm_small}, {hw::kGemmLargeTokens, e.gemm_large}};
-  CHECK(seconds(cluster, "actor_train") == doctest::Approx(train).epsilon(1e-12));
-  CHECK(seconds(cluster, "generate") == doctest::Approx(generate).epsilon(1e-12));
+  CHECK(seconds(cluster, "actor_train") == hetrl::testing::approx(train).epsilon(1e-12));
+  CHECK(seconds(cluster, "generate") == hetrl::testing::approx(generate).epsilon(1e-12));
   // A tenth of the rate below 64 tokens, the same from 256: decode's GEMMs of 64 rows and
   // fewer become compute-bound and slower, training's large GEMMs keep their price.
   e.gemm_curve = {{64, e.gemm_small / 10}, {hw::kGemmSmallTokens, e.gemm_small}, {hw::kGemmLargeTokens, e.gemm_large}};
-  CHECK(seconds(cluster, "actor_train") == doctest::Approx(train).epsilon(1e-12));
+  CHECK(seconds(cluster, "actor_train") == hetrl::testing::approx(train).epsilon(1e-12));
   CHECK(seconds(cluster, "generate") > 1.2 * generate);
 }
 
@@ -519,14 +523,14 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   m.describe_gpu_set(std::vector<int>{0, 8, 0}, one);
   m.describe_gpu_set(std::vector<int>{0, 8, 8}, two);
   CHECK(two.nodes == 2);
-  CHECK(two.slowest_nic == doctest::Approx(100 * core::kGbps));
+  CHECK(two.slowest_nic == hetrl::testing::approx(100 * core::kGbps));
   cost::Breakdown alone(true);
   CHECK(m.weight_transfer_seconds(bytes, trainer, one, alone) == m.transfer_seconds(bytes, trainer, one));
   CHECK(term(alone, "(waits for the weight transfer to the generation group)") > 0);
   // Two generation nodes: the slower NIC must pass every byte once more.
   cost::Breakdown both(true);
   const double seconds = m.weight_transfer_seconds(bytes, trainer, two, both);
-  CHECK(seconds == doctest::Approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
+  CHECK(seconds == hetrl::testing::approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
 }
 
 TEST_CASE("precision: FP16 at its own peak where a GPU has no BF16, a BF16 workload does not run there") {
@@ -535,7 +539,7 @@ TEST_CASE("precision: FP16 at its own peak where a GPU has no BF16, a BF16 workl
   const hw::GpuSpec& t4 = cluster.gpu_types[cluster.nodes[0].gpu_type];
   const hw::GpuSpec& a100 = cluster.gpu_types[cluster.nodes[1].gpu_type];
   REQUIRE(t4.bf16_flops == 0);
-  REQUIRE(t4.fp16_flops == doctest::Approx(65e12));
+  REQUIRE(t4.fp16_flops == hetrl::testing::approx(65e12));
   for (const workload::Precision p : {workload::Precision::kAuto, workload::Precision::kFp16}) {
     w.precision = p;
     const Fixture f(cluster, w);
@@ -582,7 +586,7 @@ TEST_CASE("SFT scores every token with the LM head, RL training only the respons
   const double head = 3 * 64 * 512 * rl.model.shape(rl.task("actor_train")).head_flops() /
                       (312e12 * 0.93 * 0.70 * (896.0 / 1920) / (4096.0 / 5120));
   CHECK(term(b, "forward + backward compute") - term(a, "forward + backward compute") ==
-        doctest::Approx(head).epsilon(1e-9));
+        hetrl::testing::approx(head).epsilon(1e-9));
 }
 
 TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overlap hides the all-reduces behind the GEMMs") {
@@ -608,7 +612,7 @@ TEST_CASE("a Megatron-style trainer runs at the kernel rates, and with TP overla
   CHECK(megatron_tp == fsdp_tp);
   CHECK(megatron_tp > 0);
   CHECK(overlap_compute == megatron_compute);
-  CHECK(overlap_tp == doctest::Approx(std::max(0.0, megatron_tp - megatron_compute)));
+  CHECK(overlap_tp == hetrl::testing::approx(std::max(0.0, megatron_tp - megatron_compute)));
   CHECK(overlap_tp < megatron_tp);
 }
 
@@ -632,8 +636,8 @@ TEST_CASE("DeepSpeed's trainer reaches a fitted share of the FSDP-style rate on 
   const double deepspeed = compute(cost::Trainer::kDeepSpeed);
   const double e = 0.73, f = cost::kDeepSpeedTrainingFraction;
   CHECK(f == 0.39);
-  CHECK((deepspeed - fsdp) / (fsdp - megatron) == doctest::Approx((1 / f - 1) / (1 - e)).epsilon(1e-9));
-  CHECK(cost::trainer_rate_fraction(cost::Trainer::kDeepSpeed, e) == doctest::Approx(f * e));
+  CHECK((deepspeed - fsdp) / (fsdp - megatron) == hetrl::testing::approx((1 / f - 1) / (1 - e)).epsilon(1e-9));
+  CHECK(cost::trainer_rate_fraction(cost::Trainer::kDeepSpeed, e) == hetrl::testing::approx(f * e));
   CHECK(cost::trainer_rate_fraction(cost::Trainer::kMegatron, e) == 1.0);
 }
 
@@ -641,14 +645,14 @@ TEST_CASE("a small all-reduce pays a fixed cost and a step latency for each of i
   const Fixture f(make_cluster({"a:8xA10G", "a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 8, 64, 64, 1));
   const double fixed = cost::CostParams{}.collective_latency;
   // A10G: PCIe 4, 2.3 us a step; A100: NVLink 3, 0.5 us a step (cost_models/gpus.json).
-  CHECK(f.model.small_allreduce_latency(0, 8) == doctest::Approx(fixed + 14 * 2.3e-6));
-  CHECK(f.model.small_allreduce_latency(0, 4) == doctest::Approx(fixed + 6 * 2.3e-6));
-  CHECK(f.model.small_allreduce_latency(1, 8) == doctest::Approx(fixed + 14 * 0.5e-6));
+  CHECK(f.model.small_allreduce_latency(0, 8) == hetrl::testing::approx(fixed + 14 * 2.3e-6));
+  CHECK(f.model.small_allreduce_latency(0, 4) == hetrl::testing::approx(fixed + 6 * 2.3e-6));
+  CHECK(f.model.small_allreduce_latency(1, 8) == hetrl::testing::approx(fixed + 14 * 0.5e-6));
   // 8 KB (one token's hidden state of a 4096-wide model) over 8 A10Gs: the low-latency protocol,
   // 2 x 7 / 8 of the bytes at 0.42 of PCIe 4's 32 GB/s.
   const double bytes = 8192;
   CHECK(f.model.node_allreduce_seconds(0, 8, bytes) ==
-        doctest::Approx(fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * bytes / (32e9 * 0.42)));
+        hetrl::testing::approx(fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * bytes / (32e9 * 0.42)));
   // Decode at TP 8 pays it twice a layer a step.
   const int generate = f.task("generate");
   const std::vector<cost::Stage> tp8{{0, 8, 24}};
@@ -657,7 +661,7 @@ TEST_CASE("a small all-reduce pays a fixed cost and a step latency for each of i
   f.model.replica_seconds(generate, tp8, 1, 1, {}, roomy, b);
   const double steps = 64;  // one sequence of 64 fixed-length tokens
   CHECK(term(b, "decode TP all-reduce") ==
-        doctest::Approx(steps * 2 * 24 * (fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * 896 * 2 / (32e9 * 0.42))).epsilon(1e-6));
+        hetrl::testing::approx(steps * 2 * 24 * (fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * 896 * 2 / (32e9 * 0.42))).epsilon(1e-6));
 }
 
 TEST_CASE("generation holds an engine workspace beside its KV cache: the reserve and one prefill chunk's activations through a layer") {
@@ -667,14 +671,14 @@ TEST_CASE("generation holds an engine workspace beside its KV cache: the reserve
   const cost::CostParams params;
   // 8192 tokens x 34 x hidden (3584) bytes, split by TP 2, and 1 GiB.
   const double workspace = 1.0 * core::kGiB + 8192.0 * 34 * 3584 / 2;
-  CHECK(f.model.generation_workspace(generate, tp2[0]) == doctest::Approx(workspace));
+  CHECK(f.model.generation_workspace(generate, tp2[0]) == hetrl::testing::approx(workspace));
   CHECK(params.engine_reserve == 1.0 * core::kGiB);
   const cost::StageMemory m = f.model.stage_memory(generate, tp2, 0, 1, {});
   const double per_token = 28 * f.model.shape(generate).kv_bytes_per_token_layer(2);
-  CHECK(m.kv_cache_min == doctest::Approx(workspace + 1024 * per_token));
+  CHECK(m.kv_cache_min == hetrl::testing::approx(workspace + 1024 * per_token));
   // The cache gets what the workspace leaves: none when the workspace takes it all.
   const std::vector<double> budget{workspace + 1e6 * per_token};
-  CHECK(f.model.kv_capacity_tokens(generate, tp2, budget) == doctest::Approx(1e6));
+  CHECK(f.model.kv_capacity_tokens(generate, tp2, budget) == hetrl::testing::approx(1e6));
   const std::vector<double> only_workspace{0.5 * workspace};
   CHECK(f.model.kv_capacity_tokens(generate, tp2, only_workspace) == 0);
 }
@@ -689,7 +693,7 @@ TEST_CASE("an optimizer offloaded to the host frees the GPU of Adam's state and 
   const double params = f.model.shape(train).stage_params(28, true, true) / 2;
   const cost::StageMemory gpu = f.model.stage_memory(train, tp2, 0, 4, on_gpu);
   const cost::StageMemory host = f.model.stage_memory(train, tp2, 0, 4, on_host);
-  CHECK(gpu.optimizer == doctest::Approx(12.0 * params / 4));
+  CHECK(gpu.optimizer == hetrl::testing::approx(12.0 * params / 4));
   CHECK(host.optimizer == 0);
   CHECK(host.weights == gpu.weights);
   CHECK(host.gradients == gpu.gradients);
@@ -702,8 +706,8 @@ TEST_CASE("an optimizer offloaded to the host frees the GPU of Adam's state and 
   };
   const double shard = params / 4;
   CHECK(step(on_host, "optimizer step on the CPU (gradients out, Adam, weights back)") ==
-        doctest::Approx(2 * 2 * shard / 25e9 + shard * 30 / (200e9 / 8)).epsilon(1e-9));
-  CHECK(step(on_gpu, "optimizer step") == doctest::Approx(shard * 30 / (2039e9 * 0.75)).epsilon(1e-9));
+        hetrl::testing::approx(2 * 2 * shard / 25e9 + shard * 30 / (200e9 / 8)).epsilon(1e-9));
+  CHECK(step(on_gpu, "optimizer step") == hetrl::testing::approx(shard * 30 / (2039e9 * 0.75)).epsilon(1e-9));
 }
 
 TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capped by max_num_seqs") {
@@ -714,9 +718,9 @@ TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capp
   const double per_token = 24 * f.model.shape(generate).kv_bytes_per_token_layer(1);
   // The room beyond the engine's workspace.
   const std::vector<double> room_for_50{50 * 208 * per_token + f.model.generation_workspace(generate, one[0])};
-  CHECK(f.model.concurrent_sequences(generate, one, room_for_50) == doctest::Approx(50));
+  CHECK(f.model.concurrent_sequences(generate, one, room_for_50) == hetrl::testing::approx(50));
   const std::vector<double> huge{1e15};
-  CHECK(f.model.concurrent_sequences(generate, one, huge) == doctest::Approx(1024));  // verl's max_num_seqs
+  CHECK(f.model.concurrent_sequences(generate, one, huge) == hetrl::testing::approx(1024));  // verl's max_num_seqs
   const std::vector<double> none{0};
   CHECK(f.model.concurrent_sequences(generate, one, none) == 1);
 }
@@ -735,7 +739,7 @@ TEST_CASE("a workload's micro-batch tokens set how its passes are cut") {
   // micro-batch's time, far shorter.
   const auto [default_bubble, default_compute] = bubble(0);
   const auto [small_bubble, small_compute] = bubble(512);
-  CHECK(default_bubble == doctest::Approx(bubble(8192).first));
+  CHECK(default_bubble == hetrl::testing::approx(bubble(8192).first));
   CHECK(small_bubble < 0.5 * default_bubble);
   CHECK(small_compute > default_compute);  // GEMMs of 512 tokens run less efficiently
 }

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <fmt/format.h>
 
 #include <csignal>
@@ -140,7 +142,7 @@ TEST_CASE("hybrid finds the exhaustive optimum on 30 small random instances") {
     if (!truth.found) continue;
     ++compared;
     CHECK(hybrid.prediction.samples_per_second ==
-          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+          hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-9));
   }
   CHECK(compared == 30);
 }
@@ -211,9 +213,9 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
     ++compared;
     REQUIRE(ilp.solve.status == ilp::Status::kOptimal);
     CHECK(ilp.result.prediction.samples_per_second ==
-          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+          hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-9));
     // The ILP's objective is exact: its iteration time is the evaluator's.
-    CHECK(ilp.ilp_iteration_seconds == doctest::Approx(ilp.result.prediction.iteration_seconds).epsilon(1e-6));
+    CHECK(ilp.ilp_iteration_seconds == hetrl::testing::approx(ilp.result.prediction.iteration_seconds).epsilon(1e-6));
     if (compared % 2 == 0) {
       // Warm-started from hybrid's plan, which also bounds the enumeration: the start is
       // accepted and the optimum is the same.
@@ -222,7 +224,7 @@ TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random inst
       const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, {}, kStill, &hybrid.plan);
       CHECK(warm.warm_started);
       CHECK(warm.result.prediction.samples_per_second ==
-            doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+            hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-9));
     }
   }
   CHECK(compared == 50);
@@ -256,7 +258,7 @@ TEST_CASE("--max-groups bounds the same space for hybrid, the ILP and exhaustive
     CHECK(ilp.result.plan.groups.size() == 1);
     CHECK(hybrid.plan.groups.size() == 1);
     CHECK(ilp.result.prediction.samples_per_second ==
-          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+          hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-9));
     CHECK(truth.prediction.samples_per_second <= free.prediction.samples_per_second);
   }
   CHECK(checked == 5);
@@ -350,7 +352,7 @@ TEST_CASE("one dear node and many cheap ones: hybrid's cheapest plan is the ILP'
     hp.space.max_groups = max_groups;
     const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, kStill);
     REQUIRE(hybrid.found);
-    CHECK(per_1k(hybrid.prediction) == doctest::Approx(per_1k(ilp.result.prediction)).epsilon(1e-9));
+    CHECK(per_1k(hybrid.prediction) == hetrl::testing::approx(per_1k(ilp.result.prediction)).epsilon(1e-9));
     CHECK(hybrid.plan.groups.size() == 1);
   }
 }
@@ -377,7 +379,7 @@ TEST_CASE("under a budget hybrid and the ILP find the exhaustive optimum on 20 p
     if (!truth.found) continue;
     ++compared;
     CHECK(*hybrid.prediction.price_per_hour <= *ep.goal.budget_per_hour);
-    CHECK(hybrid.prediction.samples_per_second == doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-9));
+    CHECK(hybrid.prediction.samples_per_second == hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-9));
     // The ILP on its own (no warm start to hold it to the budget).
     planner::IlpParams ip;
     ip.goal = ep.goal;
@@ -385,7 +387,7 @@ TEST_CASE("under a budget hybrid and the ILP find the exhaustive optimum on 20 p
     REQUIRE(ilp.result.found);
     CHECK(*ilp.result.prediction.price_per_hour <= *ep.goal.budget_per_hour * (1 + 1e-9));
     CHECK(ilp.result.prediction.samples_per_second ==
-          doctest::Approx(truth.prediction.samples_per_second).epsilon(1e-6));
+          hetrl::testing::approx(truth.prediction.samples_per_second).epsilon(1e-6));
   }
   CHECK(compared == 20);
 }
@@ -415,7 +417,7 @@ TEST_CASE("the ILP keeps its groups within the budget together, not only each gr
   const cost::CostModel model(cluster, w, graph, catalogs().models);
   const planner::IlpOutcome free = planner::plan_ilp(model, catalogs().models, {}, kStill);
   REQUIRE(free.result.found);
-  REQUIRE(*free.result.prediction.price_per_hour == doctest::Approx(32.0));
+  REQUIRE(*free.result.prediction.price_per_hour == hetrl::testing::approx(32.0));
   planner::IlpParams ip;
   ip.goal.budget_per_hour = 24.0;
   const planner::IlpOutcome held = planner::plan_ilp(model, catalogs().models, ip, kStill);
@@ -447,9 +449,9 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     ++compared;
     REQUIRE(ilp.solve.status == ilp::Status::kOptimal);
     auto per_1k = [](const plan::Prediction& p) { return *p.price_per_hour / 3600.0 / p.samples_per_second * 1000.0; };
-    CHECK(per_1k(ilp.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
+    CHECK(per_1k(ilp.result.prediction) == hetrl::testing::approx(per_1k(truth.prediction)).epsilon(1e-9));
     // The objective is exact: dollars per 1,000 samples as the evaluator prices the plan.
-    CHECK(ilp.solve.objective == doctest::Approx(per_1k(ilp.result.prediction)).epsilon(1e-6));
+    CHECK(ilp.solve.objective == hetrl::testing::approx(per_1k(ilp.result.prediction)).epsilon(1e-6));
     // Warm-started from hybrid's cheapest plan, which bounds each group's busy time by its
     // price: the same optimum.
     const core::FakeClock clock;
@@ -458,10 +460,10 @@ TEST_CASE("with the cost objective the ILP optimum equals the exhaustive optimum
     const planner::PlannerResult hybrid = planner::plan_hybrid(model, catalogs().models, hp, clock);
     REQUIRE(hybrid.found);
     // Hybrid reaches the optimum itself: its lean starts and moves reach the fewest GPUs.
-    CHECK(per_1k(hybrid.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
+    CHECK(per_1k(hybrid.prediction) == hetrl::testing::approx(per_1k(truth.prediction)).epsilon(1e-9));
     const planner::IlpOutcome warm = planner::plan_ilp(model, catalogs().models, ip, kStill, &hybrid.plan);
     CHECK(warm.warm_started);
-    CHECK(per_1k(warm.result.prediction) == doctest::Approx(per_1k(truth.prediction)).epsilon(1e-9));
+    CHECK(per_1k(warm.result.prediction) == hetrl::testing::approx(per_1k(truth.prediction)).epsilon(1e-9));
   }
   CHECK(compared == 20);
 }
@@ -547,14 +549,14 @@ TEST_CASE("an incumbent bounds the ILP's enumeration without changing its optimu
   CHECK(bounded.warm_started);
   CHECK(bounded.configs < all.configs / 2);
   CHECK(bounded.result.prediction.samples_per_second ==
-        doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
+        hetrl::testing::approx(all.result.prediction.samples_per_second).epsilon(1e-9));
   // A minimum throughput bounds it too: just under the optimum, the optimum is still found.
   planner::IlpParams floor;
   floor.goal.min_throughput = all.result.prediction.samples_per_second * (1 - 1e-6);
   const planner::IlpOutcome fast = planner::plan_ilp(model, c.models, floor, kStill);
   CHECK(fast.configs < all.configs / 2);
   CHECK(fast.result.prediction.samples_per_second ==
-        doctest::Approx(all.result.prediction.samples_per_second).epsilon(1e-9));
+        hetrl::testing::approx(all.result.prediction.samples_per_second).epsilon(1e-9));
   // A plan outside the space (here one task has no GPUs) bounds nothing and starts nothing.
   plan::Plan partial = hybrid.plan;
   partial.groups.front().tasks.pop_back();

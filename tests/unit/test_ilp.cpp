@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -46,9 +48,9 @@ TEST_CASE("a knapsack: optimal, with its value, bound and solution") {
   const Model m = knapsack();
   const SolveResult r = solve(m, {});
   REQUIRE(r.status == Status::kOptimal);
-  CHECK(r.objective == doctest::Approx(21));
-  CHECK(r.bound == doctest::Approx(21));
-  CHECK(r.gap == doctest::Approx(0).epsilon(1e-9));
+  CHECK(r.objective == hetrl::testing::approx(21));
+  CHECK(r.bound == hetrl::testing::approx(21));
+  CHECK(r.gap == hetrl::testing::approx(0).epsilon(1e-9));
   REQUIRE(r.values.size() == 4);
   CHECK(r.values == std::vector<double>{0, 1, 0, 1});
   CHECK(m.satisfied_by(r.values));
@@ -68,13 +70,13 @@ TEST_CASE("a makespan: two jobs on two machines, continuous and binary variables
   m.add_greater_equal("load_b", {{t, 1}, {b0, -4}, {b1, -2}}, 0);
   const SolveResult r = solve(m, {});
   REQUIRE(r.status == Status::kOptimal);
-  CHECK(r.objective == doctest::Approx(3));
-  CHECK(r.values[a0] == doctest::Approx(1));
-  CHECK(r.values[b1] == doctest::Approx(1));
+  CHECK(r.objective == hetrl::testing::approx(3));
+  CHECK(r.values[a0] == hetrl::testing::approx(1));
+  CHECK(r.values[b1] == hetrl::testing::approx(1));
   // A warm start at the optimum is accepted and the answer stays.
   SolveParams warm;
   warm.warm_start = r.values;
-  CHECK(solve(m, warm).objective == doctest::Approx(3));
+  CHECK(solve(m, warm).objective == hetrl::testing::approx(3));
 }
 
 TEST_CASE("an infeasible model says so") {
@@ -102,13 +104,13 @@ TEST_CASE("exported LP and MPS files solve to the same objective with the cbc pr
   m.add_less_equal("capacity", terms, 10);
   const SolveResult r = solve(m, {});
   REQUIRE(r.status == Status::kOptimal);
-  CHECK(r.objective == doctest::Approx(-21));
+  CHECK(r.objective == hetrl::testing::approx(-21));
   const std::string lp = (dir / "knapsack.lp").string();
   const std::string mps = (dir / "knapsack.mps").string();
   std::ofstream(lp) << lp_text(m);
   std::ofstream(mps) << mps_text(m);
-  CHECK(cbc_objective(lp) == doctest::Approx(r.objective));
-  CHECK(cbc_objective(mps) == doctest::Approx(r.objective));
+  CHECK(cbc_objective(lp) == hetrl::testing::approx(r.objective));
+  CHECK(cbc_objective(mps) == hetrl::testing::approx(r.objective));
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <vector>
 
 #include "fixtures.h"
@@ -65,13 +67,13 @@ TEST_CASE("a transfer alone takes the cost model's transfer time") {
     Net n;
     n.transfer(0, 1e9, from, to, 0);
     n.queue.run();
-    CHECK(n.done_at[0] == doctest::Approx(n.f.model.transfer_seconds(1e9, n.sets[from], n.sets[to]))
+    CHECK(n.done_at[0] == hetrl::testing::approx(n.f.model.transfer_seconds(1e9, n.sets[from], n.sets[to]))
                               .epsilon(1e-12));
   }
   Net n;
   n.transfer(0, 1e9, 0, 2, 0);
   n.queue.run();
-  CHECK(n.done_at[0] == doctest::Approx(1e9 / kRegionLink + kRegionLatency).epsilon(1e-12));
+  CHECK(n.done_at[0] == hetrl::testing::approx(1e9 / kRegionLink + kRegionLatency).epsilon(1e-12));
 }
 
 TEST_CASE("transfers out of one group share its NICs max-min fairly") {
@@ -83,8 +85,8 @@ TEST_CASE("transfers out of one group share its NICs max-min fairly") {
   // other takes the rest of node 0's.
   const double slow_end = 1e9 / kSlowNic;
   const double fast_rate = kNic - kSlowNic;
-  CHECK(n.done_at[1] == doctest::Approx(slow_end + kZoneLatency).epsilon(1e-12));
-  CHECK(n.done_at[0] == doctest::Approx(1e9 / fast_rate + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[1] == hetrl::testing::approx(slow_end + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[0] == hetrl::testing::approx(1e9 / fast_rate + kZoneLatency).epsilon(1e-12));
 
   Net even;
   even.transfer(0, 1e9, 0, 1, 0);
@@ -92,9 +94,9 @@ TEST_CASE("transfers out of one group share its NICs max-min fairly") {
   even.transfer(0, 1e9, 1, 0, 2);  // the other direction: NICs are full duplex
   even.queue.run();
   // The cross-region one is held at 10 Gbps; the one to node 1 gets the rest of node 0's NIC.
-  CHECK(even.done_at[1] == doctest::Approx(1e9 / kRegionLink + kRegionLatency).epsilon(1e-12));
-  CHECK(even.done_at[0] == doctest::Approx(1e9 / (kNic - kRegionLink) + kZoneLatency).epsilon(1e-12));
-  CHECK(even.done_at[2] == doctest::Approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
+  CHECK(even.done_at[1] == hetrl::testing::approx(1e9 / kRegionLink + kRegionLatency).epsilon(1e-12));
+  CHECK(even.done_at[0] == hetrl::testing::approx(1e9 / (kNic - kRegionLink) + kZoneLatency).epsilon(1e-12));
+  CHECK(even.done_at[2] == hetrl::testing::approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
 }
 
 TEST_CASE("a transfer that joins later takes its share from then on") {
@@ -104,13 +106,13 @@ TEST_CASE("a transfer that joins later takes its share from then on") {
   n.queue.run();
   // Until 0.01 s the first moves 0.5 GB alone; then both at half the NIC until the second's
   // 0.25 GB are gone (0.02 s); the first's last 0.25 GB then take 0.005 s alone.
-  CHECK(n.done_at[1] == doctest::Approx(0.02 + kZoneLatency).epsilon(1e-12));
-  CHECK(n.done_at[0] == doctest::Approx(0.025 + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[1] == hetrl::testing::approx(0.02 + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[0] == hetrl::testing::approx(0.025 + kZoneLatency).epsilon(1e-12));
   // The links carried every byte, busy from 0 to 0.025 s.
   const sim::LinkUse& out = n.network.use()[0];
   CHECK(n.network.links()[0].name == "group 0 NICs out");
-  CHECK(out.bytes == doctest::Approx(1.25e9).epsilon(1e-12));
-  CHECK(out.busy_seconds == doctest::Approx(0.025).epsilon(1e-12));
+  CHECK(out.bytes == hetrl::testing::approx(1.25e9).epsilon(1e-12));
+  CHECK(out.busy_seconds == hetrl::testing::approx(0.025).epsilon(1e-12));
   CHECK(n.network.active() == 0);
 }
 
@@ -119,15 +121,15 @@ TEST_CASE("without contention every transfer moves as if alone") {
   n.transfer(0, 1e9, 0, 1, 0);
   n.transfer(0, 1e9, 0, 1, 1);
   n.queue.run();
-  CHECK(n.done_at[0] == doctest::Approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
-  CHECK(n.done_at[1] == doctest::Approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[0] == hetrl::testing::approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
+  CHECK(n.done_at[1] == hetrl::testing::approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
 
   Net shared;
   shared.transfer(0, 1e9, 0, 1, 0);
   shared.transfer(0, 1e9, 0, 1, 1);
   shared.queue.run();
-  CHECK(shared.done_at[0] == doctest::Approx(2e9 / kNic + kZoneLatency).epsilon(1e-12));
-  CHECK(shared.done_at[1] == doctest::Approx(2e9 / kNic + kZoneLatency).epsilon(1e-12));
+  CHECK(shared.done_at[0] == hetrl::testing::approx(2e9 / kNic + kZoneLatency).epsilon(1e-12));
+  CHECK(shared.done_at[1] == hetrl::testing::approx(2e9 / kNic + kZoneLatency).epsilon(1e-12));
 }
 
 TEST_CASE("link rates are reported as they change, and add up to the bytes carried") {
@@ -149,7 +151,7 @@ TEST_CASE("link rates are reported as they change, and add up to the bytes carri
       }
     }
   }
-  CHECK(zone_bytes == doctest::Approx(1e9).epsilon(1e-9));
+  CHECK(zone_bytes == hetrl::testing::approx(1e9).epsilon(1e-9));
   // Out of node 0, into node 2, and across the regions; nothing back.
   int changed = 0;
   for (const sim::LinkUse& use : n.network.use()) changed += use.bytes > 0 ? 1 : 0;
@@ -184,7 +186,7 @@ TEST_CASE("a transfer that crosses a zone link with part of its bytes takes that
     network.start(1.15e9, 2, 1, std::numeric_limits<double>::infinity(), [&] { c_done = queue.now(); });
   });
   queue.run();
-  CHECK(c_done == doctest::Approx(1.0 + kRegionLatency).epsilon(1e-12));
+  CHECK(c_done == hetrl::testing::approx(1.0 + kRegionLatency).epsilon(1e-12));
   // A alone after C: still held at its cap.
-  CHECK(a_done == doctest::Approx(1e9 / 0.2e9 + kRegionLatency).epsilon(1e-12));
+  CHECK(a_done == hetrl::testing::approx(1e9 / 0.2e9 + kRegionLatency).epsilon(1e-12));
 }

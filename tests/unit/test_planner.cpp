@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <algorithm>
 #include <limits>
 #include <random>
@@ -98,7 +100,7 @@ TEST_CASE("verl colocates every task on every GPU with one strategy and even sha
   for (const plan::TaskPlacement& t : r.plan.groups[0].tasks) {
     CHECK(t.replicas.size() == first.size());
     for (const plan::Replica& replica : t.replicas) {
-      CHECK(replica.share == doctest::Approx(1.0 / static_cast<double>(first.size())));
+      CHECK(replica.share == hetrl::testing::approx(1.0 / static_cast<double>(first.size())));
       CHECK(replica.stages.front().devices.size() == first.front().stages.front().devices.size());
     }
   }
@@ -147,7 +149,7 @@ TEST_CASE("verl-async: disjoint generation and training pools, even shares, asyn
   for (const plan::Group& g : r.plan.groups) {
     for (const plan::TaskPlacement& t : g.tasks) {
       for (const plan::Replica& replica : t.replicas) {
-        CHECK(replica.share == doctest::Approx(1.0 / static_cast<double>(t.replicas.size())));
+        CHECK(replica.share == hetrl::testing::approx(1.0 / static_cast<double>(t.replicas.size())));
       }
     }
   }
@@ -303,10 +305,10 @@ TEST_CASE("colocated roles that share an architecture each hold their own weight
   const bool actor_sharded = (actor.layout & cost::kShardedLayout) != 0;
   const bool critic_sharded = (critic.layout & cost::kShardedLayout) != 0;
   CHECK(use.weights ==
-        doctest::Approx(actor.weights + (actor_sharded ? std::max(generate.weights, logprob.weights) : generate.weights) +
+        hetrl::testing::approx(actor.weights + (actor_sharded ? std::max(generate.weights, logprob.weights) : generate.weights) +
                         critic.weights + (critic_sharded ? value.weights : 0.0) + reference.weights));
-  CHECK(use.gradients == doctest::Approx(actor.gradients + critic.gradients));
-  CHECK(use.optimizer == doctest::Approx(actor.optimizer + critic.optimizer));
+  CHECK(use.gradients == hetrl::testing::approx(actor.gradients + critic.gradients));
+  CHECK(use.optimizer == hetrl::testing::approx(actor.optimizer + critic.optimizer));
 }
 
 TEST_CASE("one goal judges every planner's plans: the objective, then the constraints") {
@@ -316,7 +318,7 @@ TEST_CASE("one goal judges every planner's plans: the objective, then the constr
   fast.price_per_hour = 3600;  // 0.1 $ per sample
   cheap.samples_per_second = 4;
   cheap.price_per_hour = 720;  // 0.05 $ per sample
-  CHECK(*cheap.dollars_per_sample() == doctest::Approx(0.05));
+  CHECK(*cheap.dollars_per_sample() == hetrl::testing::approx(0.05));
   planner::Goal goal;
   CHECK(goal.better(fast, cheap));
   CHECK(goal.score(broken) == -std::numeric_limits<double>::infinity());
@@ -458,7 +460,7 @@ TEST_CASE("an offloading group holds one task's state at a time and pays its rel
     return std::string(t.name) == "offload and reload (host memory)";
   });
   REQUIRE(moved != terms.end());
-  CHECK(moved->seconds == doctest::Approx(2 * state / model.params().host_bandwidth));
+  CHECK(moved->seconds == hetrl::testing::approx(2 * state / model.params().host_bandwidth));
   // The tightest GPU holds no more than the largest single task needs.
   CHECK(p.groups[0].tightest.used() <= p.groups[0].tightest.capacity);
   CHECK(p.groups[0].tightest.used() >= state);

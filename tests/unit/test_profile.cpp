@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <string>
 
 #include "core/clock.h"
@@ -140,8 +142,8 @@ TEST_CASE("profile: a burst of load during one pass leaves every point's median 
   REQUIRE(spreads.size() > 10);
   for (const hw::TimeSpread& s : spreads) {
     CHECK(s.repeats == 3);
-    CHECK(s.median == doctest::Approx(2e-3));  // one call a repeat: calls a repeat come from the first pass
-    CHECK(s.max == doctest::Approx(2e-2));     // the burst is seen, and kept out of the median
+    CHECK(s.median == hetrl::testing::approx(2e-3));  // one call a repeat: calls a repeat come from the first pass
+    CHECK(s.max == hetrl::testing::approx(2e-2));     // the burst is seen, and kept out of the median
   }
 }
 
@@ -164,16 +166,16 @@ TEST_CASE("profile: fitting takes the reference width per token count, 256 token
   p.launch = spread(5e-6);
   profile::fit(p);
   REQUIRE(p.gemm_curve.size() == 3);
-  CHECK(p.gemm_curve[0].second == doctest::Approx(20e12));   // width 4096 over 1024
-  CHECK(p.gemm_curve[2].second == doctest::Approx(100e12));  // width 4096 over 1024 and 8192
+  CHECK(p.gemm_curve[0].second == hetrl::testing::approx(20e12));   // width 4096 over 1024
+  CHECK(p.gemm_curve[2].second == hetrl::testing::approx(100e12));  // width 4096 over 1024 and 8192
   // 256 tokens is two thirds of the way from 64 to 1024 tokens in log2: 20 + (80 - 20) * 2/4.
-  CHECK(*p.gemm_small_flops == doctest::Approx(50e12));
-  CHECK(*p.gemm_large_flops == doctest::Approx(110e12));  // the best at 2048 tokens or more, any width
-  CHECK(*p.fp32_flops == doctest::Approx(30e12));
-  CHECK(*p.memory_bandwidth == doctest::Approx((1 << 30) / 0.5));  // the largest read
-  CHECK(*p.host_to_device_bandwidth == doctest::Approx((1 << 20) / 1e-4));  // the largest, not the fastest
-  CHECK(*p.decode_attention_bandwidth == doctest::Approx(2e12));
-  CHECK(*p.launch_overhead == doctest::Approx(5e-6));
+  CHECK(*p.gemm_small_flops == hetrl::testing::approx(50e12));
+  CHECK(*p.gemm_large_flops == hetrl::testing::approx(110e12));  // the best at 2048 tokens or more, any width
+  CHECK(*p.fp32_flops == hetrl::testing::approx(30e12));
+  CHECK(*p.memory_bandwidth == hetrl::testing::approx((1 << 30) / 0.5));  // the largest read
+  CHECK(*p.host_to_device_bandwidth == hetrl::testing::approx((1 << 20) / 1e-4));  // the largest, not the fastest
+  CHECK(*p.decode_attention_bandwidth == hetrl::testing::approx(2e12));
+  CHECK(*p.launch_overhead == hetrl::testing::approx(5e-6));
 }
 
 TEST_CASE("profile: between devices, the median pair's largest transfer and smallest transfer's time") {
@@ -186,9 +188,9 @@ TEST_CASE("profile: between devices, the median pair's largest transfer and smal
   p.collectives = {{"all_reduce", 3, 1 << 20, spread(1e-3), 2e9}, {"all_reduce", 3, 1 << 24, spread(4e-3), 7e9},
                    {"broadcast", 3, 1 << 24, spread(4e-3), 9e9}};
   profile::fit(p);
-  CHECK(*p.intra_node_bandwidth == doctest::Approx(20e9));
-  CHECK(*p.intra_node_latency == doctest::Approx(9e-6));
-  CHECK(*p.allreduce_bus_bandwidth == doctest::Approx(7e9));  // all-reduce's best, not broadcast's
+  CHECK(*p.intra_node_bandwidth == hetrl::testing::approx(20e9));
+  CHECK(*p.intra_node_latency == hetrl::testing::approx(9e-6));
+  CHECK(*p.allreduce_bus_bandwidth == hetrl::testing::approx(7e9));  // all-reduce's best, not broadcast's
 }
 
 TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
@@ -213,13 +215,13 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   REQUIRE(q.settings);
   CHECK(q.settings->passes == 3);
   CHECK(q.attention.front().dtype == "fp16");
-  CHECK(q.collectives.front().bus_bandwidth == doctest::Approx(2e9));
-  CHECK(*q.allreduce_bus_bandwidth == doctest::Approx(2e9));
-  CHECK(q.device->memory == doctest::Approx(8.0 * (1 << 30)));
+  CHECK(q.collectives.front().bus_bandwidth == hetrl::testing::approx(2e9));
+  CHECK(*q.allreduce_bus_bandwidth == hetrl::testing::approx(2e9));
+  CHECK(q.device->memory == hetrl::testing::approx(8.0 * (1 << 30)));
   REQUIRE(q.transfers.size() == 2);
   CHECK(q.transfers.back().to == "device1");
-  CHECK(*q.intra_node_latency == doctest::Approx(3e-6));
-  CHECK(*q.intra_node_bandwidth == doctest::Approx((1 << 24) / 2e-3));
+  CHECK(*q.intra_node_latency == hetrl::testing::approx(3e-6));
+  CHECK(*q.intra_node_bandwidth == hetrl::testing::approx((1 << 24) / 2e-3));
 }
 
 TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending names where") {
@@ -246,23 +248,23 @@ TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are 
   p.memory_bandwidth = 3e10;
   const hw::GpuSpec spec = hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
   CHECK(spec.name == "cpu-test");
-  CHECK(spec.memory == doctest::Approx(16.0 * (1 << 30)));
-  CHECK(spec.tensor_flops() == doctest::Approx(2e11));
-  CHECK(spec.fp32_flops == doctest::Approx(2.2e11));
-  CHECK(spec.efficiency.gemm(hw::kGemmLargeTokens) == doctest::Approx(1.0));
-  CHECK(spec.efficiency.gemm(hw::kGemmSmallTokens) == doctest::Approx(0.25));
-  CHECK(spec.memory_bandwidth * spec.efficiency.memory == doctest::Approx(3e10));
+  CHECK(spec.memory == hetrl::testing::approx(16.0 * (1 << 30)));
+  CHECK(spec.tensor_flops() == hetrl::testing::approx(2e11));
+  CHECK(spec.fp32_flops == hetrl::testing::approx(2.2e11));
+  CHECK(spec.efficiency.gemm(hw::kGemmLargeTokens) == hetrl::testing::approx(1.0));
+  CHECK(spec.efficiency.gemm(hw::kGemmSmallTokens) == hetrl::testing::approx(0.25));
+  CHECK(spec.memory_bandwidth * spec.efficiency.memory == hetrl::testing::approx(3e10));
   // With a measured curve, GEMMs follow it (relative to the large rate), and with a measured
   // link and all-reduce, collectives reach the measured share of the link.
   p.gemm_curve = {{1, 2e9}, {64, 5e10}, {2048, 2e11}};
   p.intra_node_bandwidth = 1e10;
   p.allreduce_bus_bandwidth = 4e9;
   const hw::GpuSpec curved = hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
-  CHECK(curved.efficiency.gemm(1) == doctest::Approx(0.01));
-  CHECK(curved.efficiency.gemm(8) == doctest::Approx(0.01 + (0.25 - 0.01) * 0.5));  // halfway from 1 to 64 in log2
-  CHECK(curved.efficiency.gemm(4096) == doctest::Approx(1.0));
-  CHECK(curved.intra_node.bandwidth == doctest::Approx(1e10));
-  CHECK(curved.efficiency.collective == doctest::Approx(0.4));
+  CHECK(curved.efficiency.gemm(1) == hetrl::testing::approx(0.01));
+  CHECK(curved.efficiency.gemm(8) == hetrl::testing::approx(0.01 + (0.25 - 0.01) * 0.5));  // halfway from 1 to 64 in log2
+  CHECK(curved.efficiency.gemm(4096) == hetrl::testing::approx(1.0));
+  CHECK(curved.intra_node.bandwidth == hetrl::testing::approx(1e10));
+  CHECK(curved.efficiency.collective == hetrl::testing::approx(0.4));
   // Without the device's memory it is an unknown type, with the closest name.
   p.device.reset();
   p.gpu_type = "L4S";
@@ -302,10 +304,10 @@ TEST_CASE("profile: a known GPU's measured GEMM curve becomes its efficiency at 
   p.gpu_type = "L4";
   p.gemm_curve = {{16, 0.1 * peak}, {256, 0.4 * peak}, {4096, 0.6 * peak}};
   const hw::GpuSpec spec = hw::apply_override(catalog, hw::override_from_profile(p, catalog, "p.json"));
-  CHECK(spec.efficiency.gemm(1) == doctest::Approx(0.1));
-  CHECK(spec.efficiency.gemm(64) == doctest::Approx(0.25));  // halfway from 16 to 256 in log2
-  CHECK(spec.efficiency.gemm(256) == doctest::Approx(0.4));
-  CHECK(spec.efficiency.gemm(1 << 20) == doctest::Approx(0.6));
+  CHECK(spec.efficiency.gemm(1) == hetrl::testing::approx(0.1));
+  CHECK(spec.efficiency.gemm(64) == hetrl::testing::approx(0.25));  // halfway from 16 to 256 in log2
+  CHECK(spec.efficiency.gemm(256) == hetrl::testing::approx(0.4));
+  CHECK(spec.efficiency.gemm(1 << 20) == hetrl::testing::approx(0.6));
   p.gemm_curve.back().second = 1.2 * peak;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(p, catalog, "p.json"),
                        doctest::Contains("measured GEMM rate at 4096 tokens"), core::InputError);

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <algorithm>
 #include <string>
 
@@ -63,21 +65,21 @@ TEST_CASE("PPO: generation, four scorers, GAE, two trainers and the weight sync"
   CHECK(g.tasks[g.find("reward")].kind == TaskKind::kForward);
   CHECK(g.tasks[g.find("advantage")].op == "gae");
   // 100 samples x (200 + 300) tokens of int32 ids.
-  CHECK(edge(g, "generate", "critic_value").bytes == doctest::Approx(100 * 500 * 4));
+  CHECK(edge(g, "generate", "critic_value").bytes == hetrl::testing::approx(100 * 500 * 4));
   // fp32 per response token.
-  CHECK(edge(g, "critic_value", "advantage").bytes == doctest::Approx(100 * 300 * 4));
-  CHECK(edge(g, "reward", "advantage").bytes == doctest::Approx(100 * 4));
+  CHECK(edge(g, "critic_value", "advantage").bytes == hetrl::testing::approx(100 * 300 * 4));
+  CHECK(edge(g, "reward", "advantage").bytes == hetrl::testing::approx(100 * 4));
   // The actor's bf16 weights reach the next iteration's weight sync, which loads them before
   // its generation.
   const double weights = 2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-7B", "").parameter_count());
-  CHECK(edge(g, "actor_train", "weight_sync").bytes == doctest::Approx(weights));
+  CHECK(edge(g, "actor_train", "weight_sync").bytes == hetrl::testing::approx(weights));
   CHECK(edge(g, "actor_train", "weight_sync").lag == 1);
   CHECK_FALSE(edge(g, "weight_sync", "generate").previous_iteration());
   const workload::WeightSync sync = g.weight_sync();
   CHECK(sync.trainer == g.find("actor_train"));
   CHECK(sync.reader == g.find("generate"));
   CHECK(g.edges[sync.edge].to == sync.task);
-  CHECK(sync.bytes == doctest::Approx(weights));
+  CHECK(sync.bytes == hetrl::testing::approx(weights));
   // Every same-iteration input comes before its task.
   const std::vector<int> order = g.topological_order();
   REQUIRE(order.size() == g.tasks.size());
@@ -100,7 +102,7 @@ TEST_CASE("GRPO: no critic, group-normalised advantages, a rule reward on the CP
   CHECK(g.tasks[g.find("advantage")].op == "group_norm");
   CHECK(has_edge(g, "ref_logprob", "actor_train"));  // the KL term is in GRPO's loss
   // 100 prompts x 8 samples.
-  CHECK(edge(g, "generate", "actor_logprob").bytes == doctest::Approx(800 * 500 * 4));
+  CHECK(edge(g, "generate", "actor_logprob").bytes == hetrl::testing::approx(800 * 500 * 4));
 }
 
 TEST_CASE("an absent optional reference drops its task and edges") {
@@ -204,7 +206,7 @@ TEST_CASE("forward passes of trained roles read the weights their training wrote
   CHECK(g.reads_weights(critic));
   CHECK(g.reads_weights(actor));
   CHECK(critic.bytes ==
-        doctest::Approx(2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-1.5B", "").parameter_count())));
+        hetrl::testing::approx(2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-1.5B", "").parameter_count())));
   // The actor's weights reach generation through the weight sync; data edges read no weights.
   CHECK_FALSE(g.reads_weights(edge(g, "weight_sync", "generate")));
   CHECK_FALSE(g.reads_weights(edge(g, "actor_train", "weight_sync")));

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "approx.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -116,9 +118,9 @@ TEST_CASE("response-length distributions") {
     const double density = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
     integral += std::min(std::exp(mu + z), 8192.0) * density * step;
   }
-  CHECK(integral == doctest::Approx(1000).epsilon(1e-3));
+  CHECK(integral == hetrl::testing::approx(1000).epsilon(1e-3));
   // Quantiles rise and stop at the clamp; the median of a lognormal is exp(mu).
-  CHECK(ln.quantile(0.5) == doctest::Approx(std::exp(mu)).epsilon(1e-6));
+  CHECK(ln.quantile(0.5) == hetrl::testing::approx(std::exp(mu)).epsilon(1e-6));
   CHECK(ln.quantile(0.9) > ln.quantile(0.5));
   CHECK(ln.quantile(1.0) == 8192);
   // Samples: same seed, same lengths; their mean near the target; none past the clamp.
@@ -126,7 +128,7 @@ TEST_CASE("response-length distributions") {
   CHECK(a == ln.sample(200000, 7));
   CHECK(a != ln.sample(200000, 8));
   const double mean = std::accumulate(a.begin(), a.end(), 0.0) / static_cast<double>(a.size());
-  CHECK(mean == doctest::Approx(1000).epsilon(0.02));
+  CHECK(mean == hetrl::testing::approx(1000).epsilon(0.02));
   CHECK(*std::max_element(a.begin(), a.end()) == 8192);
 
   CHECK_THROWS_WITH_AS(
