@@ -39,7 +39,7 @@ sim::PlanRun simulate(const cost::CostModel& model, const plan::Plan& plan, sim:
   bool shown = false;
   if (::isatty(STDERR_FILENO) != 0) {
     params.progress = [&](int done) {
-      const double seconds = params.clock->seconds() - started;
+      const double seconds = params.deadline.clock->seconds() - started;
       if (seconds < 1.0) return;
       shown = true;
       std::fprintf(stderr, "\rsimulating %s: %d of %d iterations, %.1f s   ", name.c_str(), done, params.iterations,
@@ -118,8 +118,7 @@ int main(int argc, char** argv) {
     params.link_contention = !no_contention;
     const core::SteadyClock clock;
     const double started = clock.seconds();
-    params.clock = &clock;
-    params.deadline = started + time_limit;
+    params.deadline = {&clock, started + time_limit};
     if (!compare.empty() && (!report_path.empty() || !trace_path.empty())) {
       apps::usage_error("--report and --trace take one plan: use --plan");
     }

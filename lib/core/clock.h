@@ -3,6 +3,7 @@
 // fake one, so no test depends on how fast the machine is.
 
 #include <chrono>
+#include <limits>
 
 namespace hetrl::core {
 
@@ -28,6 +29,14 @@ class FakeClock final : public Clock {
  private:
   double step_;
   mutable double now_ = 0;
+};
+
+// When work without a time limit of its own must stop (a baseline planner under `auto`, a
+// simulation): `at` on `clock`. With no clock it never passes, and reads no clock.
+struct Deadline {
+  const Clock* clock = nullptr;
+  double at = std::numeric_limits<double>::infinity();
+  bool passed() const { return clock != nullptr && clock->seconds() >= at; }
 };
 
 }  // namespace hetrl::core

@@ -36,7 +36,6 @@ std::optional<std::string> non_finite(const OrderedJson& json) {
   return std::nullopt;
 }
 
-
 void check_finite(const OrderedJson& json, const std::string& pointer) {
   if (const std::optional<std::string> at = non_finite(json)) {
     const std::string where = pointer + *at;

@@ -77,6 +77,8 @@ std::vector<int> gpu_tasks(const workload::TaskGraph& graph, bool generation) {
   return out;
 }
 
+constexpr const char* kLateWhyNot = "the time limit passed before a plan was found";
+
 // True once the deadline has passed, and then the result says it stopped there.
 bool late(const Deadline& deadline, PlannerResult& result) {
   if (result.stop != Stop::kTimeLimit && deadline.passed()) result.stop = Stop::kTimeLimit;
@@ -118,7 +120,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
       consider(result, rejected, candidate, evaluator.evaluate(candidate));
     }
   }
-  if (!result.found) result.why_not = late(deadline, result) ? "the time limit passed before a plan was found" : rejected.why_not(kFastest);
+  if (!result.found) result.why_not = late(deadline, result) ? kLateWhyNot : rejected.why_not(kFastest);
   result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)}};
   return result;
 }
@@ -259,7 +261,7 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
     result.plan.planner.stats = {{"evaluations", static_cast<double>(result.evaluations)},
                                  {"splits", static_cast<double>(splits)}};
   }
-  if (!result.found && late(deadline, result)) result.why_not = "the time limit passed before a plan was found";
+  if (!result.found && late(deadline, result)) result.why_not = kLateWhyNot;
   if (!result.found && splits > 0 && result.why_not.empty()) result.why_not = rejected.why_not(kFastest);
   if (!result.found && result.why_not.empty()) {
     result.why_not = "the cluster has a single node class and no split into a generation and a "

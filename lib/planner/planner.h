@@ -4,7 +4,6 @@
 // how its search ended. Planners never time anything: they compare the cost model's
 // predictions (plan/evaluate.h), so their plans compare fairly.
 
-#include <limits>
 #include <optional>
 #include <string>
 #include <string>
@@ -75,13 +74,7 @@ enum class Stop {
 };
 std::string_view stop_name(Stop stop);
 
-// When a planner without a time limit of its own must stop: `at` on `clock`. With no clock it
-// never passes (and reads no clock).
-struct Deadline {
-  const core::Clock* clock = nullptr;
-  double at = std::numeric_limits<double>::infinity();
-  bool passed() const { return clock != nullptr && clock->seconds() >= at; }
-};
+using core::Deadline;
 
 struct PlannerResult {
   bool found = false;

@@ -79,7 +79,7 @@ class Run {
     }
     summary_.events = queue_.run([this] {
       if (params_.progress) params_.progress(static_cast<int>(summary_.iteration_end.size()));
-      summary_.stopped = params_.clock != nullptr && params_.clock->seconds() >= params_.deadline;
+      summary_.stopped = params_.deadline.passed();
       return summary_.stopped;
     });
     summary_.links = network_->links();

@@ -19,7 +19,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <limits>
 #include <span>
 #include <vector>
 
@@ -34,10 +33,8 @@ struct SimParams {
   int iterations = 3;
   std::uint64_t seed = 1;
   bool link_contention = true;  // transfers share links; off: each moves as if alone
-  // A wall-clock limit: the run stops at the first check (every few thousand events) after
-  // `clock` reads `deadline` or later. No clock: no limit.
-  const core::Clock* clock = nullptr;
-  double deadline = std::numeric_limits<double>::infinity();
+  // A wall-clock limit: the run stops at the first check (every few thousand events) past it.
+  core::Deadline deadline;
   // Told at the same checks how many iterations have ended, for people watching.
   std::function<void(int iterations_done)> progress;
 };

@@ -15,6 +15,13 @@ namespace {
 using testing::catalogs;
 using Instance = testing::FileInstance;
 
+// `name` as hetrl-plan runs it with --time-limit 40, reading `clock`.
+planner::PlannerResult run_40s(const char* name, const Instance& x, const core::Clock& clock) {
+  planner::PlanRequest request;
+  request.time_limit = 40;
+  return planner::find_planner(name)->run(x.model, catalogs().models, request, clock);
+}
+
 }  // namespace
 
 TEST_CASE("the planner table: unique names, each found by name, settings phrased for messages") {
@@ -69,16 +76,14 @@ TEST_CASE("auto's baselines stop at their share of the time limit and hybrid has
   const Instance x("small3.json", "grpo_tiny.json");
   // One second per look at the clock: the baselines' 20 s of a 40 s limit run out.
   const core::FakeClock clock(1.0);
-  planner::PlanRequest request;
-  request.time_limit = 40;
-  const planner::PlannerResult r = planner::find_planner("auto")->run(x.model, catalogs().models, request, clock);
+  const planner::PlannerResult r = run_40s("auto", x, clock);
   REQUIRE(r.found);
   CHECK(r.summary.find("verl") != std::string::npos);
   CHECK(r.summary.find("(stopped at its share)") != std::string::npos);
   CHECK(r.summary.find("hybrid") != std::string::npos);
   // Without a clock that moves, nothing stops early, and the baselines evaluate more.
   const core::FakeClock still;
-  const planner::PlannerResult full = planner::find_planner("auto")->run(x.model, catalogs().models, request, still);
+  const planner::PlannerResult full = run_40s("auto", x, still);
   CHECK(full.summary.find("(stopped at its share)") == std::string::npos);
   CHECK(r.evaluations < full.evaluations);
 }
@@ -87,9 +92,7 @@ TEST_CASE("ilp gives hybrid a share of the time limit and itself the rest, and s
   const Instance x("small3.json", "grpo_tiny.json");
   // One second per look at the clock: hybrid's share of a 40 s limit (10 s) runs out first.
   const core::FakeClock clock(1.0);
-  planner::PlanRequest request;
-  request.time_limit = 40;
-  const planner::PlannerResult r = planner::find_planner("ilp")->run(x.model, catalogs().models, request, clock);
+  const planner::PlannerResult r = run_40s("ilp", x, clock);
   CHECK(r.summary.find("hybrid (warm start): ") == 0);
   CHECK(r.summary.find("of the 40 s limit") != std::string::npos);
   const double hybrid_seconds = r.run_stat("warm_start_seconds").value_or(-1);

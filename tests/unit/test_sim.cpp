@@ -204,8 +204,7 @@ TEST_CASE("a run past its deadline stops at the first check after it, saying how
   // A clock that reads 1, 2, 3, ... s: the third check passes a deadline of 3 s.
   const core::FakeClock clock(1.0);
   std::vector<int> told;
-  run.clock = &clock;
-  run.deadline = 3.0;
+  run.deadline = {&clock, 3.0};
   run.progress = [&](int done) { told.push_back(done); };
   const sim::SimSummary stopped = sim::simulate(model, r.plan, run);
   CHECK(stopped.stopped);
