@@ -60,7 +60,6 @@ class Run {
     pending_.assign(total, 0);
     ready_at_.assign(total, 0.0);
     started_.assign(total, 0);
-    busy_.assign(plan.groups.size(), 0);
     next_in_group_.assign(plan.groups.size(), 0);
     last_end_.assign(params.iterations, 0.0);
     done_.assign(params.iterations, 0);
@@ -101,10 +100,9 @@ class Run {
       const auto& tasks = group_tasks_[g];
       const std::size_t position = next_in_group_[g];
       if (position / tasks.size() != static_cast<std::size_t>(iteration) ||
-          tasks[position % tasks.size()] != task || busy_[g]) {
+          tasks[position % tasks.size()] != task) {
         return;
       }
-      busy_[g] = 1;
       started_[k] = 1;
       const double begin = std::max(ready, group_free_[g]);
       queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
@@ -213,7 +211,6 @@ class Run {
       const int g = runs_on_[task];
       summary_.group_busy[g] += end - begin;
       group_free_[g] = end;
-      busy_[g] = 0;
       ++next_in_group_[g];
     }
     // An iteration ends with the last of its tasks.
@@ -289,9 +286,9 @@ class Run {
   std::vector<int> pending_;
   std::vector<double> ready_at_;
   std::vector<char> started_;  // per instance: scheduled
-  std::vector<std::size_t> next_in_group_;
+  std::vector<std::size_t> next_in_group_;  // per group: its running or next instance; moves on
+                                            // when that one finishes
   std::vector<double> group_free_;
-  std::vector<char> busy_;  // per group: running an instance
   std::map<int, double> tokens_;
   double expected_tokens_ = 0;  // an iteration's tokens, as the cost model assumes
   std::vector<double> last_end_;  // per iteration: its latest task end so far
