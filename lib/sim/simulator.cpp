@@ -63,7 +63,6 @@ class Run {
     next_in_group_.assign(plan.groups.size(), 0);
     last_end_.assign(params.iterations, 0.0);
     done_.assign(params.iterations, 0);
-    group_free_.assign(plan.groups.size(), 0.0);
     summary_.group_busy.assign(plan.groups.size(), 0.0);
     for (int i = 0; i < params.iterations; ++i) {
       for (const workload::Edge& e : graph_.edges) {
@@ -103,9 +102,9 @@ class Run {
           tasks[position % tasks.size()] != task) {
         return;
       }
+      // Its turn comes when the group's previous instance has finished: the GPUs are free.
       started_[k] = 1;
-      const double begin = std::max(ready, group_free_[g]);
-      queue_.at(begin, [this, iteration, task, begin] { run_gpu_task(iteration, task, begin); });
+      queue_.at(ready, [this, iteration, task, ready] { run_gpu_task(iteration, task, ready); });
     } else {
       started_[k] = 1;
       queue_.at(ready, [this, iteration, task, ready] {
@@ -210,7 +209,6 @@ class Run {
     if (runs_on_[task] >= 0) {
       const int g = runs_on_[task];
       summary_.group_busy[g] += end - begin;
-      group_free_[g] = end;
       ++next_in_group_[g];
     }
     // An iteration ends with the last of its tasks.
@@ -288,7 +286,6 @@ class Run {
   std::vector<char> started_;  // per instance: scheduled
   std::vector<std::size_t> next_in_group_;  // per group: its running or next instance; moves on
                                             // when that one finishes
-  std::vector<double> group_free_;
   std::map<int, double> tokens_;
   double expected_tokens_ = 0;  // an iteration's tokens, as the cost model assumes
   std::vector<double> last_end_;  // per iteration: its latest task end so far

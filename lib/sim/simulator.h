@@ -42,7 +42,7 @@ struct SimParams {
 struct TaskRun {
   int iteration = 0;
   int task = 0;
-  int group = -1;  // -1: CPU task or weight sync
+  int group = -1;  // -1: a CPU task (the weight sync runs on its generation group)
   double start = 0;
   double end = 0;
 };

@@ -467,3 +467,50 @@ TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn w
   }
   CHECK(period["async"] < period["sync"]);
 }
+
+TEST_CASE("a group runs its tasks one at a time: forwards that are ready together queue on its GPUs") {
+  // PPO with Qwen2.5-1.5B: generation alone on one A100 node, the three forward passes and both
+  // trainings on a second node in the same zone. Once generation ends, actor_logprob,
+  // ref_logprob and critic_value are all ready; the second node runs them in turn.
+  // One step off-policy, the next iteration's generation is ready while this one's runs: it
+  // waits for its turn too.
+  for (const std::string mode : {"sync", "async"}) {
+    CAPTURE(mode);
+    workload::Workload w = testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1);
+    if (mode == "async") {
+      w.mode = workload::Mode::kAsync;
+      w.max_staleness = 1;
+    }
+    const testing::Fixture f(testing::make_cluster({"us-east-1a:2x8xA100-SXM-80G:nic_gbps=400"}), w);
+    const plan::Plan p =
+        one_node_each(f, {"generate"}, {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"});
+    sim::Recorder recorder;
+    std::vector<sim::Listener*> listeners{&recorder};
+    sim::simulate(f.model, p, params(3, false), listeners);
+    for (int g = 0; g < 2; ++g) {
+      CAPTURE(g);
+      std::vector<sim::TaskRun> runs;
+      for (const sim::TaskRun& r : recorder.tasks) {
+        if (r.group == g) runs.push_back(r);
+      }
+      std::sort(runs.begin(), runs.end(), [](const sim::TaskRun& a, const sim::TaskRun& b) { return a.start < b.start; });
+      REQUIRE(runs.size() >= 3);
+      for (std::size_t i = 1; i < runs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(runs[i].start >= runs[i - 1].end - 1e-9);
+      }
+    }
+    // The three forward passes of an iteration: each starts when the one before it ends.
+    const int forwards[] = {f.task("actor_logprob"), f.task("ref_logprob"), f.task("critic_value")};
+    for (int iteration = 0; iteration < 3; ++iteration) {
+      std::vector<sim::TaskRun> runs;
+      for (const sim::TaskRun& r : recorder.tasks) {
+        if (r.iteration == iteration && std::count(std::begin(forwards), std::end(forwards), r.task)) runs.push_back(r);
+      }
+      REQUIRE(runs.size() == 3);
+      std::sort(runs.begin(), runs.end(), [](const sim::TaskRun& a, const sim::TaskRun& b) { return a.start < b.start; });
+      CHECK(runs[1].start == hetrl::testing::approx(runs[0].end));
+      CHECK(runs[2].start == hetrl::testing::approx(runs[1].end));
+    }
+  }
+}
