@@ -34,6 +34,9 @@ double parse_number(std::string_view text, std::string_view what) {
   if (std::abs(value) > kLargestQuantity) {
     throw InputError(fmt::format("{}: expected a number of magnitude at most 1e12, found {}", what, quoted(text)));
   }
+  if (value != 0 && std::abs(value) < kSmallestQuantity) {
+    throw InputError(fmt::format("{}: expected 0 or a number of magnitude at least 1e-12, found {}", what, quoted(text)));
+  }
   return value;
 }
 

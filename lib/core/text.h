@@ -17,8 +17,13 @@ long long parse_integer(std::string_view text, std::string_view what, long long 
 // USD per hour, GiB, tokens, bytes): no quantity hetrl reads comes near it, and a larger one
 // would overflow once converted and summed (1e308 Gbps is infinite in bytes/s).
 inline constexpr double kLargestQuantity = 1e12;
+// The smallest magnitude a non-zero number in an input may have, in the same units: a smaller
+// one is zero in all but name, and a time divided by it overflows (a 1e-320 Gbps link, a 1e-320
+// efficiency).
+inline constexpr double kSmallestQuantity = 1e-12;
 
-// A finite decimal number of magnitude at most kLargestQuantity, e.g. "0.5" or "1e3".
+// A finite decimal number, zero or of magnitude from kSmallestQuantity to kLargestQuantity,
+// e.g. "0.5" or "1e3".
 double parse_number(std::string_view text, std::string_view what);
 
 // Splits on every `separator`, keeping empty pieces.

@@ -233,6 +233,11 @@ double ObjectReader::number(std::string_view key, Range range) {
   if (std::abs(value) > core::kLargestQuantity) {
     fail(key, fmt::format("expected {} of magnitude at most 1e12, found {}", range_text(range), describe(v)));
   }
+  if (value != 0 && std::abs(value) < core::kSmallestQuantity) {
+    const bool zero_allowed = range == Range::kAny || range == Range::kNonNegative;
+    fail(key, fmt::format("expected {} of magnitude at least 1e-12, found {}",
+                          zero_allowed ? "0 or a number" : range_text(range), describe(v)));
+  }
   return value;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 
 #include "core/units.h"
@@ -649,6 +650,15 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
   const double period = period_solver_.period(n, cycle_edges_, order_);
   const double iteration = period > 0 ? period : makespan;
   prediction_.makespan_seconds = makespan;
+  // Inputs are bounded (core::kSmallestQuantity), so times stay finite; a cluster built in code
+  // may still hold a rate of zero in all but name.
+  const bool finite = std::isfinite(iteration) && std::all_of(prediction_.tasks.begin(), prediction_.tasks.end(),
+                                                              [](const TaskPrediction& t) { return std::isfinite(t.seconds); });
+  if (!finite) {
+    prediction_.infeasible = "a predicted time is not finite: a rate of the cluster is too small to price";
+    prediction_.overflow = std::numeric_limits<double>::infinity();
+    return;
+  }
   prediction_.feasible = true;
   prediction_.iteration_seconds = iteration;
   const double samples = workload.samples_per_iteration();

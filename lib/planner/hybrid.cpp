@@ -181,7 +181,11 @@ class Search {
   PlannerResult run(const std::function<void(const SearchProgress&)>& progress);
 
  private:
-  bool out_of_time() const { return clock_.seconds() - start_ > params_.time_limit; }
+  // Past the time limit (and then the search says it stopped there).
+  bool out_of_time() {
+    if (!timed_out_ && clock_.seconds() - start_ > params_.time_limit) timed_out_ = true;
+    return timed_out_;
+  }
   std::vector<int> group_nodes(const std::vector<std::vector<int>>& counts, int group) const;
   std::vector<int> group_nodes(const Candidate& c, int group) const { return group_nodes(c.counts, group); }
   std::vector<Candidate> level_one();
@@ -1190,10 +1194,7 @@ void Search::search(Candidate& c, long long budget) {
   }
   if (c.bottleneck_first && budget != std::numeric_limits<long long>::max()) budget += c.start_evaluations;
   while (!c.done && c.evaluations < budget) {
-    if (out_of_time()) {
-      timed_out_ = true;
-      return;
-    }
+    if (out_of_time()) return;
     if (c.next_move == c.moves.size()) {
       if (c.improved) {
         next_sweep(c);
@@ -1456,9 +1457,13 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     result.found = true;
     result.plan = pricer_.plan();
     result.prediction = pricer_.prediction();
+  } else if (timed_out_) {
+    result.why_not = fmt::format("the time limit of {} s passed before a plan was found; give it more time",
+                                 params_.time_limit);
   } else {
     result.why_not = rejections_.why_not(params_.goal);
   }
+  if (timed_out_) result.stop = Stop::kTimeLimit;
   result.plan.planner.name = "hybrid";
   result.plan.planner.params = {
       {"seed", std::to_string(params_.seed)},

@@ -55,6 +55,12 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
   const std::string summary = fmt::format("hybrid (warm start): {:.2f} s of the {} s limit\n{}", hybrid_seconds,
                                           request.time_limit, ilp_summary(outcome, request.goal, "hybrid"));
   PlannerResult result = std::move(outcome.result);
+  if (!result.found && result.stop == Stop::kTimeLimit) {
+    // The ILP's own message names the part of the limit hybrid left it.
+    result.why_not = fmt::format("the time limit of {} s passed before a plan was found (hybrid's warm start "
+                                 "{:.2f} s, the ILP's build {:.2f} s); give it more time",
+                                 request.time_limit, hybrid_seconds, outcome.build_seconds);
+  }
   for (auto& [name, value] : result.plan.planner.params) {
     if (name == "time_limit") value = fmt::format("{}", request.time_limit);  // the whole run's
   }
@@ -95,6 +101,12 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   run(0, "hybrid", [&] { return plan_hybrid(model, models, hybrid_params(request, left), clock, request.progress); });
   PlannerResult best;
   long long evaluations = 0;
+  const bool none_found = std::none_of(std::begin(results), std::end(results), [](const PlannerResult& r) { return r.found; });
+  if (none_found && results[0].stop == Stop::kTimeLimit) {
+    best.stop = Stop::kTimeLimit;
+    best.why_not = fmt::format("the time limit of {} s passed before a plan was found; give it more time",
+                               request.time_limit);
+  }
   for (PlannerResult& result : results) {
     evaluations += result.evaluations;
     if (result.found && request.goal.accepts(result.prediction) &&

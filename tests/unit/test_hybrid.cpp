@@ -196,6 +196,13 @@ TEST_CASE("hybrid stops at the time limit with the best plan so far") {
   REQUIRE(timed_out);
   CHECK(*timed_out == 1.0);
   CHECK(r.evaluations < 200);
+  CHECK(r.stop == planner::Stop::kTimeLimit);
+  // A limit that passes before any plan is laid out: nothing, and the limit is the reason.
+  hp.time_limit = 0.005;
+  const planner::PlannerResult none = planner::plan_hybrid(model, c.models, hp, clock);
+  CHECK_FALSE(none.found);
+  CHECK(none.stop == planner::Stop::kTimeLimit);
+  CHECK(none.why_not == "the time limit of 0.005 s passed before a plan was found; give it more time");
 }
 
 TEST_CASE("the ILP optimum equals the exhaustive optimum on 50 small random instances") {

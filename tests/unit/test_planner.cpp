@@ -3,6 +3,7 @@
 #include "approx.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include "io/plan_io.h"
 #include "planner/baselines.h"
 #include "planner/exhaustive.h"
+#include "planner/hybrid.h"
 #include "planner/layout.h"
 #include "planner/pricer.h"
 #include "fixtures.h"
@@ -638,4 +640,31 @@ TEST_CASE("node classes move alone while their choices are few, else by GPU type
     }
   }
   CHECK(sizes(planner::class_units(cluster, classes, at_most(3))) == std::vector<std::size_t>{3, 3});
+}
+
+TEST_CASE("a rate too small to price makes a plan infeasible, never a plan of infinite times") {
+  // The loaders refuse such rates (core::kSmallestQuantity); a cluster built in code can hold
+  // one: the second node's NIC moves 1e-320 bytes a second, so any plan that crosses it takes
+  // forever.
+  hw::Cluster cluster = testing::make_cluster({"us-east-1a:2x8xA100-SXM-80G"});
+  REQUIRE(cluster.nodes.size() == 2);
+  cluster.nodes[1].nic_bandwidth = 1e-320;
+  const testing::Fixture f(cluster, testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1));
+  // verl spreads every task over both nodes: every plan it composes is refused, and says why.
+  const planner::PlannerResult verl = planner::plan_verl(f.model, catalogs().models, {0, 1});
+  CHECK_FALSE(verl.found);
+  CHECK(verl.why_not == "a predicted time is not finite: a rate of the cluster is too small to price");
+  // Hybrid keeps to one node, whose traffic stays inside it, with finite times and shares.
+  const core::FakeClock still;
+  const planner::PlannerResult hybrid = planner::plan_hybrid(f.model, catalogs().models, {}, still);
+  REQUIRE(hybrid.found);
+  CHECK(std::isfinite(hybrid.prediction.iteration_seconds));
+  std::set<int> nodes;
+  for (const plan::Group& g : hybrid.plan.groups) {
+    for (const plan::Gpu& gpu : g.gpus) nodes.insert(gpu.node);
+    for (const plan::TaskPlacement& t : g.tasks) {
+      for (const plan::Replica& r : t.replicas) CHECK(std::isfinite(r.share));
+    }
+  }
+  CHECK(nodes.size() == 1);
 }

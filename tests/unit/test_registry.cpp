@@ -15,10 +15,10 @@ namespace {
 using testing::catalogs;
 using Instance = testing::FileInstance;
 
-// `name` as hetrl-plan runs it with --time-limit 40, reading `clock`.
-planner::PlannerResult run_40s(const char* name, const Instance& x, const core::Clock& clock) {
+// `name` as hetrl-plan runs it with --time-limit `limit` (40 s unless told), reading `clock`.
+planner::PlannerResult run_within(const char* name, const Instance& x, const core::Clock& clock, double limit = 40) {
   planner::PlanRequest request;
-  request.time_limit = 40;
+  request.time_limit = limit;
   return planner::find_planner(name)->run(x.model, catalogs().models, request, clock);
 }
 
@@ -76,23 +76,36 @@ TEST_CASE("auto's baselines stop at their share of the time limit and hybrid has
   const Instance x("small3.json", "grpo_tiny.json");
   // One second per look at the clock: the baselines' 20 s of a 40 s limit run out.
   const core::FakeClock clock(1.0);
-  const planner::PlannerResult r = run_40s("auto", x, clock);
+  const planner::PlannerResult r = run_within("auto", x, clock);
   REQUIRE(r.found);
   CHECK(r.summary.find("verl") != std::string::npos);
   CHECK(r.summary.find("(stopped at its share)") != std::string::npos);
   CHECK(r.summary.find("hybrid") != std::string::npos);
   // Without a clock that moves, nothing stops early, and the baselines evaluate more.
   const core::FakeClock still;
-  const planner::PlannerResult full = run_40s("auto", x, still);
+  const planner::PlannerResult full = run_within("auto", x, still);
   CHECK(full.summary.find("(stopped at its share)") == std::string::npos);
   CHECK(r.evaluations < full.evaluations);
+}
+
+TEST_CASE("a time limit that passes before any plan is found is the reason given, with the whole limit") {
+  const Instance x("small3.json", "grpo_tiny.json");
+  for (const char* name : {"hybrid", "ilp", "auto"}) {
+    CAPTURE(name);
+    // One second per look at the clock, and half a second to plan.
+    const core::FakeClock clock(1.0);
+    const planner::PlannerResult r = run_within(name, x, clock, 0.5);
+    CHECK_FALSE(r.found);
+    CHECK(r.stop == planner::Stop::kTimeLimit);
+    CHECK(r.why_not.find("the time limit of 0.5 s passed before a plan was found") == 0);
+  }
 }
 
 TEST_CASE("ilp gives hybrid a share of the time limit and itself the rest, and says so") {
   const Instance x("small3.json", "grpo_tiny.json");
   // One second per look at the clock: hybrid's share of a 40 s limit (10 s) runs out first.
   const core::FakeClock clock(1.0);
-  const planner::PlannerResult r = run_40s("ilp", x, clock);
+  const planner::PlannerResult r = run_within("ilp", x, clock);
   CHECK(r.summary.find("hybrid (warm start): ") == 0);
   CHECK(r.summary.find("of the 40 s limit") != std::string::npos);
   const double hybrid_seconds = r.run_stat("warm_start_seconds").value_or(-1);
