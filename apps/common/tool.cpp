@@ -72,7 +72,33 @@ CLI::Validator unsigned_integer() {
 
 void usage_error(const std::string& message) { throw core::InputError(message); }
 
+namespace {
+
+// The argument that is empty, said as "--flag: expected a value, found \"\"": CLI11 takes an
+// empty value for a flag never given (`--cluster "$UNSET"` would plan the embedded cluster),
+// and `--flag=` swallows the next argument. Empty when every argument has text.
+std::string empty_argument(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.empty()) {
+      const std::string_view before = i > 1 ? std::string_view(argv[i - 1]) : std::string_view();
+      const std::string name = before.starts_with("-") ? std::string(before) : fmt::format("argument {}", i);
+      return fmt::format("{}: expected a value, found \"\"", name);
+    }
+    if (arg.starts_with("-") && arg.ends_with("=")) {
+      return fmt::format("{}: expected a value, found \"\"", arg.substr(0, arg.size() - 1));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  if (const std::string empty = empty_argument(argc, argv); !empty.empty()) {
+    print_error(app, empty);
+    return kExitBadInput;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

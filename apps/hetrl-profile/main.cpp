@@ -128,6 +128,10 @@ int main(int argc, char** argv) {
     } catch (const device::DeviceError& e) {
       throw core::JobError(e.what());
     }
+    if (app.count("--device") && device_index != 0 && backend->info().backend == "cpu") {
+      apps::usage_error(fmt::format("--device {}: the cpu backend is one device a process (run more under mpirun)",
+                                    device_index));
+    }
     if (writer && comm->size() == 1 && backend->info().count > 1) {
       std::fprintf(stderr, "hetrl-profile: measuring device %d of %d; `mpirun -n %d hetrl-profile` measures the "
                            "collectives between them\n", backend->info().index, backend->info().count,
