@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace hetrl::apps {
 namespace {
@@ -28,10 +30,14 @@ bool parse_all(const std::string& text, T& value) {
   return error == std::errc() && at == end;
 }
 
-// Empty when the whole text is a finite number (into `value`), else the complaint.
+// Empty when the whole text is a finite number (into `value`), zero or of a magnitude the
+// input files take, else the complaint.
 std::string finite_number(const std::string& text, double& value) {
-  if (parse_all(text, value) && std::isfinite(value)) return {};
-  return fmt::format("expected a finite number, found \"{}\"", text);
+  if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
+  if (value != 0 && std::abs(value) < core::kSmallestQuantity) {
+    return fmt::format("expected 0 or a number of magnitude at least 1e-12, found \"{}\"", text);
+  }
+  return {};
 }
 
 }  // namespace
@@ -68,6 +74,20 @@ CLI::Validator unsigned_integer() {
         return {};
       },
       "UINT");
+}
+
+CLI::Validator whole_number(long long low, long long high) {
+  return CLI::Validator(
+      [low, high](std::string& text) -> std::string {
+        long long value = 0;
+        const bool digits = !text.empty() && (std::isdigit(static_cast<unsigned char>(text.front())) ||
+                                              (text.front() == '-' && text.size() > 1));
+        if (!digits || !parse_all(text, value) || value < low || value > high) {
+          return fmt::format("expected a whole number from {} to {}, found \"{}\"", low, high, text);
+        }
+        return {};
+      },
+      fmt::format("INT in [{} - {}]", low, high));
 }
 
 void usage_error(const std::string& message) { throw core::InputError(message); }

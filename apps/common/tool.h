@@ -26,11 +26,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 // Flag checks CLI11 lacks. CLI::PositiveNumber and CLI::Range let NaN through (and print a
 // bound of 309 digits for infinity); CLI11 reads "-1" and 2^64 into an unsigned integer by
 // wrapping.
-// A finite number above zero.
+// A finite number above zero (and, as in input files, not under core::kSmallestQuantity).
 CLI::Validator finite_positive();
-// A finite number from `low` to `high`.
+// A finite number from `low` to `high` (zero, or of magnitude at least core::kSmallestQuantity).
 CLI::Validator finite_range(double low, double high);
 // A whole number from 0 to 18446744073709551615, in decimal digits without a sign.
 CLI::Validator unsigned_integer();
+// A whole number from `low` to `high`, in decimal digits (CLI::Range also takes "0x10" and
+// "0b11" for 16 and 3).
+CLI::Validator whole_number(long long low, long long high);
 
 }  // namespace hetrl::apps

@@ -72,11 +72,11 @@ int main(int argc, char** argv) {
       {app.add_option("--min-throughput", min_throughput, "The least samples/s a plan must reach")
            ->check(apps::finite_positive()), Setting::kGoal},
       {app.add_option("--max-groups", request.max_groups, "The most groups a plan may have")
-           ->check(CLI::Range(1, 8))->capture_default_str(), Setting::kMaxGroups},
+           ->check(apps::whole_number(1, 8))->capture_default_str(), Setting::kMaxGroups},
       {app.add_option("--gap", request.solver.relative_gap, "The solver's relative optimality gap to stop at")
            ->check(apps::finite_range(0.0, 1.0))->capture_default_str(), Setting::kSolver},
       {app.add_option("--threads", request.solver.threads, "Solver threads")
-           ->check(CLI::Range(1, 256))->capture_default_str(), Setting::kSolver},
+           ->check(apps::whole_number(1, 256))->capture_default_str(), Setting::kSolver},
       {app.add_option("--export-lp", request.export_lp, "Write the model as an LP file"), Setting::kSolver},
       {app.add_option("--export-mps", request.export_mps, "Write the model as an MPS file"), Setting::kSolver},
       {app.add_flag("--solver-log", request.solver.log, "Show CBC's own output"), Setting::kSolver},

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--backend", backend_name, "cuda, cpu or auto (cuda when a GPU is present)")->capture_default_str();
   app.add_option("--device", device_index, "Which device of the backend (default: the process's local rank under mpirun)")
-      ->check(CLI::Range(0, 1023));
+      ->check(apps::whole_number(0, 1023));
   app.add_flag("--quick", quick, "Fewer sizes and repeats: under 30 s");
   app.add_option("--dtype", dtype_name, "Storage type of the GEMMs and attention")
       ->capture_default_str()

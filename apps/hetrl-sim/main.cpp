@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   CLI::Option* compare_option =
       app.add_option("--compare", compare, "Several plans, simulated on the same sampled lengths");
   app.add_option("--iterations", params.iterations, "Iterations to simulate")
-      ->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(apps::whole_number(1, 10000))->capture_default_str();
   app.add_option("--seed", params.seed, "Seed of the sampled response lengths")
       ->check(apps::unsigned_integer())->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.simreport/v1) here ('-': standard output, the text then on standard error)");
@@ -90,12 +90,12 @@ int main(int argc, char** argv) {
   int max_tokens = 0, count = 0;
   std::uint64_t lengths_seed = 1;
   std::string lengths_output;
-  lengths->add_option("--mean-tokens", mean, "Mean length after the clamp")->required();
+  lengths->add_option("--mean-tokens", mean, "Mean length after the clamp")->required()->check(apps::finite_positive());
   lengths->add_option("--max-tokens", max_tokens, "The clamp: the longest response")
       ->required()
-      ->check(CLI::Range(1, workload::kMaxResponseTokens));
-  lengths->add_option("--sigma", sigma, "Shape of the lognormal")->capture_default_str();
-  lengths->add_option("--count", count, "How many lengths")->required()->check(CLI::Range(1, 10000000));
+      ->check(apps::whole_number(1, workload::kMaxResponseTokens));
+  lengths->add_option("--sigma", sigma, "Shape of the lognormal")->capture_default_str()->check(apps::finite_positive());
+  lengths->add_option("--count", count, "How many lengths")->required()->check(apps::whole_number(1, 10000000));
   lengths->add_option("--seed", lengths_seed, "Seed")->check(apps::unsigned_integer())->capture_default_str();
   lengths->add_option("-o,--output", lengths_output, "The CSV file to write ('-': standard output)")->required();
 
