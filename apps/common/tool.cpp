@@ -32,10 +32,11 @@ bool parse_all(const std::string& text, T& value) {
 
 // Empty when the whole text is a finite number (into `value`), zero or of a magnitude the
 // input files take, else the complaint.
-std::string finite_number(const std::string& text, double& value) {
+std::string finite_number(const std::string& text, double& value, bool zero_allowed) {
   if (!parse_all(text, value) || !std::isfinite(value)) return fmt::format("expected a finite number, found \"{}\"", text);
   if (value != 0 && std::abs(value) < core::kSmallestQuantity) {
-    return fmt::format("expected 0 or a number of magnitude at least 1e-12, found \"{}\"", text);
+    return fmt::format("expected {} of magnitude at least 1e-12, found \"{}\"",
+                       zero_allowed ? "0 or a number" : "a positive number", text);
   }
   return {};
 }
@@ -46,7 +47,7 @@ CLI::Validator finite_range(double low, double high) {
   return CLI::Validator(
       [low, high](std::string& text) -> std::string {
         double value = 0;
-        if (std::string wrong = finite_number(text, value); !wrong.empty()) return wrong;
+        if (std::string wrong = finite_number(text, value, low <= 0); !wrong.empty()) return wrong;
         if (value < low || value > high) return fmt::format("{} is not from {} to {}", text, low, high);
         return {};
       },
@@ -57,7 +58,7 @@ CLI::Validator finite_positive() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
         double value = 0;
-        if (std::string wrong = finite_number(text, value); !wrong.empty()) return wrong;
+        if (std::string wrong = finite_number(text, value, false); !wrong.empty()) return wrong;
         if (value <= 0) return fmt::format("{} is not above 0", text);
         return {};
       },
