@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -80,10 +79,8 @@ CLI::Validator unsigned_integer() {
 CLI::Validator whole_number(long long low, long long high) {
   return CLI::Validator(
       [low, high](std::string& text) -> std::string {
-        long long value = 0;
-        const bool digits = !text.empty() && (std::isdigit(static_cast<unsigned char>(text.front())) ||
-                                              (text.front() == '-' && text.size() > 1));
-        if (!digits || !parse_all(text, value) || value < low || value > high) {
+        long long value = 0;  // from_chars reads an optional '-' and decimal digits, nothing else
+        if (!parse_all(text, value) || value < low || value > high) {
           return fmt::format("expected a whole number from {} to {}, found \"{}\"", low, high, text);
         }
         return {};

@@ -1458,8 +1458,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     result.plan = pricer_.plan();
     result.prediction = pricer_.prediction();
   } else if (timed_out_) {
-    result.why_not = fmt::format("the time limit of {} s passed before a plan was found; give it more time",
-                                 params_.time_limit);
+    result.why_not = late_why_not(params_.time_limit);
   } else {
     result.why_not = rejections_.why_not(params_.goal);
   }

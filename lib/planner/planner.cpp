@@ -77,6 +77,10 @@ void require_prices(const hw::Cluster& cluster, const Goal& goal) {
   }
 }
 
+std::string late_why_not(double time_limit, std::string_view detail) {
+  return fmt::format("the time limit of {} s passed before a plan was found{}; give it more time", time_limit, detail);
+}
+
 std::string_view stop_name(Stop stop) {
   switch (stop) {
     case Stop::kComplete: return "complete";

@@ -6,7 +6,6 @@
 
 #include <optional>
 #include <string>
-#include <string>
 #include <string_view>
 
 #include "core/clock.h"
@@ -73,6 +72,9 @@ enum class Stop {
   kRefused,    // the instance is past what it can take (why_not says by how much)
 };
 std::string_view stop_name(Stop stop);
+// Why a planner stopped by its time limit has no plan: "the time limit of N s passed before a
+// plan was found<detail>; give it more time".
+std::string late_why_not(double time_limit, std::string_view detail = {});
 
 using core::Deadline;
 

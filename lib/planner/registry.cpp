@@ -57,9 +57,8 @@ PlannerResult run_ilp(const cost::CostModel& model, const workload::ModelCatalog
   PlannerResult result = std::move(outcome.result);
   if (!result.found && result.stop == Stop::kTimeLimit) {
     // The ILP's own message names the part of the limit hybrid left it.
-    result.why_not = fmt::format("the time limit of {} s passed before a plan was found (hybrid's warm start "
-                                 "{:.2f} s, the ILP's build {:.2f} s); give it more time",
-                                 request.time_limit, hybrid_seconds, outcome.build_seconds);
+    result.why_not = late_why_not(request.time_limit, fmt::format(" (hybrid's warm start {:.2f} s, the ILP's build {:.2f} s)",
+                                                                  hybrid_seconds, outcome.build_seconds));
   }
   for (auto& [name, value] : result.plan.planner.params) {
     if (name == "time_limit") value = fmt::format("{}", request.time_limit);  // the whole run's
@@ -104,8 +103,7 @@ PlannerResult run_auto(const cost::CostModel& model, const workload::ModelCatalo
   const bool none_found = std::none_of(std::begin(results), std::end(results), [](const PlannerResult& r) { return r.found; });
   if (none_found && results[0].stop == Stop::kTimeLimit) {
     best.stop = Stop::kTimeLimit;
-    best.why_not = fmt::format("the time limit of {} s passed before a plan was found; give it more time",
-                               request.time_limit);
+    best.why_not = late_why_not(request.time_limit);
   }
   for (PlannerResult& result : results) {
     evaluations += result.evaluations;

@@ -41,6 +41,15 @@ inline workload::Workload ppo(const std::string& model, int prompts, int prompt,
   return w;
 }
 
+// The same workload one step off-policy (asynchronous, staleness 1) for "async", as it is for "sync".
+inline workload::Workload in_mode(workload::Workload w, const std::string& mode) {
+  if (mode == "async") {
+    w.mode = workload::Mode::kAsync;
+    w.max_staleness = 1;
+  }
+  return w;
+}
+
 // The same workload with lognormal response lengths of this mean and maximum.
 inline workload::Workload long_tailed(workload::Workload w, double mean_tokens, int max_tokens) {
   w.response.kind = workload::LengthKind::kLognormal;

@@ -391,11 +391,7 @@ TEST_CASE("the weight sync loads the new weights on generation's GPUs, in turn w
   std::map<std::string, double> period;
   for (const std::string mode : {"sync", "async"}) {
     CAPTURE(mode);
-    workload::Workload w = testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1);
-    if (mode == "async") {
-      w.mode = workload::Mode::kAsync;
-      w.max_staleness = 1;
-    }
+    const workload::Workload w = testing::in_mode(testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1), mode);
     const testing::Fixture f(cluster, w);
     const plan::Plan p =
         one_node_each(f, {"generate"}, {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"});
@@ -476,11 +472,7 @@ TEST_CASE("a group runs its tasks one at a time: forwards that are ready togethe
   // waits for its turn too.
   for (const std::string mode : {"sync", "async"}) {
     CAPTURE(mode);
-    workload::Workload w = testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1);
-    if (mode == "async") {
-      w.mode = workload::Mode::kAsync;
-      w.max_staleness = 1;
-    }
+    const workload::Workload w = testing::in_mode(testing::ppo("Qwen2.5-1.5B", 64, 512, 512, 1), mode);
     const testing::Fixture f(testing::make_cluster({"us-east-1a:2x8xA100-SXM-80G:nic_gbps=400"}), w);
     const plan::Plan p =
         one_node_each(f, {"generate"}, {"actor_logprob", "ref_logprob", "critic_value", "actor_train", "critic_train"});
