@@ -37,12 +37,17 @@ struct DeviceInfo {
   std::string runtime;      // CUDA runtime and cuBLAS versions, or OpenBLAS's configuration
 };
 
-// C[m x n] = A[m x k] B[k x n] (B given as [n x k] when b_transposed, as a layer's weight is),
-// all in `dtype`, accumulated in fp32.
+// C[m x n] = A[m x k] B[k x n] (B given as [n x k] when b_transposed, as a layer's weight is;
+// A as [k x m] when a_transposed, as activations are for a weight's gradient), A and B in
+// `dtype`, accumulated in fp32. C is in `dtype`, or fp32 when c_fp32 (gradients summed over
+// micro-batches); `accumulate` adds the product to C instead of overwriting it.
 struct Gemm {
   DType dtype = DType::kBf16;
   int m = 0, n = 0, k = 0;
   bool b_transposed = false;
+  bool a_transposed = false;
+  bool c_fp32 = false;
+  bool accumulate = false;
 };
 
 // Decode attention: `batch` sequences, each one new query per head, over a cache of
@@ -51,6 +56,16 @@ struct Gemm {
 struct DecodeAttention {
   DType dtype = DType::kBf16;
   int batch = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0;
+};
+
+// Attention over a KV cache for one step that appends `queries` tokens to each of `batch`
+// sequences (a prompt's prefill, a training sequence, or one decode token): q and out are
+// [sequence][query][head][head_dim], the cache as DecodeAttention's; lengths (device ints) gives
+// each sequence's cached positions including the step's own, and query t sees the first
+// lengths - queries + t + 1 of them (causal).
+struct Attention {
+  DType dtype = DType::kBf16;
+  int batch = 0, queries = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0;
 };
 
 class Backend {
@@ -82,10 +97,37 @@ class Backend {
                                std::size_t count) = 0;
   virtual void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v,
                                 const int* lengths, void* out) = 0;
+  // lse (fp32 [sequence][query][head], may be null) keeps each query head's log-sum-exp for
+  // attention_backward.
+  virtual void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                         void* out, float* lse) = 0;
+  // The gradients of attention: dq like q; dk and dv like the cache, each sequence's first
+  // `lengths` positions written. delta is fp32 scratch of lse's size.
+  virtual void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                                  const void* out, const void* dout, const float* lse, float* delta, void* dq, void* dk,
+                                  void* dv) = 0;
+  // As rope, token i at positions[i] (device ints): a decode step's sequences are at
+  // positions of their own.
+  virtual void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,
+                       bool inverse) = 0;
+  // out[r] = table[tokens[r]], rows of n; the backward adds each dy row into its token's row
+  // of the fp32 gradient.
+  virtual void embed(DType t, const void* table, const int* tokens, void* out, int rows, int n) = 0;
+  virtual void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) = 0;
+  // into += from (a residual); x[r] += bias for rows of n, and the bias's gradient (the column
+  // sums of dy) added into dbias.
+  virtual void add(DType t, void* into, const void* from, std::size_t count) = 0;
+  virtual void add_bias(DType t, void* x, const void* bias, int rows, int n) = 0;
+  virtual void bias_backward(DType t, const void* dy, float* dbias, int rows, int n) = 0;
+  // The next token of each row (kernels.h sample_row): row r is sequence sequences[r] at
+  // positions[r] (device ints); tokens (device ints) receives the draws.
+  virtual void sample(DType t, const void* logits, int rows, int vocab, float temperature, unsigned long long seed,
+                      const int* sequences, const int* positions, int* tokens) = 0;
   virtual void softmax(DType t, void* x, int rows, int n) = 0;
-  // Per-row losses (fp32) and, when dlogits is not null, their gradient times dloss.
+  // Per-row losses (fp32) and, when dlogits is not null, their gradient times dloss, and times
+  // row_dloss[r] where that is not null (a per-token weight: a policy loss's coefficient).
   virtual void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits,
-                             int rows, int vocab, float dloss) = 0;
+                             int rows, int vocab, float dloss, const float* row_dloss) = 0;
   virtual void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
                      const AdamW& options) = 0;
   virtual void cast(DType from, const void* x, DType to, void* y, std::size_t count) = 0;

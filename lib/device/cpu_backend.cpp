@@ -143,24 +143,31 @@ class CpuBackend final : public Backend {
   }
 
   void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
+    const CBLAS_TRANSPOSE ta = g.a_transposed ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE tb = g.b_transposed ? CblasTrans : CblasNoTrans;
+    const int lda = g.a_transposed ? g.m : g.k;
     const int ldb = g.b_transposed ? g.k : g.n;
-    if (g.dtype == DType::kF32) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, g.m, g.n, g.k, 1.0f, typed<float>(a), g.k, typed<float>(b), ldb,
-                  0.0f, typed<float>(c), g.n);
-      return;
-    }
-    const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
-    const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
+    const float beta = g.accumulate ? 1.0f : 0.0f;
     const std::size_t c_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.n);
-    wide_a_.resize(a_count);
-    wide_b_.resize(b_count);
-    wide_c_.resize(c_count);
-    cast(g.dtype, a, DType::kF32, wide_a_.data(), a_count);
-    cast(g.dtype, b, DType::kF32, wide_b_.data(), b_count);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, g.m, g.n, g.k, 1.0f, wide_a_.data(), g.k, wide_b_.data(), ldb, 0.0f,
-                wide_c_.data(), g.n);
-    cast(DType::kF32, wide_c_.data(), g.dtype, c, c_count);
+    const bool c_wide = g.dtype == DType::kF32 || g.c_fp32;
+    float* out = c_wide ? typed<float>(c) : nullptr;
+    if (!c_wide) {
+      wide_c_.resize(c_count);
+      if (g.accumulate) cast(g.dtype, c, DType::kF32, wide_c_.data(), c_count);
+      out = wide_c_.data();
+    }
+    if (g.dtype == DType::kF32) {
+      cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, typed<float>(a), lda, typed<float>(b), ldb, beta, out, g.n);
+    } else {
+      const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
+      const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
+      wide_a_.resize(a_count);
+      wide_b_.resize(b_count);
+      cast(g.dtype, a, DType::kF32, wide_a_.data(), a_count);
+      cast(g.dtype, b, DType::kF32, wide_b_.data(), b_count);
+      cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, wide_a_.data(), lda, wide_b_.data(), ldb, beta, out, g.n);
+    }
+    if (!c_wide) cast(DType::kF32, wide_c_.data(), g.dtype, c, c_count);
   }
 
   void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
@@ -239,6 +246,132 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths, void* out,
+                 float* lse) override {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+      const int group = a.heads / a.kv_heads;
+      const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
+      for (int s = 0; s < a.batch; ++s) {
+        const long cache = static_cast<long>(s) * a.capacity * stride;
+        for (int t = 0; t < a.queries; ++t) {
+          const int length = visible_length(lengths[s], a.queries, t);
+          for (int h = 0; h < a.heads; ++h) {
+            const long row = (static_cast<long>(s) * a.queries + t) * a.heads + h;
+            const long kv = cache + static_cast<long>(h / group) * a.head_dim;
+            const float l = attend_cached(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv, length,
+                                          stride, a.head_dim, scale, typed<T>(out) + row * a.head_dim);
+            if (lse) lse[row] = l;
+          }
+        }
+      }
+    });
+  }
+
+  void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                          const void* out, const void* dout, const float* lse, float* delta, void* dq, void* dk,
+                          void* dv) override {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+      const int group = a.heads / a.kv_heads;
+      const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
+      const long rows = static_cast<long>(a.batch) * a.queries * a.heads;
+      for (long row = 0; row < rows; ++row) {
+        delta[row] = attention_delta(typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+      }
+      for (int s = 0; s < a.batch; ++s) {
+        const long cache = static_cast<long>(s) * a.capacity * stride;
+        const long first_row = static_cast<long>(s) * a.queries * a.heads;
+        for (int t = 0; t < a.queries; ++t) {
+          const int length = visible_length(lengths[s], a.queries, t);
+          for (int h = 0; h < a.heads; ++h) {
+            const long row = first_row + static_cast<long>(t) * a.heads + h;
+            const long kv = cache + static_cast<long>(h / group) * a.head_dim;
+            attend_cached_dq(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+                             typed<T>(dout) + row * a.head_dim, lse[row], delta[row], length, stride, a.head_dim, scale,
+                             typed<T>(dq) + row * a.head_dim);
+          }
+        }
+        for (int j = 0; j < lengths[s]; ++j) {
+          for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+            const long at = cache + j * stride + static_cast<long>(kvh) * a.head_dim;
+            attend_cached_dkv(typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
+                              lse + first_row, delta + first_row, typed<T>(k) + at, typed<T>(v) + at,
+                              first_query_seeing(lengths[s], a.queries, j), a.queries, a.heads, kvh * group, group,
+                              a.head_dim, scale, typed<T>(dk) + at, typed<T>(dv) + at);
+          }
+        }
+      }
+    });
+  }
+
+  void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,
+               bool inverse) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int token = 0; token < tokens; ++token) {
+        for (int h = 0; h < heads; ++h) {
+          T* head = typed<T>(x) + (static_cast<long>(token) * heads + h) * head_dim;
+          for (int i = 0; i < head_dim / 2; ++i) {
+            rope_pair(head, i, head_dim, static_cast<float>(positions[token]), theta, inverse);
+          }
+        }
+      }
+    });
+  }
+
+  void embed(DType t, const void* table, const int* tokens, void* out, int rows, int n) override {
+    const std::size_t row_bytes = static_cast<std::size_t>(n) * dtype_bytes(t);
+    for (int r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(out) + static_cast<std::size_t>(r) * row_bytes,
+                  static_cast<const char*>(table) + static_cast<std::size_t>(tokens[r]) * row_bytes, row_bytes);
+    }
+  }
+
+  void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int col = 0; col < n; ++col) embed_grad_column(typed<T>(dy), tokens, dtable, rows, n, col);
+    });
+  }
+
+  void add(DType t, void* into, const void* from, std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < count; ++i) typed<T>(into)[i] = device::add(typed<T>(into)[i], typed<T>(from)[i]);
+    });
+  }
+
+  void add_bias(DType t, void* x, const void* bias, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) {
+        T* row = typed<T>(x) + static_cast<long>(r) * n;
+        for (int i = 0; i < n; ++i) row[i] = device::add(row[i], typed<T>(bias)[i]);
+      }
+    });
+  }
+
+  void bias_backward(DType t, const void* dy, float* dbias, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int col = 0; col < n; ++col) dbias[col] += column_sum(typed<T>(dy), rows, n, col);
+    });
+  }
+
+  void sample(DType t, const void* logits, int rows, int vocab, float temperature, unsigned long long seed,
+              const int* sequences, const int* positions, int* tokens) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (int r = 0; r < rows; ++r) {
+        tokens[r] = sample_row(typed<T>(logits) + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r],
+                               positions[r]);
+      }
+    });
+  }
+
   void softmax(DType t, void* x, int rows, int n) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
@@ -247,14 +380,15 @@ class CpuBackend final : public Backend {
   }
 
   void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits, int rows,
-                     int vocab, float dloss) override {
+                     int vocab, float dloss, const float* row_dloss) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
         const long offset = static_cast<long>(r) * vocab;
         losses[r] = cross_entropy_row(typed<T>(logits) + offset, vocab, targets[r]);
         if (dlogits) {
-          cross_entropy_backward_row(typed<T>(logits) + offset, vocab, targets[r], dloss, typed<T>(dlogits) + offset);
+          cross_entropy_backward_row(typed<T>(logits) + offset, vocab, targets[r],
+                                     row_dloss ? dloss * row_dloss[r] : dloss, typed<T>(dlogits) + offset);
         }
       }
     });

@@ -85,6 +85,115 @@ __global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* 
 }
 
 template <typename T>
+__global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, T* out,
+                                 float* lse) {
+  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
+  const int h = static_cast<int>(row % a.heads);
+  const int t = static_cast<int>(row / a.heads % a.queries);
+  const int s = static_cast<int>(row / a.heads / a.queries);
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  const float l = attend_cached(q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t), stride,
+                                a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  if (lse) lse[row] = l;
+}
+
+template <typename T>
+__global__ void attention_delta_kernel(Attention a, const T* out, const T* dout, float* delta) {
+  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row < static_cast<long>(a.batch) * a.queries * a.heads) {
+    delta[row] = attention_delta(out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
+  }
+}
+
+template <typename T>
+__global__ void attention_dq_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, const T* dout,
+                                    const float* lse, const float* delta, T* dq) {
+  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
+  const int h = static_cast<int>(row % a.heads);
+  const int t = static_cast<int>(row / a.heads % a.queries);
+  const int s = static_cast<int>(row / a.heads / a.queries);
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  attend_cached_dq(q + row * a.head_dim, k + kv, v + kv, dout + row * a.head_dim, lse[row], delta[row],
+                   visible_length(lengths[s], a.queries, t), stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
+                   dq + row * a.head_dim);
+}
+
+// One thread per cached position of one kv head of one sequence.
+template <typename T>
+__global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, const T* dout,
+                                     const float* lse, const float* delta, T* dk, T* dv) {
+  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= static_cast<long>(a.batch) * a.capacity * a.kv_heads) return;
+  const int kvh = static_cast<int>(p % a.kv_heads);
+  const int j = static_cast<int>(p / a.kv_heads % a.capacity);
+  const int s = static_cast<int>(p / a.kv_heads / a.capacity);
+  if (j >= lengths[s]) return;
+  const int group = a.heads / a.kv_heads;
+  const long first_row = static_cast<long>(s) * a.queries * a.heads;
+  const long at = p * a.head_dim;
+  attend_cached_dkv(q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row, delta + first_row,
+                    k + at, v + at, first_query_seeing(lengths[s], a.queries, j), a.queries, a.heads, kvh * group, group,
+                    a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
+}
+
+template <typename T>
+__global__ void rope_at_kernel(T* x, const int* positions, int tokens, int heads, int head_dim, float theta,
+                               bool inverse) {
+  const long pairs = static_cast<long>(tokens) * heads * (head_dim / 2);
+  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= pairs) return;
+  const int i = static_cast<int>(p % (head_dim / 2));
+  const long head = p / (head_dim / 2);
+  const int token = static_cast<int>(head / heads);
+  rope_pair(x + head * head_dim, i, head_dim, static_cast<float>(positions[token]), theta, inverse);
+}
+
+template <typename T>
+__global__ void embed_kernel(const T* table, const int* tokens, T* out, int rows, int n) {
+  const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<long>(rows) * n) return;
+  const long r = e / n;
+  out[e] = table[static_cast<long>(tokens[r]) * n + e % n];
+}
+
+template <typename T>
+__global__ void embed_grad_kernel(const T* dy, const int* tokens, float* dtable, int rows, int n) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col < n) embed_grad_column(dy, tokens, dtable, rows, n, col);
+}
+
+template <typename T>
+__global__ void add_kernel(T* into, const T* from, std::size_t count) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) into[i] = add(into[i], from[i]);
+}
+
+template <typename T>
+__global__ void add_bias_kernel(T* x, const T* bias, int rows, int n) {
+  const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < static_cast<long>(rows) * n) x[e] = add(x[e], bias[e % n]);
+}
+
+template <typename T>
+__global__ void bias_grad_kernel(const T* dy, float* dbias, int rows, int n) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col < n) dbias[col] += column_sum(dy, rows, n, col);
+}
+
+template <typename T>
+__global__ void sample_kernel(const T* logits, int rows, int vocab, float temperature, unsigned long long seed,
+                              const int* sequences, const int* positions, int* tokens) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) {
+    tokens[r] = sample_row(logits + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r], positions[r]);
+  }
+}
+
+template <typename T>
 __global__ void softmax_kernel(T* x, int rows, int n) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r < rows) softmax_row(x + static_cast<long>(r) * n, n);
@@ -92,12 +201,15 @@ __global__ void softmax_kernel(T* x, int rows, int n) {
 
 template <typename T>
 __global__ void cross_entropy_kernel(const T* logits, const int* targets, float* losses, T* dlogits, int rows,
-                                     int vocab, float dloss) {
+                                     int vocab, float dloss, const float* row_dloss) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const long offset = static_cast<long>(r) * vocab;
   losses[r] = cross_entropy_row(logits + offset, vocab, targets[r]);
-  if (dlogits) cross_entropy_backward_row(logits + offset, vocab, targets[r], dloss, dlogits + offset);
+  if (dlogits) {
+    cross_entropy_backward_row(logits + offset, vocab, targets[r], row_dloss ? dloss * row_dloss[r] : dloss,
+                               dlogits + offset);
+  }
 }
 
 template <typename T>
@@ -205,12 +317,14 @@ class CudaBackend final : public Backend {
   }
 
   void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
-    // Row-major C = A B is column-major C^T = B^T A^T.
-    const float alpha = 1, beta = 0;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix read
+    // as column-major is its transpose, so each operand's own flag carries over.
+    const float alpha = 1, beta = g.accumulate ? 1.0f : 0.0f;
     const cudaDataType_t type = cuda_type(g.dtype);
-    check(cublasGemmEx(blas_, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g.n, g.m, g.k, &alpha, b, type,
-                       g.b_transposed ? g.k : g.n, a, type, g.k, &beta, c, type, g.n, CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT),
+    const cudaDataType_t c_type = g.c_fp32 ? CUDA_R_32F : type;
+    check(cublasGemmEx(blas_, g.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, g.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                       g.n, g.m, g.k, &alpha, b, type, g.b_transposed ? g.k : g.n, a, type, g.a_transposed ? g.m : g.k,
+                       &beta, c, c_type, g.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   }
 
@@ -276,6 +390,98 @@ class CudaBackend final : public Backend {
     launched("decode_attention");
   }
 
+  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths, void* out,
+                 float* lse) override {
+    if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
+    const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      attention_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v), lengths,
+                                                                   typed<T>(out), lse);
+    });
+    launched("attention");
+  }
+
+  void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                          const void* out, const void* dout, const float* lse, float* delta, void* dq, void* dk,
+                          void* dv) override {
+    if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
+    const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
+    const std::size_t positions = static_cast<std::size_t>(a.batch) * a.capacity * a.kv_heads;
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      attention_delta_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(out), typed<T>(dout), delta);
+      attention_dq_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v), lengths,
+                                                                      typed<T>(dout), lse, delta, typed<T>(dq));
+      attention_dkv_kernel<<<blocks_for(positions), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(dout), lse, delta, typed<T>(dk), typed<T>(dv));
+    });
+    launched("attention_backward");
+  }
+
+  void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,
+               bool inverse) override {
+    const std::size_t pairs = static_cast<std::size_t>(tokens) * heads * (head_dim / 2);
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      rope_at_kernel<<<blocks_for(pairs), kThreads, 0, stream_>>>(typed<T>(x), positions, tokens, heads, head_dim,
+                                                                  theta, inverse);
+    });
+    launched("rope_at");
+  }
+
+  void embed(DType t, const void* table, const int* tokens, void* out, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      embed_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
+          typed<T>(table), tokens, typed<T>(out), rows, n);
+    });
+    launched("embed");
+  }
+
+  void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      embed_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(dy), tokens, dtable, rows, n);
+    });
+    launched("embed_backward");
+  }
+
+  void add(DType t, void* into, const void* from, std::size_t count) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      add_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(into), typed<T>(from), count);
+    });
+    launched("add");
+  }
+
+  void add_bias(DType t, void* x, const void* bias, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      add_bias_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
+          typed<T>(x), typed<T>(bias), rows, n);
+    });
+    launched("add_bias");
+  }
+
+  void bias_backward(DType t, const void* dy, float* dbias, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      bias_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(dy), dbias, rows, n);
+    });
+    launched("bias_backward");
+  }
+
+  void sample(DType t, const void* logits, int rows, int vocab, float temperature, unsigned long long seed,
+              const int* sequences, const int* positions, int* tokens) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      sample_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(logits), rows, vocab, temperature, seed,
+                                                                sequences, positions, tokens);
+    });
+    launched("sample");
+  }
+
   void softmax(DType t, void* x, int rows, int n) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
@@ -285,11 +491,12 @@ class CudaBackend final : public Backend {
   }
 
   void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits, int rows, int vocab,
-                     float dloss) override {
+                     float dloss, const float* row_dloss) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       cross_entropy_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(logits), targets, losses,
-                                                                        static_cast<T*>(dlogits), rows, vocab, dloss);
+                                                                        static_cast<T*>(dlogits), rows, vocab, dloss,
+                                                                        row_dloss);
     });
     launched("cross_entropy");
   }

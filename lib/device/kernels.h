@@ -101,9 +101,11 @@ HETRL_HD void swiglu_backward(T gate, T up, T dh, T& dgate, T& dup) {
 // One query head attending over `length` cached positions: out = softmax(q K^T * scale) V, in
 // one pass with a running maximum (the online softmax), so a head reads its cache once.
 // k and v point at the head's kv head in position 0; positions are `stride` elements apart.
+// Returns the log of the softmax's denominator (max + log sum exp), which the backward pass
+// uses to recompute the probabilities; -infinity over no positions.
 template <typename T>
-HETRL_HD void attend_cached(const T* q, const T* k, const T* v, int length, long stride, int head_dim,
-                            float scale, T* out) {
+HETRL_HD float attend_cached(const T* q, const T* k, const T* v, int length, long stride, int head_dim,
+                             float scale, T* out) {
   float acc[kMaxHeadDim];
   for (int d = 0; d < head_dim; ++d) acc[d] = 0;
   float running_max = -INFINITY, total = 0;
@@ -122,6 +124,79 @@ HETRL_HD void attend_cached(const T* q, const T* k, const T* v, int length, long
   }
   const float inverse = length > 0 ? 1.0f / total : 0.0f;
   for (int d = 0; d < head_dim; ++d) out[d] = store<T>(acc[d] * inverse);
+  return length > 0 ? running_max + logf(total) : -INFINITY;
+}
+
+// Which query of a step sees a cached position: a step appends `queries` tokens to a sequence
+// whose cache then holds `length` positions, and its query t sees positions 0 to
+// length - queries + t (causal). visible_length gives query t's count, first_query_seeing the
+// first query that sees position j.
+HETRL_HD inline int visible_length(int length, int queries, int t) { return length - queries + t + 1; }
+HETRL_HD inline int first_query_seeing(int length, int queries, int j) {
+  const int t = j - (length - queries);
+  return t > 0 ? t : 0;
+}
+
+// D = dout . out for one query head: the softmax backward's row term.
+template <typename T>
+HETRL_HD float attention_delta(const T* out, const T* dout, int head_dim) {
+  float d = 0;
+  for (int i = 0; i < head_dim; ++i) d += to_float(out[i]) * to_float(dout[i]);
+  return d;
+}
+
+// The gradient of attend_cached with respect to its query, for one query head:
+// dq = scale sum_j p_j (dout . v_j - delta) k_j, with p_j = exp(scale q . k_j - lse) recomputed.
+template <typename T>
+HETRL_HD void attend_cached_dq(const T* q, const T* k, const T* v, const T* dout, float lse, float delta, int length,
+                               long stride, int head_dim, float scale, T* dq) {
+  float acc[kMaxHeadDim];
+  for (int d = 0; d < head_dim; ++d) acc[d] = 0;
+  for (int t = 0; t < length; ++t) {
+    const T* kt = k + t * stride;
+    const T* vt = v + t * stride;
+    float score = 0, dp = 0;
+    for (int d = 0; d < head_dim; ++d) {
+      score += to_float(q[d]) * to_float(kt[d]);
+      dp += to_float(dout[d]) * to_float(vt[d]);
+    }
+    const float ds = expf(score * scale - lse) * (dp - delta);
+    for (int d = 0; d < head_dim; ++d) acc[d] += ds * to_float(kt[d]);
+  }
+  for (int d = 0; d < head_dim; ++d) dq[d] = store<T>(acc[d] * scale);
+}
+
+// The gradients of one cached key and value (position j of one kv head) over every query head
+// that reads them: the queries first..queries-1 of the step, heads group_first..+group-1.
+// q and dout are the step's [query][head][head_dim]; lse and delta its [query][head].
+template <typename T>
+HETRL_HD void attend_cached_dkv(const T* q, const T* dout, const float* lse, const float* delta, const T* kj,
+                                const T* vj, int first, int queries, int heads, int group_first, int group,
+                                int head_dim, float scale, T* dk, T* dv) {
+  float dk_acc[kMaxHeadDim], dv_acc[kMaxHeadDim];
+  for (int d = 0; d < head_dim; ++d) dk_acc[d] = dv_acc[d] = 0;
+  for (int t = first; t < queries; ++t) {
+    for (int h = group_first; h < group_first + group; ++h) {
+      const long row = static_cast<long>(t) * heads + h;
+      const T* qh = q + row * head_dim;
+      const T* doh = dout + row * head_dim;
+      float score = 0, dp = 0;
+      for (int d = 0; d < head_dim; ++d) {
+        score += to_float(qh[d]) * to_float(kj[d]);
+        dp += to_float(doh[d]) * to_float(vj[d]);
+      }
+      const float p = expf(score * scale - lse[row]);
+      const float ds = p * (dp - delta[row]) * scale;
+      for (int d = 0; d < head_dim; ++d) {
+        dv_acc[d] += p * to_float(doh[d]);
+        dk_acc[d] += ds * to_float(qh[d]);
+      }
+    }
+  }
+  for (int d = 0; d < head_dim; ++d) {
+    dk[d] = store<T>(dk_acc[d]);
+    dv[d] = store<T>(dv_acc[d]);
+  }
 }
 
 // In-place softmax over one row of n.
@@ -155,6 +230,61 @@ HETRL_HD void cross_entropy_backward_row(const T* logits, int vocab, int target,
     const float p = expf(to_float(logits[i]) - most) / total;
     dlogits[i] = store<T>((p - (i == target ? 1.0f : 0.0f)) * dloss);
   }
+}
+
+// A 64-bit mix of a few integers (splitmix64's finaliser), the same on host and device: the
+// random numbers of sampling depend on what they are for, not on the order they are drawn in.
+HETRL_HD inline unsigned long long mix64(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The next token of one row of logits: the largest logit when temperature is 0, else a draw
+// from softmax(logits / temperature) by the Gumbel-max trick, its noise a function of (seed,
+// sequence, position, token) alone, so a sequence draws the same tokens however it is batched.
+template <typename T>
+HETRL_HD int sample_row(const T* logits, int vocab, float temperature, unsigned long long seed, int sequence,
+                        int position) {
+  int best = 0;
+  float best_score = -INFINITY;
+  const unsigned long long key = mix64(seed ^ mix64((static_cast<unsigned long long>(sequence) << 32) |
+                                                    static_cast<unsigned int>(position)));
+  for (int i = 0; i < vocab; ++i) {
+    float score = to_float(logits[i]);
+    if (temperature > 0) {
+      // A uniform in (0, 1) from the top 24 bits, then Gumbel noise -log(-log(u)).
+      const float u = (static_cast<float>(mix64(key + static_cast<unsigned long long>(i)) >> 40) + 0.5f) *
+                      5.9604644775390625e-8f;
+      score = score / temperature - logf(-logf(u));
+    }
+    if (score > best_score) {
+      best_score = score;
+      best = i;
+    }
+  }
+  return best;
+}
+
+// The embedding gradient of one column: every row's dy added into its token's row of the fp32
+// table gradient (one thread per column, so rows of the same token never race).
+template <typename T>
+HETRL_HD void embed_grad_column(const T* dy, const int* tokens, float* dtable, int rows, int n, int col) {
+  for (int r = 0; r < rows; ++r) dtable[static_cast<long>(tokens[r]) * n + col] += to_float(dy[static_cast<long>(r) * n + col]);
+}
+
+// The sum of one column over `rows` rows of n, in fp32 (a bias's gradient).
+template <typename T>
+HETRL_HD float column_sum(const T* x, int rows, int n, int col) {
+  float total = 0;
+  for (int r = 0; r < rows; ++r) total += to_float(x[static_cast<long>(r) * n + col]);
+  return total;
+}
+
+template <typename T>
+HETRL_HD T add(T a, T b) {
+  return store<T>(to_float(a) + to_float(b));
 }
 
 struct AdamW {

@@ -341,7 +341,7 @@ TEST_CASE("kernels: cross-entropy and its gradient against the reference and fin
     const std::vector<double> logits = random_values(rows * vocab, 3.0, 15, t);
     const Buffer dlogits_in = put(*b, t, logits), dtargets = put_raw(*b, targets);
     const Buffer losses(*b, rows * sizeof(float)), grad(*b, logits.size() * dtype_bytes(t));
-    b->cross_entropy(t, dlogits_in.data(), dtargets.as<int>(), losses.as<float>(), grad.data(), rows, vocab, dloss);
+    b->cross_entropy(t, dlogits_in.data(), dtargets.as<int>(), losses.as<float>(), grad.data(), rows, vocab, dloss, nullptr);
     const std::vector<float> found = get_raw<float>(*b, losses, rows);
     for (int r = 0; r < rows; ++r) CHECK(found[r] == doctest::Approx(reference(logits, r)).epsilon(1e-5).scale(0));
     const auto loss = [&](const std::vector<double>& z) {

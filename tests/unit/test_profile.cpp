@@ -65,8 +65,26 @@ class FailingBackend final : public device::Backend {
                         void* o) override {
     tick(), cpu_->decode_attention(a, q, k, v, l, o);
   }
+  void attention(const device::Attention&, const void*, const void*, const void*, const int*, void*, float*) override {
+    tick();
+  }
+  void attention_backward(const device::Attention&, const void*, const void*, const void*, const int*, const void*,
+                          const void*, const float*, float*, void*, void*, void*) override {
+    tick();
+  }
+  void rope_at(device::DType, void*, const int*, int, int, int, float, bool) override { tick(); }
+  void embed(device::DType, const void*, const int*, void*, int, int) override { tick(); }
+  void embed_backward(device::DType, const void*, const int*, float*, int, int) override { tick(); }
+  void add(device::DType, void*, const void*, std::size_t) override { tick(); }
+  void add_bias(device::DType, void*, const void*, int, int) override { tick(); }
+  void bias_backward(device::DType, const void*, float*, int, int) override { tick(); }
+  void sample(device::DType, const void*, int, int, float, unsigned long long, const int*, const int*, int*) override {
+    tick();
+  }
   void softmax(device::DType, void*, int, int) override { tick(); }
-  void cross_entropy(device::DType, const void*, const int*, float*, void*, int, int, float) override { tick(); }
+  void cross_entropy(device::DType, const void*, const int*, float*, void*, int, int, float, const float*) override {
+    tick();
+  }
   void adamw(device::DType, float*, float*, float*, const float*, void*, std::size_t, const device::AdamW&) override {
     tick();
   }

@@ -1,0 +1,382 @@
+// The kernels a transformer's forward and backward passes need beyond those of
+// test_kernels.cpp (GEMMs with a transposed or fp32 operand, causal attention over a cache and
+// its gradients, RoPE at per-token positions, embeddings, residuals and biases, sampling,
+// per-token loss weights), each against a double-precision reference and every gradient
+// against finite differences. Built, like test_kernels.cpp, into the cpu unit tests and the
+// gpu-labelled tests.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "device/backend.h"
+#include "device_test_backend.h"
+
+namespace hetrl::device {
+namespace {
+
+constexpr DType kTypes[] = {DType::kF32, DType::kBf16, DType::kF16};
+
+double precision(DType t) { return t == DType::kF32 ? 1e-5 : t == DType::kBf16 ? 8e-3 : 1e-3; }
+
+std::vector<double> random_values(std::size_t n, double scale, unsigned seed, DType t) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = quantize(t, normal(rng));
+  return v;
+}
+
+template <typename U>
+Buffer put_raw(Backend& b, const std::vector<U>& values) {
+  Buffer buffer(b, values.size() * sizeof(U));
+  b.upload(buffer.data(), values.data(), buffer.bytes());
+  return buffer;
+}
+
+template <typename U>
+std::vector<U> get_raw(Backend& b, const Buffer& buffer, std::size_t count) {
+  std::vector<U> values(count);
+  b.download(values.data(), buffer.data(), count * sizeof(U));
+  return values;
+}
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+void check_close(const std::vector<double>& found, const std::vector<double>& expected, double tolerance,
+                 double scale = 1.0) {
+  REQUIRE(found.size() == expected.size());
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(found[i]);
+    CAPTURE(expected[i]);
+    CHECK(std::abs(found[i] - expected[i]) <= tolerance * std::max({1.0, std::abs(expected[i]), scale}));
+  }
+}
+
+std::vector<double> numeric_gradient(const std::function<double(const std::vector<double>&)>& f,
+                                     std::vector<double> x) {
+  std::vector<double> grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i], h = 1e-5 * std::max(1.0, std::abs(keep));
+    x[i] = keep + h;
+    const double up = f(x);
+    x[i] = keep - h;
+    const double down = f(x);
+    x[i] = keep;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+TEST_CASE("kernels: GEMM with A transposed, an fp32 result, and accumulation into it") {
+  auto b = test_backend();
+  const int m = 6, n = 11, k = 29;
+  for (DType t : kTypes) {
+    for (const bool a_transposed : {false, true}) {
+      for (const bool b_transposed : {false, true}) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(a_transposed);
+        CAPTURE(b_transposed);
+        const std::vector<double> a = random_values(static_cast<std::size_t>(m * k), 1.0, 21, t);
+        const std::vector<double> bm = random_values(static_cast<std::size_t>(k * n), 1.0, 22, t);
+        const std::vector<double> c0 = random_values(static_cast<std::size_t>(m * n), 1.0, 23, t);
+        std::vector<double> product(static_cast<std::size_t>(m * n), 0.0);
+        for (int i = 0; i < m; ++i) {
+          for (int j = 0; j < n; ++j) {
+            for (int p = 0; p < k; ++p) {
+              product[i * n + j] += (a_transposed ? a[p * m + i] : a[i * k + p]) * (b_transposed ? bm[j * k + p] : bm[p * n + j]);
+            }
+          }
+        }
+        const Buffer da = put(*b, t, a), db = put(*b, t, bm);
+        Gemm g{t, m, n, k, b_transposed, a_transposed, false, false};
+        const Buffer dc = put(*b, t, c0);
+        b->gemm(g, da.data(), db.data(), dc.data());
+        check_close(get(*b, t, dc, product.size()), product, 2 * precision(t), std::sqrt(k));
+
+        // Accumulated onto C in its storage type, and into an fp32 C.
+        std::vector<double> sum(product.size());
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] = c0[i] + product[i];
+        const Buffer dacc = put(*b, t, c0);
+        g.accumulate = true;
+        b->gemm(g, da.data(), db.data(), dacc.data());
+        check_close(get(*b, t, dacc, sum.size()), sum, 2 * precision(t), std::sqrt(k));
+        const std::vector<float> c0_wide(c0.begin(), c0.end());
+        const Buffer dwide = put_raw(*b, c0_wide);
+        g.c_fp32 = true;
+        b->gemm(g, da.data(), db.data(), dwide.data());
+        b->gemm(g, da.data(), db.data(), dwide.data());
+        std::vector<double> twice(product.size());
+        for (std::size_t i = 0; i < twice.size(); ++i) twice[i] = c0[i] + 2 * product[i];
+        check_close(widen(get_raw<float>(*b, dwide, twice.size())), twice, 1e-5, std::sqrt(k));
+      }
+    }
+  }
+}
+
+// Causal attention over a cache in double: out [s][t][h][d] and the log-sum-exp of each row.
+struct AttentionReference {
+  std::vector<double> out, lse;
+};
+
+AttentionReference attention_reference(const Attention& a, const std::vector<double>& q, const std::vector<double>& k,
+                                       const std::vector<double>& v, const std::vector<int>& lengths) {
+  AttentionReference r;
+  r.out.assign(q.size(), 0.0);
+  r.lse.assign(q.size() / a.head_dim, 0.0);
+  const int group = a.heads / a.kv_heads;
+  for (int s = 0; s < a.batch; ++s) {
+    for (int t = 0; t < a.queries; ++t) {
+      const int seen = lengths[s] - a.queries + t + 1;
+      for (int h = 0; h < a.heads; ++h) {
+        const int row = (s * a.queries + t) * a.heads + h;
+        std::vector<double> scores(static_cast<std::size_t>(seen));
+        double most = -1e300;
+        for (int p = 0; p < seen; ++p) {
+          double score = 0;
+          for (int d = 0; d < a.head_dim; ++d) {
+            score += q[row * a.head_dim + d] * k[((s * a.capacity + p) * a.kv_heads + h / group) * a.head_dim + d];
+          }
+          scores[p] = score / std::sqrt(a.head_dim);
+          most = std::max(most, scores[p]);
+        }
+        double total = 0;
+        for (double& score : scores) total += (score = std::exp(score - most));
+        r.lse[row] = most + std::log(total);
+        for (int d = 0; d < a.head_dim; ++d) {
+          double sum = 0;
+          for (int p = 0; p < seen; ++p) {
+            sum += scores[p] * v[((s * a.capacity + p) * a.kv_heads + h / group) * a.head_dim + d];
+          }
+          r.out[row * a.head_dim + d] = sum / total;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+TEST_CASE("kernels: causal attention over a cache (prefill and continued steps) and its gradients") {
+  auto b = test_backend();
+  // Two sequences of five new queries each; the second had two positions cached before them.
+  Attention a;
+  a.batch = 2, a.queries = 5, a.heads = 4, a.kv_heads = 2, a.head_dim = 8, a.capacity = 8;
+  const std::vector<int> lengths{5, 7};
+  const std::size_t q_count = static_cast<std::size_t>(a.batch * a.queries * a.heads * a.head_dim);
+  const std::size_t kv_count = static_cast<std::size_t>(a.batch * a.capacity * a.kv_heads * a.head_dim);
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    a.dtype = t;
+    const std::vector<double> q = random_values(q_count, 1.0, 31, t), k = random_values(kv_count, 1.0, 32, t),
+                              v = random_values(kv_count, 1.0, 33, t), g = random_values(q_count, 1.0, 34, t);
+    const AttentionReference expected = attention_reference(a, q, k, v, lengths);
+    const Buffer dq_in = put(*b, t, q), dk_in = put(*b, t, k), dv_in = put(*b, t, v), dl = put_raw(*b, lengths);
+    const Buffer out(*b, q_count * dtype_bytes(t)), lse(*b, q_count / a.head_dim * sizeof(float));
+    b->attention(a, dq_in.data(), dk_in.data(), dv_in.data(), dl.as<int>(), out.data(), lse.as<float>());
+    check_close(get(*b, t, out, q_count), expected.out, 2 * precision(t));
+    check_close(widen(get_raw<float>(*b, lse, expected.lse.size())), expected.lse, 1e-5);
+
+    // Gradients of sum(out * g), with dout = g; positions past a sequence's length stay zero.
+    const Buffer dout = put(*b, t, g), delta(*b, q_count / a.head_dim * sizeof(float));
+    const Buffer dq(*b, q_count * dtype_bytes(t)), dk(*b, kv_count * dtype_bytes(t)), dv(*b, kv_count * dtype_bytes(t));
+    b->fill_zero(dk.data(), dk.bytes());
+    b->fill_zero(dv.data(), dv.bytes());
+    b->attention_backward(a, dq_in.data(), dk_in.data(), dv_in.data(), dl.as<int>(), out.data(), dout.data(),
+                          lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+    const auto loss_q = [&](const std::vector<double>& x) { return dot(attention_reference(a, x, k, v, lengths).out, g); };
+    const auto loss_k = [&](const std::vector<double>& x) { return dot(attention_reference(a, q, x, v, lengths).out, g); };
+    const auto loss_v = [&](const std::vector<double>& x) { return dot(attention_reference(a, q, k, x, lengths).out, g); };
+    const double tolerance = 8 * precision(t) + 1e-5;
+    check_close(get(*b, t, dq, q_count), numeric_gradient(loss_q, q), tolerance);
+    check_close(get(*b, t, dk, kv_count), numeric_gradient(loss_k, k), tolerance);
+    check_close(get(*b, t, dv, kv_count), numeric_gradient(loss_v, v), tolerance);
+  }
+}
+
+TEST_CASE("kernels: a decode step is the attention of one new query") {
+  auto b = test_backend();
+  Attention a;
+  a.dtype = DType::kF32, a.batch = 3, a.queries = 1, a.heads = 4, a.kv_heads = 1, a.head_dim = 16, a.capacity = 10;
+  const std::vector<int> lengths{1, 6, 10};
+  const std::size_t q_count = static_cast<std::size_t>(a.batch * a.heads * a.head_dim);
+  const std::size_t kv_count = static_cast<std::size_t>(a.batch * a.capacity * a.kv_heads * a.head_dim);
+  const std::vector<double> q = random_values(q_count, 1.0, 35, a.dtype), k = random_values(kv_count, 1.0, 36, a.dtype),
+                            v = random_values(kv_count, 1.0, 37, a.dtype);
+  const Buffer dq = put(*b, a.dtype, q), dk = put(*b, a.dtype, k), dv = put(*b, a.dtype, v), dl = put_raw(*b, lengths);
+  const Buffer general(*b, q_count * 4), decode(*b, q_count * 4);
+  b->attention(a, dq.data(), dk.data(), dv.data(), dl.as<int>(), general.data(), nullptr);
+  const DecodeAttention d{a.dtype, a.batch, a.heads, a.kv_heads, a.head_dim, a.capacity};
+  b->decode_attention(d, dq.data(), dk.data(), dv.data(), dl.as<int>(), decode.data());
+  const std::vector<double> found = get(*b, a.dtype, general, q_count);
+  check_close(found, get(*b, a.dtype, decode, q_count), 1e-6);
+  check_close(found, attention_reference(a, q, k, v, lengths).out, 1e-5);
+}
+
+TEST_CASE("kernels: RoPE at per-token positions rotates each token by its own angle, and back") {
+  auto b = test_backend();
+  const int tokens = 3, heads = 2, head_dim = 8;
+  const float theta = 10000.0f;
+  const std::vector<int> positions{7, 0, 123};
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> x = random_values(static_cast<std::size_t>(tokens * heads * head_dim), 1.0, 41, t);
+    std::vector<double> expected(x.size());
+    for (int token = 0; token < tokens; ++token) {
+      for (int h = 0; h < heads; ++h) {
+        const int at = (token * heads + h) * head_dim;
+        for (int i = 0; i < head_dim / 2; ++i) {
+          const double angle = positions[token] * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+          const double u = x[at + i], w = x[at + i + head_dim / 2];
+          expected[at + i] = u * std::cos(angle) - w * std::sin(angle);
+          expected[at + i + head_dim / 2] = u * std::sin(angle) + w * std::cos(angle);
+        }
+      }
+    }
+    const Buffer d = put(*b, t, x), dp = put_raw(*b, positions);
+    b->rope_at(t, d.data(), dp.as<int>(), tokens, heads, head_dim, theta, false);
+    check_close(get(*b, t, d, x.size()), expected, 4 * precision(t));
+    b->rope_at(t, d.data(), dp.as<int>(), tokens, heads, head_dim, theta, true);
+    check_close(get(*b, t, d, x.size()), x, 8 * precision(t));
+  }
+}
+
+TEST_CASE("kernels: embedding rows gathered by token, their gradient summed per token") {
+  auto b = test_backend();
+  const int vocab = 9, n = 5;
+  const std::vector<int> tokens{3, 0, 3, 8, 3};
+  const int rows = static_cast<int>(tokens.size());
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> table = random_values(static_cast<std::size_t>(vocab * n), 1.0, 42, t);
+    const std::vector<double> dy = random_values(static_cast<std::size_t>(rows * n), 1.0, 43, t);
+    std::vector<double> gathered, dtable(table.size(), 0.0);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < n; ++i) {
+        gathered.push_back(table[tokens[r] * n + i]);
+        dtable[tokens[r] * n + i] += dy[r * n + i];
+      }
+    }
+    const Buffer dt = put(*b, t, table), dtok = put_raw(*b, tokens), out(*b, gathered.size() * dtype_bytes(t));
+    b->embed(t, dt.data(), dtok.as<int>(), out.data(), rows, n);
+    CHECK(get(*b, t, out, gathered.size()) == gathered);
+    // Added into what the gradient held: once, then again.
+    const Buffer grad = put_raw(*b, std::vector<float>(table.size(), 1.0f));
+    b->embed_backward(t, put(*b, t, dy).data(), dtok.as<int>(), grad.as<float>(), rows, n);
+    std::vector<double> plus_one(dtable);
+    for (double& x : plus_one) x += 1.0;
+    check_close(widen(get_raw<float>(*b, grad, table.size())), plus_one, 1e-6);
+  }
+}
+
+TEST_CASE("kernels: residual sums, biases added to rows, and a bias's gradient") {
+  auto b = test_backend();
+  const int rows = 4, n = 6;
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> x = random_values(static_cast<std::size_t>(rows * n), 2.0, 44, t);
+    const std::vector<double> y = random_values(x.size(), 2.0, 45, t);
+    const std::vector<double> bias = random_values(static_cast<std::size_t>(n), 1.0, 46, t);
+    std::vector<double> sum(x.size()), biased(x.size()), dbias(static_cast<std::size_t>(n), 0.5);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < n; ++i) {
+        sum[r * n + i] = quantize(t, x[r * n + i] + y[r * n + i]);
+        biased[r * n + i] = quantize(t, x[r * n + i] + bias[i]);
+        dbias[i] += y[r * n + i];
+      }
+    }
+    const Buffer dx = put(*b, t, x), dy = put(*b, t, y), db = put(*b, t, bias), dx2 = put(*b, t, x);
+    b->add(t, dx.data(), dy.data(), x.size());
+    CHECK(get(*b, t, dx, x.size()) == sum);
+    b->add_bias(t, dx2.data(), db.data(), rows, n);
+    CHECK(get(*b, t, dx2, x.size()) == biased);
+    const Buffer grad = put_raw(*b, std::vector<float>(static_cast<std::size_t>(n), 0.5f));
+    b->bias_backward(t, dy.data(), grad.as<float>(), rows, n);
+    check_close(widen(get_raw<float>(*b, grad, static_cast<std::size_t>(n))), dbias, 1e-6);
+  }
+}
+
+TEST_CASE("kernels: sampling is the argmax at temperature 0 and follows the softmax above it") {
+  auto b = test_backend();
+  const int vocab = 6;
+  const std::vector<double> row{0.5, 2.0, -1.0, 1.0, 2.5, 0.0};
+  const int rows = 4000;
+  std::vector<double> logits;
+  std::vector<int> sequences, positions;
+  for (int r = 0; r < rows; ++r) {
+    logits.insert(logits.end(), row.begin(), row.end());
+    sequences.push_back(r % 40);
+    positions.push_back(r / 40);
+  }
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const Buffer dl = put(*b, t, logits), ds = put_raw(*b, sequences), dp = put_raw(*b, positions);
+    const Buffer tokens(*b, rows * sizeof(int));
+    b->sample(t, dl.data(), rows, vocab, 0.0f, 7, ds.as<int>(), dp.as<int>(), tokens.as<int>());
+    CHECK(get_raw<int>(*b, tokens, rows) == std::vector<int>(rows, 4));
+
+    // At temperature 2 the draws' frequencies are those of softmax(logits / 2).
+    b->sample(t, dl.data(), rows, vocab, 2.0f, 7, ds.as<int>(), dp.as<int>(), tokens.as<int>());
+    const std::vector<int> drawn = get_raw<int>(*b, tokens, rows);
+    std::vector<double> p(vocab);
+    double total = 0;
+    for (int i = 0; i < vocab; ++i) total += (p[i] = std::exp(quantize(t, row[i]) / 2));
+    for (int i = 0; i < vocab; ++i) {
+      CAPTURE(i);
+      const double share = static_cast<double>(std::count(drawn.begin(), drawn.end(), i)) / rows;
+      // Five standard deviations of a binomial share.
+      CHECK(std::abs(share - p[i] / total) <= 5 * std::sqrt(p[i] / total * (1 - p[i] / total) / rows));
+    }
+
+    // A row's draw depends on its sequence and position, not on where it sits in the batch.
+    std::vector<int> reversed_sequences(sequences.rbegin(), sequences.rend());
+    std::vector<int> reversed_positions(positions.rbegin(), positions.rend());
+    const Buffer rs = put_raw(*b, reversed_sequences), rp = put_raw(*b, reversed_positions);
+    b->sample(t, dl.data(), rows, vocab, 2.0f, 7, rs.as<int>(), rp.as<int>(), tokens.as<int>());
+    const std::vector<int> again = get_raw<int>(*b, tokens, rows);
+    CHECK(std::vector<int>(again.rbegin(), again.rend()) == drawn);
+    // Another seed draws otherwise.
+    b->sample(t, dl.data(), rows, vocab, 2.0f, 8, ds.as<int>(), dp.as<int>(), tokens.as<int>());
+    CHECK(get_raw<int>(*b, tokens, rows) != drawn);
+  }
+}
+
+TEST_CASE("kernels: cross-entropy's gradient weighted per row against finite differences") {
+  auto b = test_backend();
+  const int rows = 3, vocab = 17;
+  const std::vector<int> targets{4, 16, 0};
+  const std::vector<float> weights{1.5f, -0.75f, 0.0f};
+  const float dloss = 2.0f;
+  const auto reference = [&](const std::vector<double>& logits, int r) {
+    double total = 0;
+    for (int i = 0; i < vocab; ++i) total += std::exp(logits[r * vocab + i]);
+    return std::log(total) - logits[r * vocab + targets[r]];
+  };
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> logits = random_values(static_cast<std::size_t>(rows * vocab), 2.0, 47, t);
+    const Buffer dl = put(*b, t, logits), dt = put_raw(*b, targets), dw = put_raw(*b, weights);
+    const Buffer losses(*b, rows * sizeof(float)), grad(*b, logits.size() * dtype_bytes(t));
+    b->cross_entropy(t, dl.data(), dt.as<int>(), losses.as<float>(), grad.data(), rows, vocab, dloss, dw.as<float>());
+    const auto loss = [&](const std::vector<double>& z) {
+      double s = 0;
+      for (int r = 0; r < rows; ++r) s += dloss * weights[r] * reference(z, r);
+      return s;
+    };
+    check_close(get(*b, t, grad, logits.size()), numeric_gradient(loss, logits), 4 * precision(t) + 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace hetrl::device
