@@ -98,9 +98,11 @@ class Backend {
   virtual void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v,
                                 const int* lengths, void* out) = 0;
   // lse (fp32 [sequence][query][head], may be null) keeps each query head's log-sum-exp for
-  // attention_backward.
+  // attention_backward. slots (device ints, may be null) maps the step's sequence s to the
+  // cache's sequence slots[s]: a decode step runs the sequences still generating, wherever
+  // their caches are.
   virtual void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
-                         void* out, float* lse) = 0;
+                         const int* slots, void* out, float* lse) = 0;
   // The gradients of attention: dq like q; dk and dv like the cache, each sequence's first
   // `lengths` positions written. delta is fp32 scratch of lse's size.
   virtual void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
@@ -114,6 +116,8 @@ class Backend {
   // of the fp32 gradient.
   virtual void embed(DType t, const void* table, const int* tokens, void* out, int rows, int n) = 0;
   virtual void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) = 0;
+  // out[rows_at[r]] = x[r], rows of n: a decode step's keys and values into their caches.
+  virtual void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) = 0;
   // into += from (a residual); x[r] += bias for rows of n, and the bias's gradient (the column
   // sums of dy) added into dbias.
   virtual void add(DType t, void* into, const void* from, std::size_t count) = 0;

@@ -246,15 +246,15 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths, void* out,
-                 float* lse) override {
+  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                 const int* slots, void* out, float* lse) override {
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
       const int group = a.heads / a.kv_heads;
       const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
       for (int s = 0; s < a.batch; ++s) {
-        const long cache = static_cast<long>(s) * a.capacity * stride;
+        const long cache = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride;
         for (int t = 0; t < a.queries; ++t) {
           const int length = visible_length(lengths[s], a.queries, t);
           for (int h = 0; h < a.heads; ++h) {
@@ -335,6 +335,14 @@ class CpuBackend final : public Backend {
       using T = decltype(tag);
       for (int col = 0; col < n; ++col) embed_grad_column(typed<T>(dy), tokens, dtable, rows, n, col);
     });
+  }
+
+  void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) override {
+    const std::size_t row_bytes = static_cast<std::size_t>(n) * dtype_bytes(t);
+    for (int r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(out) + static_cast<std::size_t>(rows_at[r]) * row_bytes,
+                  static_cast<const char*>(x) + static_cast<std::size_t>(r) * row_bytes, row_bytes);
+    }
   }
 
   void add(DType t, void* into, const void* from, std::size_t count) override {

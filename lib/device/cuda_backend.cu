@@ -85,15 +85,16 @@ __global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* 
 }
 
 template <typename T>
-__global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, T* out,
-                                 float* lse) {
+__global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths,
+                                 const int* slots, T* out, float* lse) {
   const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
   const int h = static_cast<int>(row % a.heads);
   const int t = static_cast<int>(row / a.heads % a.queries);
   const int s = static_cast<int>(row / a.heads / a.queries);
   const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  const long kv = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
+                  static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
   const float l = attend_cached(q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t), stride,
                                 a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
   if (lse) lse[row] = l;
@@ -164,6 +165,13 @@ template <typename T>
 __global__ void embed_grad_kernel(const T* dy, const int* tokens, float* dtable, int rows, int n) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col < n) embed_grad_column(dy, tokens, dtable, rows, n, col);
+}
+
+template <typename T>
+__global__ void scatter_kernel(const T* x, const int* rows_at, T* out, int rows, int n) {
+  const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<long>(rows) * n) return;
+  out[static_cast<long>(rows_at[e / n]) * n + e % n] = x[e];
 }
 
 template <typename T>
@@ -390,14 +398,14 @@ class CudaBackend final : public Backend {
     launched("decode_attention");
   }
 
-  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths, void* out,
-                 float* lse) override {
+  void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                 const int* slots, void* out, float* lse) override {
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
     const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       attention_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v), lengths,
-                                                                   typed<T>(out), lse);
+                                                                   slots, typed<T>(out), lse);
     });
     launched("attention");
   }
@@ -445,6 +453,15 @@ class CudaBackend final : public Backend {
       embed_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(dy), tokens, dtable, rows, n);
     });
     launched("embed_backward");
+  }
+
+  void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      scatter_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
+          typed<T>(x), rows_at, typed<T>(out), rows, n);
+    });
+    launched("scatter");
   }
 
   void add(DType t, void* into, const void* from, std::size_t count) override {

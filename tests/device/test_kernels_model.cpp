@@ -184,7 +184,7 @@ TEST_CASE("kernels: causal attention over a cache (prefill and continued steps) 
     const AttentionReference expected = attention_reference(a, q, k, v, lengths);
     const Buffer dq_in = put(*b, t, q), dk_in = put(*b, t, k), dv_in = put(*b, t, v), dl = put_raw(*b, lengths);
     const Buffer out(*b, q_count * dtype_bytes(t)), lse(*b, q_count / a.head_dim * sizeof(float));
-    b->attention(a, dq_in.data(), dk_in.data(), dv_in.data(), dl.as<int>(), out.data(), lse.as<float>());
+    b->attention(a, dq_in.data(), dk_in.data(), dv_in.data(), dl.as<int>(), nullptr, out.data(), lse.as<float>());
     check_close(get(*b, t, out, q_count), expected.out, 2 * precision(t));
     check_close(widen(get_raw<float>(*b, lse, expected.lse.size())), expected.lse, 1e-5);
 
@@ -216,12 +216,48 @@ TEST_CASE("kernels: a decode step is the attention of one new query") {
                             v = random_values(kv_count, 1.0, 37, a.dtype);
   const Buffer dq = put(*b, a.dtype, q), dk = put(*b, a.dtype, k), dv = put(*b, a.dtype, v), dl = put_raw(*b, lengths);
   const Buffer general(*b, q_count * 4), decode(*b, q_count * 4);
-  b->attention(a, dq.data(), dk.data(), dv.data(), dl.as<int>(), general.data(), nullptr);
+  b->attention(a, dq.data(), dk.data(), dv.data(), dl.as<int>(), nullptr, general.data(), nullptr);
   const DecodeAttention d{a.dtype, a.batch, a.heads, a.kv_heads, a.head_dim, a.capacity};
   b->decode_attention(d, dq.data(), dk.data(), dv.data(), dl.as<int>(), decode.data());
   const std::vector<double> found = get(*b, a.dtype, general, q_count);
   check_close(found, get(*b, a.dtype, decode, q_count), 1e-6);
   check_close(found, attention_reference(a, q, k, v, lengths).out, 1e-5);
+
+  // The same queries in another order, each reading its own cache through `slots`.
+  const std::vector<int> order{2, 0, 1};
+  std::vector<double> q_permuted;
+  std::vector<int> lengths_permuted;
+  for (int s : order) {
+    q_permuted.insert(q_permuted.end(), q.begin() + s * a.heads * a.head_dim, q.begin() + (s + 1) * a.heads * a.head_dim);
+    lengths_permuted.push_back(lengths[s]);
+  }
+  const Buffer dqp = put(*b, a.dtype, q_permuted), dlp = put_raw(*b, lengths_permuted), dslots = put_raw(*b, order);
+  const Buffer permuted(*b, q_count * 4);
+  b->attention(a, dqp.data(), dk.data(), dv.data(), dlp.as<int>(), dslots.as<int>(), permuted.data(), nullptr);
+  const std::vector<double> found_permuted = get(*b, a.dtype, permuted, q_count);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto row = [&](const std::vector<double>& x, int s) {
+      return std::vector<double>(x.begin() + s * a.heads * a.head_dim, x.begin() + (s + 1) * a.heads * a.head_dim);
+    };
+    CHECK(row(found_permuted, static_cast<int>(i)) == row(found, order[i]));
+  }
+}
+
+TEST_CASE("kernels: rows scattered to the places an index gives") {
+  auto b = test_backend();
+  const int n = 3;
+  const std::vector<int> at{4, 0, 2};
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const std::vector<double> x = random_values(9, 1.0, 48, t);
+    std::vector<double> expected(15, 0.0);
+    for (int r = 0; r < 3; ++r) {
+      for (int i = 0; i < n; ++i) expected[at[r] * n + i] = x[r * n + i];
+    }
+    const Buffer dx = put(*b, t, x), dat = put_raw(*b, at), out = put(*b, t, std::vector<double>(15, 0.0));
+    b->scatter(t, dx.data(), dat.as<int>(), out.data(), 3, n);
+    CHECK(get(*b, t, out, 15) == expected);
+  }
 }
 
 TEST_CASE("kernels: RoPE at per-token positions rotates each token by its own angle, and back") {

@@ -65,7 +65,8 @@ class FailingBackend final : public device::Backend {
                         void* o) override {
     tick(), cpu_->decode_attention(a, q, k, v, l, o);
   }
-  void attention(const device::Attention&, const void*, const void*, const void*, const int*, void*, float*) override {
+  void attention(const device::Attention&, const void*, const void*, const void*, const int*, const int*, void*,
+                 float*) override {
     tick();
   }
   void attention_backward(const device::Attention&, const void*, const void*, const void*, const int*, const void*,
@@ -75,6 +76,7 @@ class FailingBackend final : public device::Backend {
   void rope_at(device::DType, void*, const int*, int, int, int, float, bool) override { tick(); }
   void embed(device::DType, const void*, const int*, void*, int, int) override { tick(); }
   void embed_backward(device::DType, const void*, const int*, float*, int, int) override { tick(); }
+  void scatter(device::DType, const void*, const int*, void*, int, int) override { tick(); }
   void add(device::DType, void*, const void*, std::size_t) override { tick(); }
   void add_bias(device::DType, void*, const void*, int, int) override { tick(); }
   void bias_backward(device::DType, const void*, float*, int, int) override { tick(); }
