@@ -118,6 +118,10 @@ class Backend {
   virtual void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) = 0;
   // out[rows_at[r]] = x[r], rows of n: a decode step's keys and values into their caches.
   virtual void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) = 0;
+  // Every element uniform in [low, high) (kernels.h uniform_element), or `value`: weights
+  // initialised on the device from a seed.
+  virtual void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) = 0;
+  virtual void fill_value(DType t, void* x, std::size_t count, float value) = 0;
   // into += from (a residual); x[r] += bias for rows of n, and the bias's gradient (the column
   // sums of dy) added into dbias.
   virtual void add(DType t, void* into, const void* from, std::size_t count) = 0;

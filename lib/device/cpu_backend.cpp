@@ -345,6 +345,20 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      for (std::size_t i = 0; i < count; ++i) typed<T>(x)[i] = store<T>(uniform_element(seed, i, low, high));
+    });
+  }
+
+  void fill_value(DType t, void* x, std::size_t count, float value) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      std::fill(typed<T>(x), typed<T>(x) + count, store<T>(value));
+    });
+  }
+
   void add(DType t, void* into, const void* from, std::size_t count) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);

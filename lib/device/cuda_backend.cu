@@ -168,6 +168,18 @@ __global__ void embed_grad_kernel(const T* dy, const int* tokens, float* dtable,
 }
 
 template <typename T>
+__global__ void fill_uniform_kernel(T* x, std::size_t count, float low, float high, unsigned long long seed) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] = store<T>(uniform_element(seed, i, low, high));
+}
+
+template <typename T>
+__global__ void fill_value_kernel(T* x, std::size_t count, float value) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] = store<T>(value);
+}
+
+template <typename T>
 __global__ void scatter_kernel(const T* x, const int* rows_at, T* out, int rows, int n) {
   const long e = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= static_cast<long>(rows) * n) return;
@@ -462,6 +474,22 @@ class CudaBackend final : public Backend {
           typed<T>(x), rows_at, typed<T>(out), rows, n);
     });
     launched("scatter");
+  }
+
+  void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(x), count, low, high, seed);
+    });
+    launched("fill_uniform");
+  }
+
+  void fill_value(DType t, void* x, std::size_t count, float value) override {
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      fill_value_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(x), count, value);
+    });
+    launched("fill_value");
   }
 
   void add(DType t, void* into, const void* from, std::size_t count) override {

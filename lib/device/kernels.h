@@ -267,6 +267,12 @@ HETRL_HD int sample_row(const T* logits, int vocab, float temperature, unsigned 
   return best;
 }
 
+// Element i of a tensor of uniform random values in [low, high), a function of (seed, i) alone.
+HETRL_HD inline float uniform_element(unsigned long long seed, unsigned long long i, float low, float high) {
+  const float u = static_cast<float>(mix64(mix64(seed) + i) >> 40) * 5.9604644775390625e-8f;
+  return low + (high - low) * u;
+}
+
 // The embedding gradient of one column: every row's dy added into its token's row of the fp32
 // table gradient (one thread per column, so rows of the same token never race).
 template <typename T>

@@ -243,6 +243,33 @@ TEST_CASE("kernels: a decode step is the attention of one new query") {
   }
 }
 
+TEST_CASE("kernels: a seeded uniform fill has the range, mean and spread of its distribution, and a constant fill") {
+  auto b = test_backend();
+  const std::size_t count = 20000;
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const Buffer x(*b, count * dtype_bytes(t)), y(*b, count * dtype_bytes(t));
+    b->fill_uniform(t, x.data(), count, -0.5f, 1.5f, 3);
+    b->fill_uniform(t, y.data(), count, -0.5f, 1.5f, 3);
+    const std::vector<double> v = get(*b, t, x, count);
+    CHECK(get(*b, t, y, count) == v);  // a function of the seed
+    double sum = 0, squares = 0;
+    for (double e : v) {
+      CHECK(e >= -0.5);
+      CHECK(e <= 1.5);
+      sum += e;
+      squares += e * e;
+    }
+    const double mean = sum / count, variance = squares / count - mean * mean;
+    CHECK(std::abs(mean - 0.5) < 0.02);            // 5 sigma of a mean of 20,000 draws is 0.02
+    CHECK(std::abs(variance - 4.0 / 12) < 0.02);
+    b->fill_uniform(t, y.data(), count, -0.5f, 1.5f, 4);
+    CHECK(get(*b, t, y, count) != v);
+    b->fill_value(t, y.data(), count, 0.25f);
+    CHECK(get(*b, t, y, count) == std::vector<double>(count, 0.25));
+  }
+}
+
 TEST_CASE("kernels: rows scattered to the places an index gives") {
   auto b = test_backend();
   const int n = 3;
