@@ -1,0 +1,404 @@
+#include "exec/transformer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace hetrl::exec {
+
+using device::Buffer;
+using device::DType;
+
+workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale) {
+  workload::ModelArch s = arch;
+  const auto refuse = [&](const std::string& why) {
+    throw core::InputError(fmt::format("model {}: cannot scale: {}", core::quoted(arch.name), why));
+  };
+  if (scale.layers < 0 || scale.hidden < 0 || scale.vocab < 0) refuse("a scale below 0");
+  if (scale.layers > 0) {
+    if (scale.layers > arch.layers) refuse(fmt::format("--layers {} is more than its {}", scale.layers, arch.layers));
+    s.layers = scale.layers;
+  }
+  if (scale.hidden > 0 && scale.hidden != arch.hidden) {
+    if (scale.hidden > arch.hidden) refuse(fmt::format("--hidden {} is more than its {}", scale.hidden, arch.hidden));
+    // Heads narrow with the hidden size (head_dim kept), kv heads keep their share of the
+    // heads, and the MLP keeps its ratio to the hidden size.
+    const double ratio = static_cast<double>(scale.hidden) / arch.hidden;
+    const int group = arch.heads / arch.kv_heads;
+    const int kv_heads = std::max(1, static_cast<int>(std::lround(arch.kv_heads * ratio)));
+    s.hidden = scale.hidden;
+    s.kv_heads = kv_heads;
+    s.heads = kv_heads * group;
+    s.ffn_hidden = std::max(1, static_cast<int>(std::lround(arch.ffn_hidden * ratio)));
+  }
+  if (scale.vocab > 0) {
+    if (scale.vocab > arch.vocab) refuse(fmt::format("--vocab {} is more than its {}", scale.vocab, arch.vocab));
+    s.vocab = scale.vocab;
+  }
+  if (s.layers != arch.layers || s.hidden != arch.hidden || s.vocab != arch.vocab) {
+    s.name = fmt::format("{} (scaled: {} layers, hidden {}, vocab {})", arch.name, s.layers, s.hidden, s.vocab);
+    s.published_params = 0;
+  }
+  s.validate();
+  return s;
+}
+
+namespace {
+
+// Weights are uniform with the standard deviation 0.02 of GPT-2 and Llama initialisation.
+constexpr float kWeightBound = 0.02f * 1.7320508f;
+
+// Logits are computed this many values at a time at most (rows x vocab), so scoring long
+// batches over a large vocabulary does not hold every row's logits at once.
+constexpr std::size_t kLogitChunk = std::size_t{1} << 24;
+
+}  // namespace
+
+Transformer::Transformer(device::Backend& backend, const workload::ModelArch& arch, Head head,
+                         const TransformerOptions& options)
+    : b_(backend), arch_(arch), head_(head), options_(options), next_seed_(device::mix64(options.seed)) {
+  arch_.validate();
+  if (!arch_.gated_mlp) {
+    throw core::InputError(fmt::format("model {}: hetrl-exec runs gated (SwiGLU) MLPs; this model has a plain one",
+                                       core::quoted(arch_.name)));
+  }
+  if (arch_.head_dim > device::kMaxHeadDim || arch_.head_dim % 2 != 0) {
+    throw core::InputError(fmt::format("model {}: head_dim {} must be even and at most {}", core::quoted(arch_.name),
+                                       arch_.head_dim, device::kMaxHeadDim));
+  }
+  const std::size_t hidden = static_cast<std::size_t>(arch_.hidden);
+  const std::size_t q_width = static_cast<std::size_t>(arch_.heads) * static_cast<std::size_t>(arch_.head_dim);
+  const std::size_t kv_width = static_cast<std::size_t>(arch_.kv_heads) * static_cast<std::size_t>(arch_.head_dim);
+  const std::size_t ffn = static_cast<std::size_t>(arch_.ffn_hidden);
+  const std::size_t head_dim = static_cast<std::size_t>(arch_.head_dim);
+  embedding_ = make_weight(static_cast<std::size_t>(arch_.vocab) * hidden, kWeightBound);
+  for (int l = 0; l < arch_.layers; ++l) {
+    Layer layer;
+    layer.attn_norm = make_constant(hidden, 1.0f);
+    layer.wq = make_weight(q_width * hidden, kWeightBound);
+    layer.wk = make_weight(kv_width * hidden, kWeightBound);
+    layer.wv = make_weight(kv_width * hidden, kWeightBound);
+    if (arch_.qkv_bias) {
+      layer.bq = make_constant(q_width, 0.0f);
+      layer.bk = make_constant(kv_width, 0.0f);
+      layer.bv = make_constant(kv_width, 0.0f);
+    }
+    if (arch_.qk_norm) {
+      layer.q_norm = make_constant(head_dim, 1.0f);
+      layer.k_norm = make_constant(head_dim, 1.0f);
+    }
+    layer.wo = make_weight(hidden * q_width, kWeightBound);
+    layer.mlp_norm = make_constant(hidden, 1.0f);
+    layer.w_gate = make_weight(ffn * hidden, kWeightBound);
+    layer.w_up = make_weight(ffn * hidden, kWeightBound);
+    layer.w_down = make_weight(hidden * ffn, kWeightBound);
+    layers_.push_back(std::move(layer));
+  }
+  final_norm_ = make_constant(hidden, 1.0f);
+  if (head_ == Head::kScalar) {
+    lm_head_ = make_weight(hidden, kWeightBound);
+  } else if (!arch_.tied_embeddings) {
+    lm_head_ = make_weight(static_cast<std::size_t>(arch_.vocab) * hidden, kWeightBound);
+  }
+  b_.synchronize();
+}
+
+std::size_t Transformer::parameter_bytes() const { return parameter_bytes_; }
+
+std::vector<Transformer::Tensor> Transformer::parameters() {
+  std::vector<Tensor> out;
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  const auto add = [&](std::string name, Buffer& b) {
+    if (b.data()) out.push_back({std::move(name), &b, b.bytes() / e});
+  };
+  add("embedding", embedding_);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& w = layers_[l];
+    const std::string p = fmt::format("layer.{}.", l);
+    add(p + "attn_norm", w.attn_norm);
+    add(p + "wq", w.wq);
+    add(p + "wk", w.wk);
+    add(p + "wv", w.wv);
+    add(p + "bq", w.bq);
+    add(p + "bk", w.bk);
+    add(p + "bv", w.bv);
+    add(p + "q_norm", w.q_norm);
+    add(p + "k_norm", w.k_norm);
+    add(p + "wo", w.wo);
+    add(p + "mlp_norm", w.mlp_norm);
+    add(p + "w_gate", w.w_gate);
+    add(p + "w_up", w.w_up);
+    add(p + "w_down", w.w_down);
+  }
+  add("final_norm", final_norm_);
+  add("head", lm_head_);
+  return out;
+}
+
+Buffer Transformer::make_weight(std::size_t count, float bound) {
+  Buffer w(b_, count * device::dtype_bytes(options_.dtype));
+  b_.fill_uniform(options_.dtype, w.data(), count, -bound, bound, next_seed_);
+  next_seed_ = device::mix64(next_seed_);
+  parameter_bytes_ += w.bytes();
+  return w;
+}
+
+Buffer Transformer::make_constant(std::size_t count, float value) {
+  Buffer w(b_, count * device::dtype_bytes(options_.dtype));
+  b_.fill_value(options_.dtype, w.data(), count, value);
+  parameter_bytes_ += w.bytes();
+  return w;
+}
+
+Buffer& Transformer::scratch(const std::string& name, std::size_t bytes) {
+  Buffer& buffer = workspace_[name];
+  if (buffer.bytes() < bytes) {
+    buffer = Buffer();  // released before the larger one is taken
+    buffer = Buffer(b_, bytes);
+  }
+  return buffer;
+}
+
+Buffer& Transformer::upload_ints(const std::string& name, const std::vector<int>& values) {
+  Buffer& buffer = scratch(name, std::max<std::size_t>(1, values.size()) * sizeof(int));
+  if (!values.empty()) b_.upload(buffer.data(), values.data(), values.size() * sizeof(int));
+  return buffer;
+}
+
+void Transformer::linear(const Buffer& x, const Buffer& w, Buffer& y, int rows, int in, int out) {
+  device::Gemm g;
+  g.dtype = options_.dtype;
+  g.m = rows;
+  g.n = out;
+  g.k = in;
+  g.b_transposed = true;
+  b_.gemm(g, x.data(), w.data(), y.data());
+}
+
+Transformer::Cache Transformer::make_cache(int slots, int capacity) {
+  if (slots < 1 || capacity < 1) throw core::InputError("a KV cache needs at least one slot and one position");
+  Cache cache;
+  cache.slots_ = slots;
+  cache.capacity_ = capacity;
+  const std::size_t bytes = static_cast<std::size_t>(slots) * static_cast<std::size_t>(capacity) *
+                            static_cast<std::size_t>(arch_.kv_heads) * static_cast<std::size_t>(arch_.head_dim) *
+                            device::dtype_bytes(options_.dtype);
+  for (int l = 0; l < arch_.layers; ++l) {
+    cache.k.emplace_back(b_, bytes);
+    cache.v.emplace_back(b_, bytes);
+  }
+  return cache;
+}
+
+const Buffer& Transformer::run_layers(const Step& step) {
+  const DType t = options_.dtype;
+  const std::size_t e = device::dtype_bytes(t);
+  const int rows = step.batch * step.queries;
+  const int hidden = arch_.hidden, heads = arch_.heads, kv_heads = arch_.kv_heads, head_dim = arch_.head_dim;
+  const int q_width = heads * head_dim, kv_width = kv_heads * head_dim, ffn = arch_.ffn_hidden;
+  const std::size_t n = static_cast<std::size_t>(rows);
+  Buffer& x = scratch("x", n * hidden * e);
+  Buffer& h = scratch("h", n * hidden * e);
+  Buffer& q = scratch("q", n * q_width * e);
+  Buffer& k = scratch("k", n * kv_width * e);
+  Buffer& v = scratch("v", n * kv_width * e);
+  Buffer& o = scratch("o", n * q_width * e);
+  Buffer& gate = scratch("gate", n * ffn * e);
+  Buffer& up = scratch("up", n * ffn * e);
+  Buffer& tokens = upload_ints("tokens", step.tokens);
+  Buffer& positions = upload_ints("positions", step.positions);
+  Buffer& lengths = upload_ints("lengths", step.lengths);
+  Buffer* slots = step.slots.empty() ? nullptr : &upload_ints("slots", step.slots);
+  Buffer* rows_at = step.cache ? &upload_ints("rows_at", step.rows_at) : nullptr;
+
+  device::Attention a;
+  a.dtype = t;
+  a.batch = step.batch;
+  a.queries = step.queries;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.capacity = step.cache ? step.cache->capacity() : step.queries;
+
+  b_.embed(t, embedding_.data(), tokens.as<int>(), x.data(), rows, hidden);
+  for (int l = 0; l < arch_.layers; ++l) {
+    const Layer& w = layers_[static_cast<std::size_t>(l)];
+    b_.rmsnorm(t, x.data(), w.attn_norm.data(), h.data(), rows, hidden, options_.norm_eps);
+    linear(h, w.wq, q, rows, hidden, q_width);
+    linear(h, w.wk, k, rows, hidden, kv_width);
+    linear(h, w.wv, v, rows, hidden, kv_width);
+    if (arch_.qkv_bias) {
+      b_.add_bias(t, q.data(), w.bq.data(), rows, q_width);
+      b_.add_bias(t, k.data(), w.bk.data(), rows, kv_width);
+      b_.add_bias(t, v.data(), w.bv.data(), rows, kv_width);
+    }
+    if (arch_.qk_norm) {
+      b_.rmsnorm(t, q.data(), w.q_norm.data(), q.data(), rows * heads, head_dim, options_.norm_eps);
+      b_.rmsnorm(t, k.data(), w.k_norm.data(), k.data(), rows * kv_heads, head_dim, options_.norm_eps);
+    }
+    b_.rope_at(t, q.data(), positions.as<int>(), rows, heads, head_dim, options_.rope_theta, false);
+    b_.rope_at(t, k.data(), positions.as<int>(), rows, kv_heads, head_dim, options_.rope_theta, false);
+    const void* keys = k.data();
+    const void* values = v.data();
+    if (step.cache) {
+      Cache& cache = *step.cache;
+      const std::size_t layer = static_cast<std::size_t>(l);
+      b_.scatter(t, k.data(), rows_at->as<int>(), cache.k[layer].data(), rows, kv_width);
+      b_.scatter(t, v.data(), rows_at->as<int>(), cache.v[layer].data(), rows, kv_width);
+      keys = cache.k[layer].data();
+      values = cache.v[layer].data();
+    }
+    b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), nullptr);
+    linear(o, w.wo, h, rows, q_width, hidden);
+    b_.add(t, x.data(), h.data(), n * hidden);
+    b_.rmsnorm(t, x.data(), w.mlp_norm.data(), h.data(), rows, hidden, options_.norm_eps);
+    linear(h, w.w_gate, gate, rows, hidden, ffn);
+    linear(h, w.w_up, up, rows, hidden, ffn);
+    b_.swiglu(t, gate.data(), up.data(), gate.data(), n * ffn);
+    linear(gate, w.w_down, h, rows, ffn, hidden);
+    b_.add(t, x.data(), h.data(), n * hidden);
+  }
+  b_.rmsnorm(t, x.data(), final_norm_.data(), h.data(), rows, hidden, options_.norm_eps);
+  return h;
+}
+
+std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
+  if (batch < 1 || length < 1 || tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(length)) {
+    throw core::InputError(fmt::format("score: {} tokens for {} sequences of {}", tokens.size(), batch, length));
+  }
+  for (int token : tokens) {
+    if (token < 0 || token >= arch_.vocab) {
+      throw core::InputError(fmt::format("score: token {} outside the vocabulary of {}", token, arch_.vocab));
+    }
+  }
+  Step step;
+  step.batch = batch;
+  step.queries = length;
+  step.tokens = tokens;
+  for (int s = 0; s < batch; ++s) {
+    for (int p = 0; p < length; ++p) step.positions.push_back(p);
+    step.lengths.push_back(length);
+  }
+  const Buffer& final_states = run_layers(step);
+  const DType t = options_.dtype;
+  const std::size_t e = device::dtype_bytes(t);
+  const int rows = batch * length;
+  const std::size_t hidden = static_cast<std::size_t>(arch_.hidden);
+  std::vector<float> out;
+  if (head_ == Head::kScalar) {
+    Buffer& values = scratch("values", static_cast<std::size_t>(rows) * e);
+    Buffer& wide = scratch("values_f32", static_cast<std::size_t>(rows) * sizeof(float));
+    linear(final_states, lm_head_, values, rows, arch_.hidden, 1);
+    b_.cast(t, values.data(), DType::kF32, wide.data(), static_cast<std::size_t>(rows));
+    out.resize(static_cast<std::size_t>(rows));
+    b_.download(out.data(), wide.data(), out.size() * sizeof(float));
+    return out;
+  }
+  // Log-probabilities of each next token, row by row in chunks of the logits.
+  std::vector<int> targets(static_cast<std::size_t>(rows), 0);
+  for (int s = 0; s < batch; ++s) {
+    for (int p = 0; p + 1 < length; ++p) {
+      targets[static_cast<std::size_t>(s * length + p)] = tokens[static_cast<std::size_t>(s * length + p + 1)];
+    }
+  }
+  Buffer& device_targets = upload_ints("targets", targets);
+  const int chunk = static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
+  Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
+  Buffer& losses = scratch("losses", static_cast<std::size_t>(rows) * sizeof(float));
+  const Buffer& head = arch_.tied_embeddings ? embedding_ : lm_head_;
+  for (int first = 0; first < rows; first += chunk) {
+    const int count = std::min(chunk, rows - first);
+    device::Gemm g;
+    g.dtype = t;
+    g.m = count;
+    g.n = arch_.vocab;
+    g.k = arch_.hidden;
+    g.b_transposed = true;
+    b_.gemm(g, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(first) * hidden * e,
+            head.data(), logits.data());
+    b_.cross_entropy(t, logits.data(), device_targets.as<int>() + first, losses.as<float>() + first, nullptr, count,
+                     arch_.vocab, 1.0f, nullptr);
+  }
+  std::vector<float> all(static_cast<std::size_t>(rows));
+  b_.download(all.data(), losses.data(), all.size() * sizeof(float));
+  for (int s = 0; s < batch; ++s) {
+    for (int p = 0; p + 1 < length; ++p) out.push_back(-all[static_cast<std::size_t>(s * length + p)]);
+  }
+  return out;
+}
+
+const Buffer& Transformer::prefill(Cache& cache, int slot, const std::vector<int>& prompt) {
+  const int length = static_cast<int>(prompt.size());
+  if (slot < 0 || slot >= cache.slots() || length < 1 || length > cache.capacity()) {
+    throw core::InputError(fmt::format("prefill: {} tokens into slot {} of a cache of {} slots of {} positions", length,
+                                       slot, cache.slots(), cache.capacity()));
+  }
+  Step step;
+  step.batch = 1;
+  step.queries = length;
+  step.cache = &cache;
+  step.tokens = prompt;
+  for (int p = 0; p < length; ++p) {
+    step.positions.push_back(p);
+    step.rows_at.push_back(slot * cache.capacity() + p);
+  }
+  step.lengths = {length};
+  step.slots = {slot};
+  const Buffer& final_states = run_layers(step);
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  Buffer& logits = scratch("step_logits", static_cast<std::size_t>(arch_.vocab) * e);
+  device::Gemm g;
+  g.dtype = options_.dtype;
+  g.m = 1;
+  g.n = arch_.vocab;
+  g.k = arch_.hidden;
+  g.b_transposed = true;
+  b_.gemm(g, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(length - 1) * arch_.hidden * e,
+          (arch_.tied_embeddings ? embedding_ : lm_head_).data(), logits.data());
+  return logits;
+}
+
+const Buffer& Transformer::decode(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
+                                  const std::vector<int>& positions) {
+  const int rows = static_cast<int>(slots.size());
+  if (rows < 1 || tokens.size() != slots.size() || positions.size() != slots.size()) {
+    throw core::InputError("decode: slots, tokens and positions must be as many, and at least one");
+  }
+  Step step;
+  step.batch = rows;
+  step.queries = 1;
+  step.cache = &cache;
+  step.tokens = tokens;
+  step.positions = positions;
+  step.slots = slots;
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t i = static_cast<std::size_t>(r);
+    if (slots[i] < 0 || slots[i] >= cache.slots() || positions[i] < 0 || positions[i] >= cache.capacity()) {
+      throw core::InputError(fmt::format("decode: slot {} position {} outside a cache of {} slots of {} positions",
+                                         slots[i], positions[i], cache.slots(), cache.capacity()));
+    }
+    step.lengths.push_back(positions[i] + 1);
+    step.rows_at.push_back(slots[i] * cache.capacity() + positions[i]);
+  }
+  const Buffer& final_states = run_layers(step);
+  Buffer& logits = scratch("step_logits", static_cast<std::size_t>(rows) * arch_.vocab * device::dtype_bytes(options_.dtype));
+  linear(final_states, arch_.tied_embeddings ? embedding_ : lm_head_, logits, rows, arch_.hidden, arch_.vocab);
+  return logits;
+}
+
+std::vector<int> Transformer::sample(const Buffer& logits, int rows, float temperature, std::uint64_t seed,
+                                     const std::vector<int>& sequences, const std::vector<int>& positions) {
+  Buffer& ds = upload_ints("sample_sequences", sequences);
+  Buffer& dp = upload_ints("sample_positions", positions);
+  Buffer& tokens = scratch("sampled", static_cast<std::size_t>(rows) * sizeof(int));
+  b_.sample(options_.dtype, logits.data(), rows, arch_.vocab, temperature, seed, ds.as<int>(), dp.as<int>(),
+            tokens.as<int>());
+  std::vector<int> out(static_cast<std::size_t>(rows));
+  b_.download(out.data(), tokens.data(), out.size() * sizeof(int));
+  return out;
+}
+
+}  // namespace hetrl::exec

@@ -1,0 +1,137 @@
+#pragma once
+// A decoder-only transformer of a catalogue architecture on one device of the device layer,
+// with random weights from a seed: what hetrl-exec runs for each task of a plan.
+//
+// Reading map: the Llama/Qwen block (docs/architecture.md, "exec"): token embedding; per layer
+// RMSNorm, Q/K/V projections (with biases where the architecture has them, and per-head
+// RMSNorm of q and k where it has qk_norm), RoPE, grouped-query causal attention over a KV
+// cache, the output projection added to the residual, RMSNorm, the SwiGLU MLP added to the
+// residual; a final RMSNorm and a head: the language-model head over the vocabulary (tied to
+// the embedding where the architecture ties them), or one scalar per token (a critic's value
+// or a reward model's score).
+//
+// Three entry points: score (a batch of whole sequences, each token's output; what the
+// scoring tasks run), and prefill / decode over a Cache (what generation runs, one prompt's
+// prefill into its cache slot, then decode steps over whichever sequences are still
+// generating). All activations live in a workspace that grows to the largest step and is
+// reused, so steady-state steps allocate nothing.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "device/backend.h"
+#include "workload/model.h"
+
+namespace hetrl::exec {
+
+// How much smaller to run a catalogue model (0 keeps the model's own value): fewer layers, a
+// narrower hidden size (heads, kv heads and the MLP narrowed with it, head_dim kept), a
+// smaller vocabulary.
+struct Scale {
+  int layers = 0;
+  int hidden = 0;
+  int vocab = 0;
+};
+
+// The architecture scaled; throws core::InputError when the scale cannot apply (a hidden size
+// that is not a multiple of head_dim, or larger than the model's).
+workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale);
+
+enum class Head {
+  kLanguage,  // logits over the vocabulary (actor, reference)
+  kScalar,    // one value per token (critic, reward model)
+};
+
+struct TransformerOptions {
+  device::DType dtype = device::DType::kBf16;
+  std::uint64_t seed = 1;
+  float rope_theta = 1e6f;  // Qwen's base; the cost does not depend on it
+  float norm_eps = 1e-6f;
+};
+
+class Transformer {
+ public:
+  // Allocates and initialises the weights on the backend (uniform, standard deviation 0.02 for
+  // matrices, norms 1, biases 0): throws device::DeviceError when they do not fit.
+  Transformer(device::Backend& backend, const workload::ModelArch& arch, Head head, const TransformerOptions& options);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  const workload::ModelArch& arch() const { return arch_; }
+  Head head() const { return head_; }
+  std::size_t parameter_bytes() const;
+
+  // Every parameter tensor, by name ("embedding", "layer.3.wq", "final_norm", "head"; the
+  // matrices [out][in]), in the model's dtype: what a weight sync sends and a test reads.
+  struct Tensor {
+    std::string name;
+    device::Buffer* buffer = nullptr;
+    std::size_t count = 0;  // elements
+  };
+  std::vector<Tensor> parameters();
+
+  // The KV cache of `slots` sequences of at most `capacity` positions each.
+  class Cache {
+   public:
+    int slots() const { return slots_; }
+    int capacity() const { return capacity_; }
+
+   private:
+    friend class Transformer;
+    int slots_ = 0, capacity_ = 0;
+    std::vector<device::Buffer> k, v;  // per layer: [slot][position][kv_head][head_dim]
+  };
+  Cache make_cache(int slots, int capacity);
+
+  // The outputs of `batch` whole sequences of `length` tokens each (tokens [sequence][position],
+  // positions from 0): for the language head the log-probability of each next token
+  // ([sequence][length - 1]), for the scalar head each token's value ([sequence][length]).
+  std::vector<float> score(const std::vector<int>& tokens, int batch, int length);
+
+  // Runs a prompt into cache slot `slot` from position 0 and returns its last position's
+  // logits (device buffer of vocab values in the model's dtype, valid until the next call).
+  const device::Buffer& prefill(Cache& cache, int slot, const std::vector<int>& prompt);
+
+  // One decode step: token tokens[i] of the sequence in cache slot slots[i] at positions[i]
+  // (its cache holds the positions before); returns the logits, [row][vocab] as prefill's.
+  const device::Buffer& decode(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
+                               const std::vector<int>& positions);
+
+  // The next tokens from logits [rows][vocab] (kernels.h sample_row), one per (sequence id,
+  // position): temperature 0 takes the largest logit.
+  std::vector<int> sample(const device::Buffer& logits, int rows, float temperature, std::uint64_t seed,
+                          const std::vector<int>& sequences, const std::vector<int>& positions);
+
+ private:
+  struct Layer {
+    device::Buffer attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, mlp_norm, w_gate, w_up, w_down;
+  };
+  // Where a step's keys and values go: into `cache` at rows `rows_at` (prefill and decode), or
+  // kept in the workspace as the step's own cache (score).
+  struct Step {
+    int batch = 0, queries = 0;
+    Cache* cache = nullptr;
+    std::vector<int> tokens, positions, lengths, slots, rows_at;
+  };
+  // The final hidden states of the step's rows, after the last norm.
+  const device::Buffer& run_layers(const Step& step);
+  device::Buffer& scratch(const std::string& name, std::size_t bytes);
+  device::Buffer& upload_ints(const std::string& name, const std::vector<int>& values);
+  device::Buffer make_weight(std::size_t count, float bound);
+  device::Buffer make_constant(std::size_t count, float value);
+  void linear(const device::Buffer& x, const device::Buffer& w, device::Buffer& y, int rows, int in, int out);
+
+  device::Backend& b_;
+  workload::ModelArch arch_;
+  Head head_;
+  TransformerOptions options_;
+  std::uint64_t next_seed_;
+  std::size_t parameter_bytes_ = 0;
+  device::Buffer embedding_, final_norm_, lm_head_;  // lm_head_: vocab x hidden, or 1 x hidden (scalar head)
+  std::vector<Layer> layers_;
+  std::map<std::string, device::Buffer> workspace_;
+};
+
+}  // namespace hetrl::exec

@@ -1,0 +1,279 @@
+// The transformer hetrl-exec runs, on a model small enough to follow in double precision:
+// scoring against a straightforward reference of the same block (every parameter drawn at
+// random, biases and norms included), the KV cache (prefill then decode steps give the
+// logits of scoring the whole sequence), and batching (a sequence's outputs do not depend on
+// what it is batched with). Built into the cpu unit tests and the gpu-labelled tests.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "device_test_backend.h"
+#include "exec/transformer.h"
+
+namespace hetrl::exec {
+namespace {
+
+using device::DType;
+
+workload::ModelArch tiny(bool qk_norm, bool qkv_bias, bool tied) {
+  workload::ModelArch a;
+  a.name = "tiny";
+  a.layers = 2;
+  a.hidden = 32;
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.head_dim = 8;
+  a.ffn_hidden = 48;
+  a.vocab = 300;
+  a.qk_norm = qk_norm;
+  a.qkv_bias = qkv_bias;
+  a.tied_embeddings = tied;
+  return a;
+}
+
+// Every parameter redrawn uniform in [-0.5, 0.5) (norm scales around 1), so that each one
+// matters to the output, and read back as doubles by name.
+std::map<std::string, std::vector<double>> randomise(device::Backend& b, Transformer& model, DType t) {
+  std::map<std::string, std::vector<double>> host;
+  unsigned long long seed = 11;
+  for (const Transformer::Tensor& p : model.parameters()) {
+    const bool norm = p.name.find("norm") != std::string::npos;
+    b.fill_uniform(t, p.buffer->data(), p.count, norm ? 0.5f : -0.5f, norm ? 1.5f : 0.5f, ++seed);
+    host[p.name] = device::get(b, t, *p.buffer, p.count);
+  }
+  return host;
+}
+
+using Matrix = std::vector<double>;  // row-major
+
+// y[r][o] = sum_i x[r][i] w[o][i]
+Matrix linear(const Matrix& x, const std::vector<double>& w, int rows, int in, int out) {
+  Matrix y(static_cast<std::size_t>(rows * out), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < out; ++o) {
+      double s = 0;
+      for (int i = 0; i < in; ++i) s += x[r * in + i] * w[o * in + i];
+      y[r * out + o] = s;
+    }
+  }
+  return y;
+}
+
+Matrix rmsnorm(const Matrix& x, const std::vector<double>& w, int rows, int n, double eps) {
+  Matrix y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int i = 0; i < n; ++i) squares += x[r * n + i] * x[r * n + i];
+    const double scale = 1 / std::sqrt(squares / n + eps);
+    for (int i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * scale * w[i];
+  }
+  return y;
+}
+
+void rope(Matrix& x, int length, int heads, int head_dim, double theta) {
+  for (int p = 0; p < length; ++p) {
+    for (int h = 0; h < heads; ++h) {
+      double* head = &x[(p * heads + h) * head_dim];
+      for (int i = 0; i < head_dim / 2; ++i) {
+        const double angle = p * std::pow(theta, -2.0 * i / head_dim);
+        const double a = head[i], c = head[i + head_dim / 2];
+        head[i] = a * std::cos(angle) - c * std::sin(angle);
+        head[i + head_dim / 2] = a * std::sin(angle) + c * std::cos(angle);
+      }
+    }
+  }
+}
+
+// One sequence through the model in double: the final hidden states [length][hidden].
+Matrix reference_states(const workload::ModelArch& a, std::map<std::string, std::vector<double>>& w,
+                        const std::vector<int>& tokens, double theta, double eps) {
+  const int n = static_cast<int>(tokens.size()), hidden = a.hidden, hd = a.head_dim;
+  const int qw = a.heads * hd, kw = a.kv_heads * hd, group = a.heads / a.kv_heads;
+  Matrix x;
+  for (int token : tokens) {
+    x.insert(x.end(), w["embedding"].begin() + token * hidden, w["embedding"].begin() + (token + 1) * hidden);
+  }
+  for (int l = 0; l < a.layers; ++l) {
+    const std::string p = "layer." + std::to_string(l) + ".";
+    const Matrix h = rmsnorm(x, w[p + "attn_norm"], n, hidden, eps);
+    Matrix q = linear(h, w[p + "wq"], n, hidden, qw), k = linear(h, w[p + "wk"], n, hidden, kw),
+           v = linear(h, w[p + "wv"], n, hidden, kw);
+    if (a.qkv_bias) {
+      for (int r = 0; r < n; ++r) {
+        for (int i = 0; i < qw; ++i) q[r * qw + i] += w[p + "bq"][i];
+        for (int i = 0; i < kw; ++i) {
+          k[r * kw + i] += w[p + "bk"][i];
+          v[r * kw + i] += w[p + "bv"][i];
+        }
+      }
+    }
+    if (a.qk_norm) {
+      q = rmsnorm(q, w[p + "q_norm"], n * a.heads, hd, eps);
+      k = rmsnorm(k, w[p + "k_norm"], n * a.kv_heads, hd, eps);
+    }
+    rope(q, n, a.heads, hd, theta);
+    rope(k, n, a.kv_heads, hd, theta);
+    Matrix o(static_cast<std::size_t>(n * qw), 0.0);
+    for (int t = 0; t < n; ++t) {
+      for (int head = 0; head < a.heads; ++head) {
+        const int kvh = head / group;
+        std::vector<double> scores(static_cast<std::size_t>(t + 1));
+        double most = -1e300, total = 0;
+        for (int j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int d = 0; d < hd; ++d) s += q[(t * a.heads + head) * hd + d] * k[(j * a.kv_heads + kvh) * hd + d];
+          scores[j] = s / std::sqrt(hd);
+          most = std::max(most, scores[j]);
+        }
+        for (double& s : scores) total += (s = std::exp(s - most));
+        for (int d = 0; d < hd; ++d) {
+          double s = 0;
+          for (int j = 0; j <= t; ++j) s += scores[j] * v[(j * a.kv_heads + kvh) * hd + d];
+          o[(t * a.heads + head) * hd + d] = s / total;
+        }
+      }
+    }
+    const Matrix attn = linear(o, w[p + "wo"], n, qw, hidden);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
+    const Matrix h2 = rmsnorm(x, w[p + "mlp_norm"], n, hidden, eps);
+    const Matrix g = linear(h2, w[p + "w_gate"], n, hidden, a.ffn_hidden), u = linear(h2, w[p + "w_up"], n, hidden, a.ffn_hidden);
+    Matrix act(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    const Matrix down = linear(act, w[p + "w_down"], n, a.ffn_hidden, hidden);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+  }
+  return rmsnorm(x, w["final_norm"], n, hidden, eps);
+}
+
+std::vector<int> some_tokens(int count, int vocab, int salt) {
+  std::vector<int> t;
+  for (int i = 0; i < count; ++i) t.push_back((i * 97 + salt * 31 + 7) % vocab);
+  return t;
+}
+
+TEST_CASE("transformer: scoring matches a double-precision reference of the block, both heads") {
+  auto b = device::test_backend();
+  for (const bool variant : {false, true}) {
+    CAPTURE(variant);
+    // Qwen3-like (qk norm, untied) and Qwen2.5-like (qkv bias, tied embeddings).
+    const workload::ModelArch a = tiny(!variant, variant, variant);
+    TransformerOptions o;
+    o.dtype = DType::kF32;
+    for (const Head head : {Head::kLanguage, Head::kScalar}) {
+      Transformer model(*b, a, head, o);
+      auto w = randomise(*b, model, o.dtype);
+      const int batch = 2, length = 7;
+      std::vector<int> tokens = some_tokens(length, a.vocab, 1);
+      const std::vector<int> second = some_tokens(length, a.vocab, 2);
+      tokens.insert(tokens.end(), second.begin(), second.end());
+      const std::vector<float> found = model.score(tokens, batch, length);
+      std::vector<double> expected;
+      for (int s = 0; s < batch; ++s) {
+        const std::vector<int> seq(tokens.begin() + s * length, tokens.begin() + (s + 1) * length);
+        const Matrix states = reference_states(a, w, seq, o.rope_theta, o.norm_eps);
+        if (head == Head::kScalar) {
+          const Matrix values = linear(states, w["head"], length, a.hidden, 1);
+          expected.insert(expected.end(), values.begin(), values.end());
+          continue;
+        }
+        const Matrix logits = linear(states, a.tied_embeddings ? w["embedding"] : w["head"], length, a.hidden, a.vocab);
+        for (int p = 0; p + 1 < length; ++p) {
+          double most = -1e300, total = 0;
+          for (int i = 0; i < a.vocab; ++i) most = std::max(most, logits[p * a.vocab + i]);
+          for (int i = 0; i < a.vocab; ++i) total += std::exp(logits[p * a.vocab + i] - most);
+          expected.push_back(logits[p * a.vocab + seq[p + 1]] - most - std::log(total));
+        }
+      }
+      REQUIRE(found.size() == expected.size());
+      for (std::size_t i = 0; i < found.size(); ++i) {
+        CAPTURE(i);
+        CHECK(found[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1.0));
+      }
+    }
+  }
+}
+
+TEST_CASE("transformer: prefill and decode steps over the cache give the logits of scoring each prefix") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, false, false);
+  for (const DType t : {DType::kF32, DType::kBf16}) {
+    CAPTURE(device::dtype_name(t));
+    TransformerOptions o;
+    o.dtype = t;
+    Transformer model(*b, a, Head::kLanguage, o);
+    randomise(*b, model, t);
+    const std::vector<int> tokens = some_tokens(9, a.vocab, 3);
+    Transformer::Cache cache = model.make_cache(3, 12);
+    // Slot 2: a 4-token prompt, then five decode steps, each compared with prefilling the
+    // whole prefix into slot 0.
+    const std::vector<int> prompt(tokens.begin(), tokens.begin() + 4);
+    std::vector<double> stepped = device::get(*b, t, model.prefill(cache, 2, prompt), static_cast<std::size_t>(a.vocab));
+    for (int p = 4; p <= 8; ++p) {
+      const std::vector<int> prefix(tokens.begin(), tokens.begin() + p);
+      if (p > 4) {
+        stepped = device::get(*b, t, model.decode(cache, {2}, {tokens[p - 1]}, {p - 1}), static_cast<std::size_t>(a.vocab));
+      }
+      const std::vector<double> whole = device::get(*b, t, model.prefill(cache, 0, prefix), static_cast<std::size_t>(a.vocab));
+      for (int i = 0; i < a.vocab; ++i) {
+        CAPTURE(p);
+        CAPTURE(i);
+        CHECK(stepped[i] == doctest::Approx(whole[i]).epsilon(t == DType::kF32 ? 1e-5 : 3e-2).scale(1.0));
+      }
+    }
+  }
+}
+
+TEST_CASE("transformer: a decode step's rows do not depend on what they are batched with") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, false, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer model(*b, a, Head::kLanguage, o);
+  randomise(*b, model, o.dtype);
+  Transformer::Cache cache = model.make_cache(4, 10);
+  model.prefill(cache, 1, some_tokens(3, a.vocab, 4));
+  model.prefill(cache, 3, some_tokens(6, a.vocab, 5));
+  const std::size_t v = static_cast<std::size_t>(a.vocab);
+  const std::vector<double> both = device::get(*b, o.dtype, model.decode(cache, {3, 1}, {5, 6}, {6, 3}), 2 * v);
+  const std::vector<double> alone = device::get(*b, o.dtype, model.decode(cache, {1}, {6}, {3}), v);
+  for (std::size_t i = 0; i < v; ++i) CHECK(both[v + i] == doctest::Approx(alone[i]).epsilon(1e-6));
+  // Greedy sampling takes each row's largest logit.
+  const std::vector<int> next = model.sample(model.decode(cache, {3, 1}, {5, 6}, {6, 3}), 2, 0.0f, 1, {0, 1}, {7, 4});
+  for (int r = 0; r < 2; ++r) {
+    const auto row = std::vector<double>(both.begin() + r * a.vocab, both.begin() + (r + 1) * a.vocab);
+    CHECK(next[static_cast<std::size_t>(r)] == std::max_element(row.begin(), row.end()) - row.begin());
+  }
+}
+
+TEST_CASE("transformer: scaling a catalogue model keeps its proportions, and refuses what cannot apply") {
+  workload::ModelArch qwen = tiny(true, false, false);
+  qwen.name = "Qwen3-8B-like";
+  qwen.layers = 36;
+  qwen.hidden = 4096;
+  qwen.heads = 32;
+  qwen.kv_heads = 8;
+  qwen.head_dim = 128;
+  qwen.ffn_hidden = 12288;
+  qwen.vocab = 151936;
+  const workload::ModelArch s = scaled(qwen, Scale{2, 1024, 4096});
+  CHECK(s.layers == 2);
+  CHECK(s.hidden == 1024);
+  CHECK(s.kv_heads == 2);
+  CHECK(s.heads == 8);  // the 4:1 grouping kept
+  CHECK(s.head_dim == 128);
+  CHECK(s.ffn_hidden == 3072);
+  CHECK(s.vocab == 4096);
+  CHECK(scaled(qwen, Scale{}).name == qwen.name);
+  CHECK_THROWS_AS(scaled(qwen, Scale{40, 0, 0}), core::InputError);
+  CHECK_THROWS_AS(scaled(qwen, Scale{0, 8192, 0}), core::InputError);
+  CHECK_THROWS_AS(scaled(qwen, Scale{0, 0, 100}), core::InputError);  // a vocabulary under 256
+}
+
+}  // namespace
+}  // namespace hetrl::exec
