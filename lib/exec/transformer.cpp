@@ -162,6 +162,22 @@ Buffer& Transformer::scratch(const std::string& name, std::size_t bytes) {
   return buffer;
 }
 
+Buffer& Transformer::upload_floats(const std::string& name, const std::vector<float>& values) {
+  Buffer& buffer = scratch(name, std::max<std::size_t>(1, values.size()) * sizeof(float));
+  if (!values.empty()) b_.upload(buffer.data(), values.data(), values.size() * sizeof(float));
+  return buffer;
+}
+
+std::vector<int> Transformer::next_tokens(const std::vector<int>& tokens, int batch, int length) {
+  std::vector<int> targets(tokens.size(), 0);
+  for (int s = 0; s < batch; ++s) {
+    for (int p = 0; p + 1 < length; ++p) {
+      targets[static_cast<std::size_t>(s * length + p)] = tokens[static_cast<std::size_t>(s * length + p + 1)];
+    }
+  }
+  return targets;
+}
+
 Buffer& Transformer::upload_ints(const std::string& name, const std::vector<int>& values) {
   Buffer& buffer = scratch(name, std::max<std::size_t>(1, values.size()) * sizeof(int));
   if (!values.empty()) b_.upload(buffer.data(), values.data(), values.size() * sizeof(int));
@@ -193,26 +209,31 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
   return cache;
 }
 
-const Buffer& Transformer::run_layers(const Step& step) {
+const Buffer& Transformer::run_layers(const Step& step, bool save) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = step.batch * step.queries;
   const int hidden = arch_.hidden, heads = arch_.heads, kv_heads = arch_.kv_heads, head_dim = arch_.head_dim;
   const int q_width = heads * head_dim, kv_width = kv_heads * head_dim, ffn = arch_.ffn_hidden;
   const std::size_t n = static_cast<std::size_t>(rows);
-  Buffer& x = scratch("x", n * hidden * e);
-  Buffer& h = scratch("h", n * hidden * e);
-  Buffer& q = scratch("q", n * q_width * e);
-  Buffer& k = scratch("k", n * kv_width * e);
-  Buffer& v = scratch("v", n * kv_width * e);
-  Buffer& o = scratch("o", n * q_width * e);
-  Buffer& gate = scratch("gate", n * ffn * e);
-  Buffer& up = scratch("up", n * ffn * e);
   Buffer& tokens = upload_ints("tokens", step.tokens);
   Buffer& positions = upload_ints("positions", step.positions);
   Buffer& lengths = upload_ints("lengths", step.lengths);
   Buffer* slots = step.slots.empty() ? nullptr : &upload_ints("slots", step.slots);
   Buffer* rows_at = step.cache ? &upload_ints("rows_at", step.rows_at) : nullptr;
+  // A training forward keeps each layer's activations in saved_ (sized to the step); any other
+  // step works in the workspace.
+  if (save) saved_.resize(layers_.size());
+  const auto kept = [&](Buffer& saved, const char* name, std::size_t bytes) -> Buffer& {
+    if (!save) return scratch(name, bytes);
+    if (saved.bytes() < bytes) {
+      saved = Buffer();
+      saved = Buffer(b_, bytes);
+    }
+    return saved;
+  };
+  Buffer& tmp = scratch("tmp", n * hidden * e);
+  Buffer& act = scratch("act", n * ffn * e);
 
   device::Attention a;
   a.dtype = t;
@@ -223,21 +244,33 @@ const Buffer& Transformer::run_layers(const Step& step) {
   a.head_dim = head_dim;
   a.capacity = step.cache ? step.cache->capacity() : step.queries;
 
-  b_.embed(t, embedding_.data(), tokens.as<int>(), x.data(), rows, hidden);
-  for (int l = 0; l < arch_.layers; ++l) {
-    const Layer& w = layers_[static_cast<std::size_t>(l)];
-    b_.rmsnorm(t, x.data(), w.attn_norm.data(), h.data(), rows, hidden, options_.norm_eps);
-    linear(h, w.wq, q, rows, hidden, q_width);
-    linear(h, w.wk, k, rows, hidden, kv_width);
+  Buffer* x = &kept(save ? saved_.front().x_in : pass_.x_out, "x", n * hidden * e);
+  b_.embed(t, embedding_.data(), tokens.as<int>(), x->data(), rows, hidden);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& w = layers_[l];
+    Saved dummy;
+    Saved& keep = save ? saved_[l] : dummy;
+    Buffer& h = kept(keep.h, "h", n * hidden * e);
+    Buffer& q = kept(keep.q, "q", n * q_width * e);
+    Buffer& k = kept(keep.k, "k", n * kv_width * e);
+    Buffer& v = kept(keep.v, "v", n * kv_width * e);
+    Buffer& o = kept(keep.o, "o", n * q_width * e);
+    Buffer& q_raw = arch_.qk_norm ? kept(keep.q_raw, "q_raw", n * q_width * e) : q;
+    Buffer& k_raw = arch_.qk_norm ? kept(keep.k_raw, "k_raw", n * kv_width * e) : k;
+    float* lse = save ? kept(keep.lse, "lse", n * heads * sizeof(float)).as<float>() : nullptr;
+
+    b_.rmsnorm(t, x->data(), w.attn_norm.data(), h.data(), rows, hidden, options_.norm_eps);
+    linear(h, w.wq, q_raw, rows, hidden, q_width);
+    linear(h, w.wk, k_raw, rows, hidden, kv_width);
     linear(h, w.wv, v, rows, hidden, kv_width);
     if (arch_.qkv_bias) {
-      b_.add_bias(t, q.data(), w.bq.data(), rows, q_width);
-      b_.add_bias(t, k.data(), w.bk.data(), rows, kv_width);
+      b_.add_bias(t, q_raw.data(), w.bq.data(), rows, q_width);
+      b_.add_bias(t, k_raw.data(), w.bk.data(), rows, kv_width);
       b_.add_bias(t, v.data(), w.bv.data(), rows, kv_width);
     }
     if (arch_.qk_norm) {
-      b_.rmsnorm(t, q.data(), w.q_norm.data(), q.data(), rows * heads, head_dim, options_.norm_eps);
-      b_.rmsnorm(t, k.data(), w.k_norm.data(), k.data(), rows * kv_heads, head_dim, options_.norm_eps);
+      b_.rmsnorm(t, q_raw.data(), w.q_norm.data(), q.data(), rows * heads, head_dim, options_.norm_eps);
+      b_.rmsnorm(t, k_raw.data(), w.k_norm.data(), k.data(), rows * kv_heads, head_dim, options_.norm_eps);
     }
     b_.rope_at(t, q.data(), positions.as<int>(), rows, heads, head_dim, options_.rope_theta, false);
     b_.rope_at(t, k.data(), positions.as<int>(), rows, kv_heads, head_dim, options_.rope_theta, false);
@@ -245,35 +278,58 @@ const Buffer& Transformer::run_layers(const Step& step) {
     const void* values = v.data();
     if (step.cache) {
       Cache& cache = *step.cache;
-      const std::size_t layer = static_cast<std::size_t>(l);
-      b_.scatter(t, k.data(), rows_at->as<int>(), cache.k[layer].data(), rows, kv_width);
-      b_.scatter(t, v.data(), rows_at->as<int>(), cache.v[layer].data(), rows, kv_width);
-      keys = cache.k[layer].data();
-      values = cache.v[layer].data();
+      b_.scatter(t, k.data(), rows_at->as<int>(), cache.k[l].data(), rows, kv_width);
+      b_.scatter(t, v.data(), rows_at->as<int>(), cache.v[l].data(), rows, kv_width);
+      keys = cache.k[l].data();
+      values = cache.v[l].data();
     }
-    b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), nullptr);
-    linear(o, w.wo, h, rows, q_width, hidden);
-    b_.add(t, x.data(), h.data(), n * hidden);
-    b_.rmsnorm(t, x.data(), w.mlp_norm.data(), h.data(), rows, hidden, options_.norm_eps);
-    linear(h, w.w_gate, gate, rows, hidden, ffn);
-    linear(h, w.w_up, up, rows, hidden, ffn);
-    b_.swiglu(t, gate.data(), up.data(), gate.data(), n * ffn);
-    linear(gate, w.w_down, h, rows, ffn, hidden);
-    b_.add(t, x.data(), h.data(), n * hidden);
+    b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), lse);
+    linear(o, w.wo, tmp, rows, q_width, hidden);
+    if (save) {
+      // The residual stream after attention is kept apart from the layer's input.
+      Buffer& mid = kept(keep.x_mid, "x_mid", n * hidden * e);
+      b_.copy(mid.data(), x->data(), n * hidden * e);
+      x = &mid;
+    }
+    b_.add(t, x->data(), tmp.data(), n * hidden);
+    Buffer& h2 = kept(keep.h2, "h2", n * hidden * e);
+    Buffer& gate = kept(keep.gate, "gate", n * ffn * e);
+    Buffer& up = kept(keep.up, "up", n * ffn * e);
+    b_.rmsnorm(t, x->data(), w.mlp_norm.data(), h2.data(), rows, hidden, options_.norm_eps);
+    linear(h2, w.w_gate, gate, rows, hidden, ffn);
+    linear(h2, w.w_up, up, rows, hidden, ffn);
+    b_.swiglu(t, gate.data(), up.data(), act.data(), n * ffn);
+    linear(act, w.w_down, tmp, rows, ffn, hidden);
+    if (save) {
+      Buffer& next = l + 1 < layers_.size() ? kept(saved_[l + 1].x_in, "x", n * hidden * e)
+                                            : kept(pass_.x_out, "x_out", n * hidden * e);
+      b_.copy(next.data(), x->data(), n * hidden * e);
+      x = &next;
+    }
+    b_.add(t, x->data(), tmp.data(), n * hidden);
   }
-  b_.rmsnorm(t, x.data(), final_norm_.data(), h.data(), rows, hidden, options_.norm_eps);
-  return h;
+  Buffer& final_states = save ? kept(pass_.final_states, "final", n * hidden * e) : scratch("final", n * hidden * e);
+  b_.rmsnorm(t, x->data(), final_norm_.data(), final_states.data(), rows, hidden, options_.norm_eps);
+  return final_states;
 }
 
-std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
+namespace {
+
+void check_sequences(const std::vector<int>& tokens, int batch, int length, int vocab, const char* what) {
   if (batch < 1 || length < 1 || tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(length)) {
-    throw core::InputError(fmt::format("score: {} tokens for {} sequences of {}", tokens.size(), batch, length));
+    throw core::InputError(fmt::format("{}: {} tokens for {} sequences of {}", what, tokens.size(), batch, length));
   }
   for (int token : tokens) {
-    if (token < 0 || token >= arch_.vocab) {
-      throw core::InputError(fmt::format("score: token {} outside the vocabulary of {}", token, arch_.vocab));
+    if (token < 0 || token >= vocab) {
+      throw core::InputError(fmt::format("{}: token {} outside the vocabulary of {}", what, token, vocab));
     }
   }
+}
+
+}  // namespace
+
+std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
+  check_sequences(tokens, batch, length, arch_.vocab, "score");
   Step step;
   step.batch = batch;
   step.queries = length;
@@ -282,7 +338,11 @@ std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch,
     for (int p = 0; p < length; ++p) step.positions.push_back(p);
     step.lengths.push_back(length);
   }
-  const Buffer& final_states = run_layers(step);
+  return head_outputs(run_layers(step), tokens, batch, length);
+}
+
+std::vector<float> Transformer::head_outputs(const Buffer& final_states, const std::vector<int>& tokens, int batch,
+                                             int length) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = batch * length;
@@ -297,14 +357,8 @@ std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch,
     b_.download(out.data(), wide.data(), out.size() * sizeof(float));
     return out;
   }
-  // Log-probabilities of each next token, row by row in chunks of the logits.
-  std::vector<int> targets(static_cast<std::size_t>(rows), 0);
-  for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p + 1 < length; ++p) {
-      targets[static_cast<std::size_t>(s * length + p)] = tokens[static_cast<std::size_t>(s * length + p + 1)];
-    }
-  }
-  Buffer& device_targets = upload_ints("targets", targets);
+  // Log-probabilities of each next token, in chunks of rows of the logits.
+  Buffer& device_targets = upload_ints("targets", next_tokens(tokens, batch, length));
   const int chunk = static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
   Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
   Buffer& losses = scratch("losses", static_cast<std::size_t>(rows) * sizeof(float));
@@ -327,6 +381,238 @@ std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch,
   for (int s = 0; s < batch; ++s) {
     for (int p = 0; p + 1 < length; ++p) out.push_back(-all[static_cast<std::size_t>(s * length + p)]);
   }
+  return out;
+}
+
+std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length) {
+  check_sequences(tokens, batch, length, arch_.vocab, "forward");
+  Step step;
+  step.batch = batch;
+  step.queries = length;
+  step.tokens = tokens;
+  for (int s = 0; s < batch; ++s) {
+    for (int p = 0; p < length; ++p) step.positions.push_back(p);
+    step.lengths.push_back(length);
+  }
+  pass_.batch = batch;
+  pass_.length = length;
+  pass_.tokens = tokens;
+  pass_.positions = step.positions;
+  pass_.lengths = step.lengths;
+  pass_.active = true;
+  return head_outputs(run_layers(step, true), tokens, batch, length);
+}
+
+Buffer& Transformer::grad(const std::string& name) {
+  Optimizer& o = optimizer_[name];
+  if (!o.grad.data()) {
+    std::size_t count = 0;
+    for (const Tensor& p : parameters()) {
+      if (p.name == name) count = p.count;
+    }
+    if (count == 0) throw std::logic_error("transformer: no parameter " + name);
+    o.grad = Buffer(b_, count * sizeof(float));
+    b_.fill_zero(o.grad.data(), o.grad.bytes());
+  }
+  return o.grad;
+}
+
+void Transformer::add_grad(const std::string& name, const Buffer& fp32, std::size_t count) {
+  b_.add(DType::kF32, grad(name).data(), fp32.data(), count);
+}
+
+void Transformer::linear_backward(const Buffer& x, const Buffer& w, const Buffer& dy, Buffer* dx, bool accumulate_dx,
+                                  const std::string& weight, int rows, int in, int out) {
+  if (dx) {
+    device::Gemm g;  // dx[rows][in] = dy[rows][out] w[out][in]
+    g.dtype = options_.dtype;
+    g.m = rows;
+    g.n = in;
+    g.k = out;
+    g.accumulate = accumulate_dx;
+    b_.gemm(g, dy.data(), w.data(), dx->data());
+  }
+  device::Gemm g;  // dw[out][in] += dy^T x
+  g.dtype = options_.dtype;
+  g.m = out;
+  g.n = in;
+  g.k = rows;
+  g.a_transposed = true;
+  g.c_fp32 = true;
+  g.accumulate = true;
+  b_.gemm(g, dy.data(), x.data(), grad(weight).data());
+}
+
+void Transformer::backward(const std::vector<float>& doutput) {
+  if (!pass_.active) throw std::logic_error("transformer: backward without a training forward before it");
+  pass_.active = false;
+  const DType t = options_.dtype;
+  const std::size_t e = device::dtype_bytes(t);
+  const int batch = pass_.batch, length = pass_.length, rows = batch * length;
+  const int hidden = arch_.hidden, heads = arch_.heads, kv_heads = arch_.kv_heads, head_dim = arch_.head_dim;
+  const int q_width = heads * head_dim, kv_width = kv_heads * head_dim, ffn = arch_.ffn_hidden;
+  const std::size_t n = static_cast<std::size_t>(rows);
+  const std::size_t outputs = head_ == Head::kScalar ? n : static_cast<std::size_t>(batch) * (length - 1);
+  if (doutput.size() != outputs) {
+    throw core::InputError(fmt::format("backward: {} output gradients for {} outputs", doutput.size(), outputs));
+  }
+  Buffer& dx = scratch("dx", n * hidden * e);
+  Buffer& dfinal = scratch("dfinal", n * hidden * e);
+  Buffer& dtmp = scratch("dtmp", n * hidden * e);
+  Buffer& dnorm = scratch("dnorm", static_cast<std::size_t>(std::max(hidden, head_dim)) * sizeof(float));
+  const Buffer& final_states = pass_.final_states;
+
+  if (head_ == Head::kScalar) {
+    Buffer& wide = upload_floats("dvalues_f32", doutput);
+    Buffer& dvalues = scratch("dvalues", n * e);
+    b_.cast(DType::kF32, wide.data(), t, dvalues.data(), n);
+    linear_backward(final_states, lm_head_, dvalues, &dfinal, false, "head", rows, hidden, 1);
+  } else {
+    // The cross-entropy kernel's gradient is d(-log p)/d logits times a row weight, so each
+    // row's weight is -d loss / d log p (0 on each sequence's last position, which predicts
+    // nothing).
+    std::vector<float> weights(n, 0.0f);
+    for (int s = 0; s < batch; ++s) {
+      for (int p = 0; p + 1 < length; ++p) {
+        weights[static_cast<std::size_t>(s * length + p)] = -doutput[static_cast<std::size_t>(s * (length - 1) + p)];
+      }
+    }
+    Buffer& row_weights = upload_floats("row_weights", weights);
+    Buffer& targets = upload_ints("targets", next_tokens(pass_.tokens, batch, length));
+    const int chunk = static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
+    Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
+    Buffer& losses = scratch("losses", n * sizeof(float));
+    const Buffer& head = arch_.tied_embeddings ? embedding_ : lm_head_;
+    const std::string head_name = arch_.tied_embeddings ? "embedding" : "head";
+    for (int first = 0; first < rows; first += chunk) {
+      // The chunk's logits again (not kept: rows x vocab), their gradient in place.
+      const int count = std::min(chunk, rows - first);
+      const std::size_t offset = static_cast<std::size_t>(first) * hidden * e;
+      device::Gemm g;
+      g.dtype = t;
+      g.m = count;
+      g.n = arch_.vocab;
+      g.k = hidden;
+      g.b_transposed = true;
+      b_.gemm(g, static_cast<const char*>(final_states.data()) + offset, head.data(), logits.data());
+      b_.cross_entropy(t, logits.data(), targets.as<int>() + first, losses.as<float>() + first, logits.data(), count,
+                       arch_.vocab, 1.0f, row_weights.as<float>() + first);
+      device::Gemm back;  // dfinal[count][hidden] = dlogits head
+      back.dtype = t;
+      back.m = count;
+      back.n = hidden;
+      back.k = arch_.vocab;
+      b_.gemm(back, logits.data(), head.data(), static_cast<char*>(dfinal.data()) + offset);
+      device::Gemm dw;  // dhead[vocab][hidden] += dlogits^T final
+      dw.dtype = t;
+      dw.m = arch_.vocab;
+      dw.n = hidden;
+      dw.k = count;
+      dw.a_transposed = true;
+      dw.c_fp32 = true;
+      dw.accumulate = true;
+      b_.gemm(dw, logits.data(), static_cast<const char*>(final_states.data()) + offset, grad(head_name).data());
+    }
+  }
+  b_.rmsnorm_backward(t, pass_.x_out.data(), final_norm_.data(), dfinal.data(), dx.data(), dnorm.as<float>(), rows,
+                      hidden, options_.norm_eps);
+  add_grad("final_norm", dnorm, static_cast<std::size_t>(hidden));
+
+  Buffer& positions = upload_ints("positions", pass_.positions);
+  Buffer& lengths = upload_ints("lengths", pass_.lengths);
+  Buffer& act = scratch("act", n * ffn * e);
+  Buffer& dact = scratch("dact", n * ffn * e);
+  Buffer& dgate = scratch("dgate", n * ffn * e);
+  Buffer& dup = scratch("dup", n * ffn * e);
+  Buffer& dq = scratch("dq", n * q_width * e);
+  Buffer& dq_raw = scratch("dq_raw", n * q_width * e);
+  Buffer& dk = scratch("dk", n * kv_width * e);
+  Buffer& dk_raw = scratch("dk_raw", n * kv_width * e);
+  Buffer& dv = scratch("dv", n * kv_width * e);
+  Buffer& dout = scratch("do", n * q_width * e);
+  Buffer& delta = scratch("delta", n * heads * sizeof(float));
+  device::Attention a;
+  a.dtype = t;
+  a.batch = batch;
+  a.queries = length;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.capacity = length;
+  for (std::size_t l = layers_.size(); l-- > 0;) {
+    const Layer& w = layers_[l];
+    const Saved& s = saved_[l];
+    const std::string p = fmt::format("layer.{}.", l);
+    // The MLP: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = norm(x_mid).
+    b_.swiglu(t, s.gate.data(), s.up.data(), act.data(), n * ffn);
+    linear_backward(act, w.w_down, dx, &dact, false, p + "w_down", rows, ffn, hidden);
+    b_.swiglu_backward(t, s.gate.data(), s.up.data(), dact.data(), dgate.data(), dup.data(), n * ffn);
+    linear_backward(s.h2, w.w_gate, dgate, &dtmp, false, p + "w_gate", rows, hidden, ffn);
+    linear_backward(s.h2, w.w_up, dup, &dtmp, true, p + "w_up", rows, hidden, ffn);
+    b_.rmsnorm_backward(t, s.x_mid.data(), w.mlp_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
+                        hidden, options_.norm_eps);
+    add_grad(p + "mlp_norm", dnorm, static_cast<std::size_t>(hidden));
+    b_.add(t, dx.data(), dfinal.data(), n * hidden);
+    // Attention: x_mid = x_in + wo(attention(q, k, v)), q, k, v from h = norm(x_in).
+    linear_backward(s.o, w.wo, dx, &dout, false, p + "wo", rows, q_width, hidden);
+    b_.attention_backward(a, s.q.data(), s.k.data(), s.v.data(), lengths.as<int>(), s.o.data(), dout.data(),
+                          s.lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+    b_.rope_at(t, dq.data(), positions.as<int>(), rows, heads, head_dim, options_.rope_theta, true);
+    b_.rope_at(t, dk.data(), positions.as<int>(), rows, kv_heads, head_dim, options_.rope_theta, true);
+    Buffer* dq_in = &dq;
+    Buffer* dk_in = &dk;
+    if (arch_.qk_norm) {
+      b_.rmsnorm_backward(t, s.q_raw.data(), w.q_norm.data(), dq.data(), dq_raw.data(), dnorm.as<float>(),
+                          rows * heads, head_dim, options_.norm_eps);
+      add_grad(p + "q_norm", dnorm, static_cast<std::size_t>(head_dim));
+      b_.rmsnorm_backward(t, s.k_raw.data(), w.k_norm.data(), dk.data(), dk_raw.data(), dnorm.as<float>(),
+                          rows * kv_heads, head_dim, options_.norm_eps);
+      add_grad(p + "k_norm", dnorm, static_cast<std::size_t>(head_dim));
+      dq_in = &dq_raw;
+      dk_in = &dk_raw;
+    }
+    if (arch_.qkv_bias) {
+      b_.bias_backward(t, dq_in->data(), grad(p + "bq").as<float>(), rows, q_width);
+      b_.bias_backward(t, dk_in->data(), grad(p + "bk").as<float>(), rows, kv_width);
+      b_.bias_backward(t, dv.data(), grad(p + "bv").as<float>(), rows, kv_width);
+    }
+    linear_backward(s.h, w.wq, *dq_in, &dtmp, false, p + "wq", rows, hidden, q_width);
+    linear_backward(s.h, w.wk, *dk_in, &dtmp, true, p + "wk", rows, hidden, kv_width);
+    linear_backward(s.h, w.wv, dv, &dtmp, true, p + "wv", rows, hidden, kv_width);
+    b_.rmsnorm_backward(t, s.x_in.data(), w.attn_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
+                        hidden, options_.norm_eps);
+    add_grad(p + "attn_norm", dnorm, static_cast<std::size_t>(hidden));
+    b_.add(t, dx.data(), dfinal.data(), n * hidden);
+  }
+  Buffer& tokens = upload_ints("tokens", pass_.tokens);
+  b_.embed_backward(t, dx.data(), tokens.as<int>(), grad("embedding").as<float>(), rows, hidden);
+}
+
+void Transformer::step(const device::AdamW& options) {
+  device::AdamW o = options;
+  o.step = ++steps_;
+  for (const Tensor& p : parameters()) {
+    Optimizer& opt = optimizer_[p.name];
+    if (!opt.grad.data()) continue;  // no gradient reached it (a head another task trains)
+    if (!opt.master.data()) {
+      opt.master = Buffer(b_, p.count * sizeof(float));
+      opt.m = Buffer(b_, p.count * sizeof(float));
+      opt.v = Buffer(b_, p.count * sizeof(float));
+      b_.cast(options_.dtype, p.buffer->data(), DType::kF32, opt.master.data(), p.count);
+      b_.fill_zero(opt.m.data(), opt.m.bytes());
+      b_.fill_zero(opt.v.data(), opt.v.bytes());
+    }
+    b_.adamw(options_.dtype, opt.master.as<float>(), opt.m.as<float>(), opt.v.as<float>(), opt.grad.as<float>(),
+             p.buffer->data(), p.count, o);
+    b_.fill_zero(opt.grad.data(), opt.grad.bytes());
+  }
+}
+
+std::vector<float> Transformer::gradient(const std::string& name) {
+  const auto found = optimizer_.find(name);
+  if (found == optimizer_.end() || !found->second.grad.data()) return {};
+  std::vector<float> out(found->second.grad.bytes() / sizeof(float));
+  b_.download(out.data(), found->second.grad.data(), out.size() * sizeof(float));
   return out;
 }
 

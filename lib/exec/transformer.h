@@ -104,9 +104,37 @@ class Transformer {
   std::vector<int> sample(const device::Buffer& logits, int rows, float temperature, std::uint64_t seed,
                           const std::vector<int>& sequences, const std::vector<int>& positions);
 
+  // Training, one micro-batch at a time: forward keeps what the backward pass needs and
+  // returns the outputs score would; backward takes d loss / d output for each of them (same
+  // layout) and adds the parameters' gradients into fp32 accumulators, so several
+  // micro-batches make one mini-batch; step applies AdamW to every parameter (fp32 master
+  // weights and moments, kept from the first step on) and clears the gradients.
+  std::vector<float> forward(const std::vector<int>& tokens, int batch, int length);
+  void backward(const std::vector<float>& doutput);
+  void step(const device::AdamW& options);
+  // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
+  // backward pass.
+  std::vector<float> gradient(const std::string& name);
+
  private:
   struct Layer {
     device::Buffer attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, mlp_norm, w_gate, w_up, w_down;
+  };
+  // A layer's activations kept for its backward pass (training forward only).
+  struct Saved {
+    device::Buffer x_in, h, q_raw, k_raw, q, k, v, o, lse, x_mid, h2, gate, up;
+  };
+  // What a training forward leaves for backward.
+  struct Pass {
+    int batch = 0, length = 0;
+    std::vector<int> tokens, positions, lengths;
+    device::Buffer x_out, final_states;  // the residual stream after the last layer, and its norm
+    bool active = false;
+  };
+  // A parameter's optimiser state: fp32 gradient, and from the first step master weights and
+  // moments.
+  struct Optimizer {
+    device::Buffer grad, master, m, v;
   };
   // Where a step's keys and values go: into `cache` at rows `rows_at` (prefill and decode), or
   // kept in the workspace as the step's own cache (score).
@@ -116,9 +144,19 @@ class Transformer {
     std::vector<int> tokens, positions, lengths, slots, rows_at;
   };
   // The final hidden states of the step's rows, after the last norm.
-  const device::Buffer& run_layers(const Step& step);
+  const device::Buffer& run_layers(const Step& step, bool save = false);
+  // The head over the final states: log-probabilities of next tokens or scalars, as score.
+  std::vector<float> head_outputs(const device::Buffer& final_states, const std::vector<int>& tokens, int batch,
+                                  int length);
+  void linear_backward(const device::Buffer& x, const device::Buffer& w, const device::Buffer& dy, device::Buffer* dx,
+                       bool accumulate_dx, const std::string& weight, int rows, int in, int out);
+  device::Buffer& grad(const std::string& name);
+  void add_grad(const std::string& name, const device::Buffer& fp32, std::size_t count);
   device::Buffer& scratch(const std::string& name, std::size_t bytes);
   device::Buffer& upload_ints(const std::string& name, const std::vector<int>& values);
+  device::Buffer& upload_floats(const std::string& name, const std::vector<float>& values);
+  // Each position's next token (0 at a sequence's last position), [sequence][position].
+  static std::vector<int> next_tokens(const std::vector<int>& tokens, int batch, int length);
   device::Buffer make_weight(std::size_t count, float bound);
   device::Buffer make_constant(std::size_t count, float value);
   void linear(const device::Buffer& x, const device::Buffer& w, device::Buffer& y, int rows, int in, int out);
@@ -132,6 +170,10 @@ class Transformer {
   device::Buffer embedding_, final_norm_, lm_head_;  // lm_head_: vocab x hidden, or 1 x hidden (scalar head)
   std::vector<Layer> layers_;
   std::map<std::string, device::Buffer> workspace_;
+  std::vector<Saved> saved_;
+  Pass pass_;
+  std::map<std::string, Optimizer> optimizer_;
+  int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
 };
 
 }  // namespace hetrl::exec

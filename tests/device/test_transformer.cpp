@@ -251,6 +251,116 @@ TEST_CASE("transformer: a decode step's rows do not depend on what they are batc
   }
 }
 
+// sum_r c_r * output_r in double: next-token log-probabilities or scalars, as score gives them.
+double reference_loss(const workload::ModelArch& a, Head head, std::map<std::string, std::vector<double>>& w,
+                      const std::vector<int>& tokens, int batch, int length, const std::vector<double>& c,
+                      const TransformerOptions& o) {
+  double loss = 0;
+  std::size_t out = 0;
+  for (int s = 0; s < batch; ++s) {
+    const std::vector<int> seq(tokens.begin() + s * length, tokens.begin() + (s + 1) * length);
+    const Matrix states = reference_states(a, w, seq, o.rope_theta, o.norm_eps);
+    if (head == Head::kScalar) {
+      const Matrix values = linear(states, w["head"], length, a.hidden, 1);
+      for (double value : values) loss += c[out++] * value;
+      continue;
+    }
+    const Matrix logits = linear(states, a.tied_embeddings ? w["embedding"] : w["head"], length, a.hidden, a.vocab);
+    for (int p = 0; p + 1 < length; ++p) {
+      double most = -1e300, total = 0;
+      for (int i = 0; i < a.vocab; ++i) most = std::max(most, logits[p * a.vocab + i]);
+      for (int i = 0; i < a.vocab; ++i) total += std::exp(logits[p * a.vocab + i] - most);
+      loss += c[out++] * (logits[p * a.vocab + seq[p + 1]] - most - std::log(total));
+    }
+  }
+  return loss;
+}
+
+TEST_CASE("transformer: every parameter's gradient matches finite differences of the reference, both heads") {
+  auto b = device::test_backend();
+  for (const bool variant : {false, true}) {
+    CAPTURE(variant);
+    const workload::ModelArch a = tiny(!variant, variant, variant);
+    TransformerOptions o;
+    o.dtype = DType::kF32;
+    for (const Head head : {Head::kLanguage, Head::kScalar}) {
+      CAPTURE(head == Head::kScalar);
+      Transformer model(*b, a, head, o);
+      auto w = randomise(*b, model, o.dtype);
+      const int batch = 2, length = 5;
+      std::vector<int> tokens = some_tokens(length, a.vocab, 6);
+      const std::vector<int> second = some_tokens(length, a.vocab, 7);
+      tokens.insert(tokens.end(), second.begin(), second.end());
+      const std::vector<float> outputs = model.forward(tokens, batch, length);
+      std::vector<double> c;
+      std::vector<float> dout;
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        c.push_back(std::sin(1.0 + static_cast<double>(i)));
+        dout.push_back(static_cast<float>(c.back()));
+      }
+      model.backward(dout);
+      for (const Transformer::Tensor& p : model.parameters()) {
+        CAPTURE(p.name);
+        const std::vector<float> found = model.gradient(p.name);
+        REQUIRE(found.size() == p.count);
+        std::vector<double>& values = w[p.name];
+        for (std::size_t i = 0; i < p.count; i += std::max<std::size_t>(1, p.count / 5)) {
+          CAPTURE(i);
+          const double keep = values[i], h = 1e-4;
+          values[i] = keep + h;
+          const double up = reference_loss(a, head, w, tokens, batch, length, c, o);
+          values[i] = keep - h;
+          const double down = reference_loss(a, head, w, tokens, batch, length, c, o);
+          values[i] = keep;
+          const double expected = (up - down) / (2 * h);
+          CHECK(found[i] == doctest::Approx(expected).epsilon(2e-3).scale(0.02));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("transformer: training lowers the loss of a fixed language-modelling task, in fp32 and bf16") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, false, false);
+  for (const DType t : {DType::kF32, DType::kBf16}) {
+    CAPTURE(device::dtype_name(t));
+    TransformerOptions o;
+    o.dtype = t;
+    Transformer model(*b, a, Head::kLanguage, o);
+    const int batch = 4, length = 12;
+    std::vector<int> tokens;
+    for (int s = 0; s < batch; ++s) {
+      const std::vector<int> seq = some_tokens(length, a.vocab, s);
+      tokens.insert(tokens.end(), seq.begin(), seq.end());
+    }
+    device::AdamW adam;
+    adam.lr = 1e-2f;
+    adam.weight_decay = 0.0f;
+    const auto mean_loss = [](const std::vector<float>& logp) {
+      double sum = 0;
+      for (float x : logp) sum -= x;
+      return sum / static_cast<double>(logp.size());
+    };
+    const double first = mean_loss(model.score(tokens, batch, length));
+    for (int step = 0; step < 30; ++step) {
+      const std::vector<float> logp = model.forward(tokens, batch, length);
+      // Two micro-batches' worth of the same gradient: d(mean -log p)/d log p = -1/N, twice.
+      model.backward(std::vector<float>(logp.size(), -1.0f / static_cast<float>(logp.size())));
+      model.forward(tokens, batch, length);
+      model.backward(std::vector<float>(logp.size(), -1.0f / static_cast<float>(logp.size())));
+      model.step(adam);
+    }
+    const double last = mean_loss(model.score(tokens, batch, length));
+    CAPTURE(first);
+    CAPTURE(last);
+    CHECK(first > 5.0);          // about log(300) from random weights
+    CHECK(last < 0.2 * first);   // memorised
+    CHECK(model.gradient("embedding") == std::vector<float>(static_cast<std::size_t>(a.vocab * a.hidden), 0.0f));
+    CHECK_THROWS_AS(model.backward({}), std::logic_error);  // no forward before it
+  }
+}
+
 TEST_CASE("transformer: scaling a catalogue model keeps its proportions, and refuses what cannot apply") {
   workload::ModelArch qwen = tiny(true, false, false);
   qwen.name = "Qwen3-8B-like";
