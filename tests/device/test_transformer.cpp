@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "device_test_backend.h"
+#include "exec/generate.h"
 #include "exec/transformer.h"
 
 namespace hetrl::exec {
@@ -359,6 +360,69 @@ TEST_CASE("transformer: training lowers the loss of a fixed language-modelling t
     CHECK(model.gradient("embedding") == std::vector<float>(static_cast<std::size_t>(a.vocab * a.hidden), 0.0f));
     CHECK_THROWS_AS(model.backward({}), std::logic_error);  // no forward before it
   }
+}
+
+TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, false, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer model(*b, a, Head::kLanguage, o);
+  randomise(*b, model, o.dtype);
+  GenerationRequest request;
+  const std::vector<int> lengths{5, 1, 9, 3, 2, 7, 1, 4};
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    request.prompts.push_back(some_tokens(3 + static_cast<int>(i % 3), a.vocab, static_cast<int>(i) + 10));
+  }
+  request.response_lengths = lengths;
+  request.seed = 5;
+  request.first_sequence = 100;
+  long long prompt_tokens = 0, response_tokens = 0, longest = 0;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    prompt_tokens += static_cast<long long>(request.prompts[i].size());
+    response_tokens += lengths[i];
+    longest = std::max<long long>(longest, lengths[i]);
+  }
+  for (const float temperature : {0.0f, 1.0f}) {
+    CAPTURE(temperature);
+    request.temperature = temperature;
+    std::vector<std::vector<int>> first;
+    for (const int concurrency : {1, 3, 8}) {
+      CAPTURE(concurrency);
+      request.concurrency = concurrency;
+      const GenerationResult r = generate(model, request);
+      REQUIRE(r.responses.size() == lengths.size());
+      for (std::size_t i = 0; i < lengths.size(); ++i) CHECK(static_cast<int>(r.responses[i].size()) == lengths[i]);
+      CHECK(r.prefill_tokens == prompt_tokens);
+      CHECK(r.generated_tokens == response_tokens);
+      // The two one-token responses end at their prefill and never decode.
+      CHECK(r.largest_batch == std::min(concurrency, 6));
+      if (concurrency == 1) CHECK(r.decode_steps == response_tokens - static_cast<long long>(lengths.size()));
+      // All at once: as many steps as the longest response less its first token.
+      if (concurrency == 8) CHECK(r.decode_steps == longest - 1);
+      if (first.empty()) {
+        first = r.responses;
+      } else {
+        CHECK(r.responses == first);
+      }
+    }
+    if (temperature == 0.0f) {
+      // Greedy: each response token is the most likely continuation of what came before, so
+      // scoring prompt and response gives each response token at least the log-probability of
+      // any other single token choice there (checked against the prefill of each prefix).
+      const std::vector<int>& prompt = request.prompts[2];
+      std::vector<int> seq = prompt;
+      Transformer::Cache cache = model.make_cache(1, 32);
+      for (const int token : first[2]) {
+        const std::vector<double> logits =
+            device::get(*b, o.dtype, model.prefill(cache, 0, seq), static_cast<std::size_t>(a.vocab));
+        CHECK(token == std::max_element(logits.begin(), logits.end()) - logits.begin());
+        seq.push_back(token);
+      }
+    }
+  }
+  request.response_lengths[3] = 0;
+  CHECK_THROWS_AS(generate(model, request), core::InputError);
 }
 
 TEST_CASE("transformer: scaling a catalogue model keeps its proportions, and refuses what cannot apply") {

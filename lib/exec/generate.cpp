@@ -1,0 +1,95 @@
+#include "exec/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace hetrl::exec {
+
+GenerationResult generate(Transformer& model, const GenerationRequest& request) {
+  const std::size_t count = request.prompts.size();
+  if (count == 0 || request.response_lengths.size() != count) {
+    throw core::InputError(fmt::format("generate: {} prompts and {} response lengths", count,
+                                       request.response_lengths.size()));
+  }
+  if (request.concurrency < 1) throw core::InputError("generate: concurrency must be at least 1");
+  int capacity = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (request.prompts[i].empty() || request.response_lengths[i] < 1) {
+      throw core::InputError(fmt::format("generate: prompt {} is empty or wants no response", i));
+    }
+    capacity = std::max(capacity, static_cast<int>(request.prompts[i].size()) + request.response_lengths[i]);
+  }
+  const int slots = std::min(request.concurrency, static_cast<int>(count));
+  Transformer::Cache cache = model.make_cache(slots, capacity);
+
+  GenerationResult result;
+  result.responses.resize(count);
+  // Live sequences: which prompt each slot holds (-1: free) and its next token.
+  std::vector<int> holds(static_cast<std::size_t>(slots), -1), next_token(static_cast<std::size_t>(slots), 0);
+  std::size_t admitted = 0;
+  const auto id = [&](std::size_t prompt) { return request.first_sequence + static_cast<int>(prompt); };
+  // A free slot takes the next prompt: its prefill, and the first response token from it.
+  const auto admit = [&](int slot) {
+    const std::size_t p = admitted++;
+    const std::vector<int>& prompt = request.prompts[p];
+    const int position = static_cast<int>(prompt.size());
+    const device::Buffer& logits = model.prefill(cache, slot, prompt);
+    const int token = model.sample(logits, 1, request.temperature, request.seed, {id(p)}, {position}).front();
+    result.prefill_tokens += position;
+    result.generated_tokens += 1;
+    result.responses[p].push_back(token);
+    holds[static_cast<std::size_t>(slot)] = static_cast<int>(p);
+    next_token[static_cast<std::size_t>(slot)] = token;
+  };
+  const auto done = [&](int slot) {
+    const int p = holds[static_cast<std::size_t>(slot)];
+    return static_cast<int>(result.responses[static_cast<std::size_t>(p)].size()) >=
+           request.response_lengths[static_cast<std::size_t>(p)];
+  };
+  // A finished sequence leaves its slot to the next prompt, which may itself be done at once
+  // (a response of one token).
+  const auto refill = [&](int slot) {
+    while (holds[static_cast<std::size_t>(slot)] >= 0 && done(slot)) {
+      holds[static_cast<std::size_t>(slot)] = -1;
+      if (admitted < count) admit(slot);
+    }
+  };
+  for (int slot = 0; slot < slots && admitted < count; ++slot) {
+    admit(slot);
+    refill(slot);
+  }
+  while (true) {
+    std::vector<int> live_slots, tokens, positions, ids, sample_positions;
+    for (int slot = 0; slot < slots; ++slot) {
+      const int p = holds[static_cast<std::size_t>(slot)];
+      if (p < 0) continue;
+      const std::size_t prompt = static_cast<std::size_t>(p);
+      const int position = static_cast<int>(request.prompts[prompt].size() + result.responses[prompt].size()) - 1;
+      live_slots.push_back(slot);
+      tokens.push_back(next_token[static_cast<std::size_t>(slot)]);
+      positions.push_back(position);
+      ids.push_back(id(prompt));
+      sample_positions.push_back(position + 1);
+    }
+    if (live_slots.empty()) break;
+    const int rows = static_cast<int>(live_slots.size());
+    result.largest_batch = std::max(result.largest_batch, rows);
+    ++result.decode_steps;
+    const device::Buffer& logits = model.decode(cache, live_slots, tokens, positions);
+    const std::vector<int> drawn = model.sample(logits, rows, request.temperature, request.seed, ids, sample_positions);
+    for (int r = 0; r < rows; ++r) {
+      const int slot = live_slots[static_cast<std::size_t>(r)];
+      const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
+      result.responses[p].push_back(drawn[static_cast<std::size_t>(r)]);
+      next_token[static_cast<std::size_t>(slot)] = drawn[static_cast<std::size_t>(r)];
+      result.generated_tokens += 1;
+    }
+    for (const int slot : live_slots) refill(slot);
+  }
+  return result;
+}
+
+}  // namespace hetrl::exec
