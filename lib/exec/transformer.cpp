@@ -25,13 +25,15 @@ workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale) 
   if (scale.hidden > 0 && scale.hidden != arch.hidden) {
     if (scale.hidden > arch.hidden) refuse(fmt::format("--hidden {} is more than its {}", scale.hidden, arch.hidden));
     // Heads narrow with the hidden size (head_dim kept), kv heads keep their share of the
-    // heads, and the MLP keeps its ratio to the hidden size.
+    // heads as far as whole heads allow (one kv head at least, each serving as many query
+    // heads), and the MLP keeps its ratio to the hidden size.
     const double ratio = static_cast<double>(scale.hidden) / arch.hidden;
     const int group = arch.heads / arch.kv_heads;
-    const int kv_heads = std::max(1, static_cast<int>(std::lround(arch.kv_heads * ratio)));
+    const int heads = std::max(1, static_cast<int>(std::lround(arch.heads * ratio)));
+    const int kv_heads = std::max(1, static_cast<int>(std::lround(static_cast<double>(heads) / group)));
     s.hidden = scale.hidden;
     s.kv_heads = kv_heads;
-    s.heads = kv_heads * group;
+    s.heads = kv_heads * std::max(1, static_cast<int>(std::lround(static_cast<double>(heads) / kv_heads)));
     s.ffn_hidden = std::max(1, static_cast<int>(std::lround(arch.ffn_hidden * ratio)));
   }
   if (scale.vocab > 0) {

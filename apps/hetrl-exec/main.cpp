@@ -1,0 +1,217 @@
+// hetrl-exec: run a plan's RL iterations with real computation on this machine's device, and
+// set each task's measured seconds beside the cost model's prediction for the same workload
+// (scaled down on request, so that it fits).
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/tool.h"
+#include "core/error.h"
+#include "core/version.h"
+#include "cost/cost_model.h"
+#include "device/backend.h"
+#include "exec/run.h"
+#include "exec/transformer.h"
+#include "io/catalog_io.h"
+#include "io/exec_io.h"
+#include "io/files.h"
+#include "io/inputs.h"
+#include "io/plan_io.h"
+#include "plan/evaluate.h"
+
+namespace {
+
+using namespace hetrl;
+
+constexpr const char* kExamples = R"(Examples:
+  hetrl-exec --cluster c.json --workload w.json --plan plan.json --report exec.json
+  hetrl-exec --cluster lab.json --workload w.json --plan p.json --layers 2 --hidden 256 --vocab 4096 \
+             --batch-scale 0.05 --iterations 3 --backend cpu)";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Splits `layers` over the replica's stages in proportion to the layers they held (largest
+// remainders first), at least one each.
+void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
+  int held = 0;
+  for (const plan::Stage& stage : r.stages) held += stage.layers;
+  if (held == layers) return;
+  const int stages = static_cast<int>(r.stages.size());
+  if (layers < stages) {
+    throw core::JobError(fmt::format("task {} runs {} pipeline stages; the scaled model has {} layers (--layers {} at least)",
+                                     task, stages, layers, stages));
+  }
+  std::vector<std::pair<double, std::size_t>> remainders;
+  int given = 0;
+  for (std::size_t i = 0; i < r.stages.size(); ++i) {
+    const double exact = static_cast<double>(r.stages[i].layers) * layers / held;
+    r.stages[i].layers = std::max(1, static_cast<int>(exact));
+    given += r.stages[i].layers;
+    remainders.emplace_back(exact - std::floor(exact), i);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t k = 0; given < layers; k = (k + 1) % remainders.size(), ++given) ++r.stages[remainders[k].second].layers;
+  for (std::size_t k = 0; given > layers; k = (k + 1) % r.stages.size()) {
+    if (r.stages[k].layers > 1) {
+      --r.stages[k].layers;
+      --given;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Run a plan's RL iterations with real kernels on this machine and compare each task with the cost "
+               "model.",
+               "hetrl-exec"};
+  app.set_version_flag("--version", std::string(core::kVersion));
+  app.footer(kExamples);
+  std::string cluster_path, workload_path, plan_path, report_path, backend_name = "auto", dtype_name = "bf16";
+  int device_index = 0, warmup = 1;
+  exec::Scale scale;
+  double batch_scale = 1.0;
+  exec::RunSettings settings;
+  app.add_option("--cluster", cluster_path, "Cluster file; default: the embedded one");
+  app.add_option("--workload", workload_path, "Workload file; default: the embedded one");
+  app.add_option("--plan", plan_path, "The plan to run (hetrl.plan/v1)")->required();
+  app.add_option("--backend", backend_name, "auto, cpu or cuda")->capture_default_str();
+  app.add_option("--device", device_index, "The device of the backend to run on")
+      ->check(apps::whole_number(0, 1024))->capture_default_str();
+  app.add_option("--layers", scale.layers, "Run every model with this many layers (default: its own)")
+      ->check(apps::whole_number(1, 1024));
+  app.add_option("--hidden", scale.hidden, "Run every model this wide (heads, kv heads and MLP in proportion)")
+      ->check(apps::whole_number(1, 1 << 20));
+  app.add_option("--vocab", scale.vocab, "Run every model with this vocabulary")->check(apps::whole_number(256, 1 << 24));
+  app.add_option("--batch-scale", batch_scale, "Run this fraction of the workload's prompts an iteration")
+      ->check(apps::finite_range(0, 1))->capture_default_str();
+  app.add_option("--iterations", settings.iterations, "Iterations measured")
+      ->check(apps::whole_number(1, 1000))->capture_default_str();
+  app.add_option("--warmup", warmup, "Iterations run first and not measured")
+      ->check(apps::whole_number(0, 1000))->capture_default_str();
+  app.add_option("--seed", settings.seed, "Seed of weights, prompts and response lengths")
+      ->check(apps::unsigned_integer())->capture_default_str();
+  app.add_option("--temperature", settings.temperature, "Sampling temperature (0: greedy)")
+      ->check(apps::finite_range(0, 100))->capture_default_str();
+  app.add_option("--dtype", dtype_name, "Storage type of weights and activations: bf16, fp16 or fp32")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->capture_default_str();
+  app.add_option("--report", report_path, "Write the report (hetrl.execreport/v1) here ('-': standard output)");
+
+  return apps::run_tool(app, argc, argv, [&] {
+    if (batch_scale <= 0) apps::usage_error("--batch-scale must be above 0");
+    io::check_outputs(std::vector<std::string>{report_path}, std::vector<std::string>{cluster_path, workload_path, plan_path});
+    const io::Catalogs& catalogs = io::builtin_catalogs();
+    const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
+    plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
+
+    // The workload as it runs: its models scaled (under their own names, so the plan and the
+    // graph still name them) and its batch cut.
+    workload::Workload w = in.workload.workload;
+    workload::ModelCatalog models = in.workload.models;
+    std::vector<workload::ModelArch> ran;
+    for (const workload::Role role : workload::kRoles) {
+      const workload::RoleModel& r = w.role(role);
+      if (r.kind != workload::RoleModel::Kind::kModel) continue;
+      for (workload::ModelArch& m : models.models) {
+        if (m.name != r.model) continue;
+        workload::ModelArch s = exec::scaled(m, scale);
+        s.name = m.name;
+        if (std::none_of(ran.begin(), ran.end(), [&](const workload::ModelArch& a) { return a.name == s.name; })) {
+          ran.push_back(s);
+        }
+        m = s;
+      }
+    }
+    w.prompts_per_iteration = std::max(1, static_cast<int>(std::lround(w.prompts_per_iteration * batch_scale)));
+    const workload::TaskGraph graph = workload::build_task_graph(w, catalogs.algorithms, models);
+    // Fewer layers: each replica's stages keep their share of them.
+    for (plan::Group& g : p.groups) {
+      for (plan::TaskPlacement& t : g.tasks) {
+        const int layers = models.get(graph.tasks[static_cast<std::size_t>(t.task)].model, "plan").layers;
+        for (plan::Replica& r : t.replicas) rescale_layers(r, layers, graph.tasks[static_cast<std::size_t>(t.task)].name);
+      }
+    }
+    try {
+      p.validate(in.cluster, graph, models);
+    } catch (const core::InputError& e) {
+      throw core::JobError(fmt::format("the plan cannot run the scaled models: {}", e.what()));
+    }
+    const cost::CostModel model(in.cluster, w, graph, models);
+    plan::Evaluator evaluator(model);
+    const plan::Prediction predicted = evaluator.evaluate(p);
+
+    settings.dtype = dtype_name == "fp32" ? device::DType::kF32 : dtype_name == "fp16" ? device::DType::kF16
+                                                                                     : device::DType::kBf16;
+    std::unique_ptr<device::Backend> backend;
+    try {
+      backend = device::make_backend(backend_name, device_index);
+    } catch (const device::DeviceError& e) {
+      throw core::JobError(e.what());
+    }
+    if (device_index != 0 && backend->info().backend == "cpu") {
+      apps::usage_error(fmt::format("--device {}: the cpu backend is one device a process", device_index));
+    }
+    const bool terminal = ::isatty(STDERR_FILENO) != 0;
+    exec::RunSettings all = settings;
+    all.iterations = settings.iterations + warmup;
+    exec::RunResult run;
+    try {
+      run = exec::run_plan(*backend, model, models, p, all, [&](int iteration, int task) {
+        if (!terminal) return;
+        std::fprintf(stderr, "\r\033[K%s %d of %d: %s", iteration < warmup ? "warm-up" : "iteration",
+                     iteration < warmup ? iteration + 1 : iteration - warmup + 1,
+                     iteration < warmup ? warmup : settings.iterations, graph.tasks[static_cast<std::size_t>(task)].name.c_str());
+      });
+    } catch (const device::DeviceError& e) {
+      if (terminal) std::fprintf(stderr, "\n");
+      throw core::JobError(fmt::format("the device failed: {}", e.what()));
+    }
+    if (terminal) std::fprintf(stderr, "\r\033[K");
+    run.iterations.erase(run.iterations.begin(), run.iterations.begin() + warmup);
+
+    if (!report_path.empty()) {
+      io::ExecReportInputs inputs{plan_path, in.cluster_hash, in.workload_hash, backend->info().backend,
+                                  backend->info().name, settings, batch_scale, ran};
+      io::write_file_atomic(report_path, io::exec_report_json(inputs, run, predicted, graph));
+    }
+    std::FILE* text = report_path == io::kStdout ? stderr : stdout;
+    fmt::print(text, "ran {} on {} ({} backend, {}): {} iteration{} after {} warm-up, {} samples an iteration\n",
+               plan_path, backend->info().name, backend->info().backend, dtype_name, settings.iterations,
+               settings.iterations == 1 ? "" : "s", warmup, w.samples_per_iteration());
+    for (const workload::ModelArch& m : ran) {
+      fmt::print(text, "  {}: {} layers, hidden {}, {} heads ({} kv), MLP {}, vocab {}\n", m.name, m.layers, m.hidden,
+                 m.heads, m.kv_heads, m.ffn_hidden, m.vocab);
+    }
+    fmt::print(text, "\n{:<16} {:>8} {:>12} {:>12} {:>10}\n", "task", "replicas", "predicted s", "measured s",
+               "measured/predicted");
+    for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+      std::vector<double> seconds;
+      std::size_t replicas = 0;
+      for (const exec::IterationMeasurement& it : run.iterations) {
+        if (!it.tasks[t].ran) continue;
+        seconds.push_back(it.tasks[t].seconds);
+        replicas = it.tasks[t].replica_seconds.size();
+      }
+      if (seconds.empty()) continue;
+      const double measured = median(seconds), expected = predicted.tasks[t].seconds;
+      fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12.4g} {:>10}\n", graph.tasks[t].name,
+                 graph.tasks[t].kind == workload::TaskKind::kCpu ? std::string("host")
+                 : replicas > 0                                   ? fmt::format("{}", replicas)
+                                                                  : std::string("-"),
+                 expected, measured,
+                 expected > 0 ? fmt::format("{:.2f}", measured / expected) : std::string("-"));
+    }
+    fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica (replicas run one after "
+                     "another on this device, each timed alone)\n");
+    if (!report_path.empty() && report_path != io::kStdout) fmt::print(text, "wrote {}\n", report_path);
+    return apps::kExitOk;
+  });
+}

@@ -1,0 +1,411 @@
+#include "exec/run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "core/error.h"
+#include "exec/generate.h"
+#include "exec/transformer.h"
+#include "plan/evaluate.h"
+
+namespace hetrl::exec {
+namespace {
+
+using workload::Role;
+using workload::TaskKind;
+
+// Device time, measured: the product of hetrl-exec (its tests never read it).
+class Stopwatch {
+ public:
+  explicit Stopwatch(device::Backend& b) : b_(b) {
+    b_.synchronize();
+    start_ = std::chrono::steady_clock::now();
+  }
+  double seconds() const {
+    b_.synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  device::Backend& b_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// A micro-batch: samples of alike lengths, padded to the longest.
+struct MicroBatch {
+  std::vector<std::size_t> samples;
+  int length = 0;
+};
+
+class Runner {
+ public:
+  Runner(device::Backend& b, const cost::CostModel& model, const workload::ModelCatalog& models, const plan::Plan& plan,
+         const RunSettings& settings)
+      : b_(b), model_(model), plan_(plan), settings_(settings), graph_(model.graph()), w_(model.workload()),
+        evaluator_(model) {
+    check_placements();
+    prediction_ = evaluator_.evaluate(plan_, true);
+    TransformerOptions o;
+    o.dtype = settings.dtype;
+    const auto make = [&](Role role, Head head, std::uint64_t salt) -> std::unique_ptr<Transformer> {
+      const workload::RoleModel& r = w_.role(role);
+      if (r.kind != workload::RoleModel::Kind::kModel) return nullptr;
+      o.seed = settings.seed * 131 + salt;
+      return std::make_unique<Transformer>(b_, models.get(r.model, workload::role_name(role)), head, o);
+    };
+    actor_ = make(Role::kActor, Head::kLanguage, 1);
+    reference_ = make(Role::kReference, Head::kLanguage, 2);
+    critic_ = make(Role::kCritic, Head::kScalar, 3);
+    reward_ = make(Role::kReward, Head::kScalar, 4);
+    if (graph_.find("generate") >= 0) {
+      // Generation's own copy of the actor, as a serving engine holds one; the weight sync
+      // copies the trained weights into it.
+      rollout_ = make(Role::kActor, Head::kLanguage, 1);
+    }
+    for (const Transformer* m : {actor_.get(), rollout_.get(), reference_.get(), critic_.get(), reward_.get()}) {
+      if (m) result_.parameter_bytes += m->parameter_bytes();
+    }
+  }
+
+  RunResult run(const std::function<void(int, int)>& progress) {
+    for (int iteration = 0; iteration < settings_.iterations; ++iteration) {
+      IterationMeasurement m;
+      m.tasks.resize(graph_.tasks.size());
+      draw_samples(iteration);
+      for (const int task : graph_.topological_order()) {
+        if (progress) progress(iteration, task);
+        run_task(iteration, task, m);
+      }
+      double score = 0;
+      for (const Sample& s : samples_) score += s.score;
+      m.mean_score = samples_.empty() ? 0 : score / static_cast<double>(samples_.size());
+      result_.iterations.push_back(std::move(m));
+    }
+    return std::move(result_);
+  }
+
+ private:
+  const plan::TaskPlacement& placement(int task) const {
+    const int g = plan_.group_of(task);
+    for (const plan::TaskPlacement& p : plan_.groups[static_cast<std::size_t>(g)].tasks) {
+      if (p.task == task) return p;
+    }
+    throw std::logic_error("run: a GPU task without a placement");
+  }
+
+  void check_placements() const {
+    for (const int task : graph_.gpu_tasks()) {
+      const plan::TaskPlacement& p = placement(task);
+      for (std::size_t r = 0; r < p.replicas.size(); ++r) {
+        const plan::Replica& replica = p.replicas[r];
+        const std::size_t tp = replica.stages.front().devices.size();
+        if (replica.stages.size() != 1 || tp != 1) {
+          throw core::JobError(fmt::format(
+              "task {} replica {} runs on {} GPUs (TP {}, PP {}); hetrl-exec runs each replica on one device (TP 1, "
+              "PP 1), one after another",
+              graph_.tasks[static_cast<std::size_t>(task)].name, r, tp * replica.stages.size(), tp,
+              replica.stages.size()));
+        }
+      }
+    }
+  }
+
+  // The iteration's samples: prompts of seeded tokens (GRPO's samples of one prompt share
+  // it), response lengths from the workload's sampler as hetrl-sim draws them, and for a graph
+  // without generation (SFT) seeded response tokens.
+  void draw_samples(int iteration) {
+    const int count = w_.samples_per_iteration();
+    const int vocab = actor_->arch().vocab;
+    const std::vector<int> lengths =
+        w_.response.sample(count, settings_.seed * 7919 + static_cast<std::uint64_t>(iteration));
+    samples_.assign(static_cast<std::size_t>(count), Sample{});
+    const auto token = [&](std::uint64_t a, std::uint64_t b) {
+      return static_cast<int>(device::mix64(settings_.seed ^ device::mix64(a * 1000003 + b)) % static_cast<std::uint64_t>(vocab));
+    };
+    const bool generates = graph_.find("generate") >= 0;
+    for (int i = 0; i < count; ++i) {
+      Sample& s = samples_[static_cast<std::size_t>(i)];
+      s.prompt = i / std::max(1, w_.samples_per_prompt);
+      s.prompt_length = w_.prompt_length_tokens;
+      const std::uint64_t prompt_key = static_cast<std::uint64_t>(iteration) * 1000000 + static_cast<std::uint64_t>(s.prompt);
+      for (int p = 0; p < s.prompt_length; ++p) s.tokens.push_back(token(prompt_key, static_cast<std::uint64_t>(p)));
+      response_lengths_.resize(samples_.size());
+      response_lengths_[static_cast<std::size_t>(i)] = lengths[static_cast<std::size_t>(i)];
+      if (!generates) {
+        const std::uint64_t key = (static_cast<std::uint64_t>(iteration) << 32) + static_cast<std::uint64_t>(i);
+        for (int p = 0; p < lengths[static_cast<std::size_t>(i)]; ++p) {
+          s.tokens.push_back(token(key, 1000000 + static_cast<std::uint64_t>(p)));
+        }
+      }
+    }
+  }
+
+  // Replica r's samples: contiguous runs by the cumulative shares, as hetrl-sim splits them.
+  std::vector<std::pair<std::size_t, std::size_t>> split(const plan::TaskPlacement& p) const {
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    const std::size_t total = samples_.size();
+    std::size_t next = 0;
+    double share_sum = 0;
+    for (std::size_t r = 0; r < p.replicas.size(); ++r) {
+      share_sum += p.replicas[r].share;
+      const std::size_t until = r + 1 == p.replicas.size()
+                                    ? total
+                                    : static_cast<std::size_t>(std::llround(share_sum * static_cast<double>(total)));
+      ranges.emplace_back(next, std::max(next, until));
+      next = std::max(next, until);
+    }
+    return ranges;
+  }
+
+  // Micro-batches over samples [first, last): by length, each at most the cost model's
+  // micro-batch tokens once padded (at least one sample).
+  std::vector<MicroBatch> micro_batches(std::vector<std::size_t> members) const {
+    std::stable_sort(members.begin(), members.end(),
+                     [&](std::size_t a, std::size_t b) { return samples_[a].tokens.size() < samples_[b].tokens.size(); });
+    const double budget = model_.params().micro_batch_tokens;
+    std::vector<MicroBatch> out;
+    for (const std::size_t i : members) {
+      const int length = static_cast<int>(samples_[i].tokens.size());
+      if (out.empty() || static_cast<double>(out.back().samples.size() + 1) * length > budget) out.emplace_back();
+      out.back().samples.push_back(i);
+      out.back().length = std::max(out.back().length, length);
+    }
+    return out;
+  }
+
+  std::vector<int> padded(const MicroBatch& mb) const {
+    std::vector<int> tokens;
+    for (const std::size_t i : mb.samples) {
+      const std::vector<int>& t = samples_[i].tokens;
+      tokens.insert(tokens.end(), t.begin(), t.end());
+      tokens.insert(tokens.end(), static_cast<std::size_t>(mb.length) - t.size(), 0);
+    }
+    return tokens;
+  }
+
+  // A scoring pass over a micro-batch, each sample's per-response-token outputs handed to
+  // `take`: the log-probability of response token i is output P + i - 1 of a language head,
+  // its value output P + i - 1 of a scalar head (the state before the token), the score the
+  // scalar at the last token.
+  void score(Transformer& m, const MicroBatch& mb, bool train,
+             const std::function<void(Sample&, const float* per_token, float last)>& take) {
+    const std::vector<int> tokens = padded(mb);
+    const int batch = static_cast<int>(mb.samples.size());
+    const std::vector<float> out = train ? m.forward(tokens, batch, mb.length) : m.score(tokens, batch, mb.length);
+    const std::size_t row = m.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
+                                                       : static_cast<std::size_t>(mb.length - 1);
+    for (std::size_t j = 0; j < mb.samples.size(); ++j) {
+      Sample& s = samples_[mb.samples[j]];
+      const float* base = out.data() + j * row + static_cast<std::size_t>(s.prompt_length - 1);
+      const float last = m.head() == Head::kScalar ? out[j * row + s.tokens.size() - 1] : 0.0f;
+      take(s, base, last);
+    }
+  }
+
+  std::vector<std::size_t> range(std::size_t first, std::size_t last) const {
+    std::vector<std::size_t> v(last - first);
+    std::iota(v.begin(), v.end(), first);
+    return v;
+  }
+
+  static long long tokens_of(const std::vector<Sample>& samples, std::size_t first, std::size_t last) {
+    long long n = 0;
+    for (std::size_t i = first; i < last; ++i) n += static_cast<long long>(samples[i].tokens.size());
+    return n;
+  }
+
+  void run_task(int iteration, int task, IterationMeasurement& m) {
+    const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+    TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
+    out.ran = true;
+    if (t.kind == TaskKind::kWeightSync) {
+      const Stopwatch watch(b_);
+      std::vector<Transformer::Tensor> from = actor_->parameters(), to = rollout_->parameters();
+      for (std::size_t i = 0; i < from.size(); ++i) b_.copy(to[i].buffer->data(), from[i].buffer->data(), from[i].buffer->bytes());
+      out.seconds = watch.seconds();
+      return;
+    }
+    if (t.kind == TaskKind::kCpu) {
+      const Stopwatch watch(b_);
+      if (t.op == "gae") {
+        gae_advantages(samples_, settings_.rl);
+      } else if (t.op == "group_norm") {
+        group_advantages(samples_, settings_.rl);
+      } else if (t.op == "rule") {
+        // A rule reward stands in for a verifier: the share of response tokens that are even.
+        for (Sample& s : samples_) {
+          int even = 0;
+          for (std::size_t i = static_cast<std::size_t>(s.prompt_length); i < s.tokens.size(); ++i) even += s.tokens[i] % 2 == 0;
+          s.score = static_cast<float>(even) / static_cast<float>(std::max(1, s.response_length()));
+        }
+      }
+      out.seconds = watch.seconds();
+      return;
+    }
+    const plan::TaskPlacement& p = placement(task);
+    const auto ranges = split(p);
+    std::vector<std::vector<std::size_t>> shares;
+    for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
+    if (t.kind == TaskKind::kGenerate) {
+      for (std::size_t r = 0; r < ranges.size(); ++r) {
+        const auto [first, last] = ranges[r];
+        if (first == last) {
+          out.replica_seconds.push_back(0);
+          continue;
+        }
+        GenerationRequest request;
+        for (std::size_t i = first; i < last; ++i) {
+          request.prompts.push_back(samples_[i].tokens);
+          request.response_lengths.push_back(response_lengths_[i]);
+        }
+        std::vector<cost::Stage> stages;
+        for (const plan::Stage& s : p.replicas[r].stages) stages.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+        request.concurrency = std::max(
+            1, static_cast<int>(model_.concurrent_sequences(task, stages, prediction_.tasks[static_cast<std::size_t>(task)].kv_budget[r])));
+        request.temperature = settings_.temperature;
+        request.seed = settings_.seed * 1000003 + static_cast<std::uint64_t>(iteration);
+        request.first_sequence = static_cast<int>(first);
+        const Stopwatch watch(b_);
+        const GenerationResult g_out = generate(*rollout_, request);
+        out.replica_seconds.push_back(watch.seconds());
+        m.decode_steps += g_out.decode_steps;
+        out.tokens += g_out.generated_tokens;
+        for (std::size_t i = first; i < last; ++i) {
+          const std::vector<int>& response = g_out.responses[i - first];
+          samples_[i].tokens.insert(samples_[i].tokens.end(), response.begin(), response.end());
+        }
+      }
+    } else if (t.kind == TaskKind::kForward) {
+      for (const std::vector<std::size_t>& mine : shares) {
+        const Stopwatch watch(b_);
+        for (const MicroBatch& mb : micro_batches(mine)) {
+          switch (*t.role) {
+            case Role::kActor:
+              score(*actor_, mb, false, [](Sample& s, const float* v, float) {
+                s.old_logp.assign(v, v + s.response_length());
+              });
+              break;
+            case Role::kReference:
+              score(*reference_, mb, false, [](Sample& s, const float* v, float) {
+                s.ref_logp.assign(v, v + s.response_length());
+              });
+              break;
+            case Role::kCritic:
+              score(*critic_, mb, false, [](Sample& s, const float* v, float) {
+                s.values.assign(v, v + s.response_length());
+              });
+              break;
+            case Role::kReward:
+              score(*reward_, mb, false, [](Sample& s, const float*, float last) { s.score = last; });
+              break;
+          }
+        }
+        out.replica_seconds.push_back(watch.seconds());
+      }
+      out.tokens = tokens_of(samples_, 0, samples_.size());
+    } else if (t.kind == TaskKind::kTrain) {
+      train(iteration, *t.role, shares, out, m);
+      out.tokens = tokens_of(samples_, 0, samples_.size()) * w_.epochs;
+    }
+    out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
+  }
+
+  // Epochs of mini-batches; each mini-batch is a slice of every replica's share (data
+  // parallel), its micro-batches' gradients summed over the replicas as their all-reduce would,
+  // and one optimiser step. Each replica's time is its micro-batches' plus the step.
+  void train(int iteration, Role role, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
+             IterationMeasurement& m) {
+    Transformer& model = role == Role::kCritic ? *critic_ : *actor_;
+    const bool supervised = graph_.find("generate") < 0;
+    std::vector<double> seconds(shares.size(), 0.0);
+    const int minis = std::max(1, w_.mini_batches);
+    device::AdamW adam;
+    adam.lr = 1e-5f;
+    for (int epoch = 0; epoch < std::max(1, w_.epochs); ++epoch) {
+      // Each replica's share in a seeded order, cut into the mini-batches.
+      std::vector<std::vector<std::size_t>> order = shares;
+      for (std::size_t r = 0; r < order.size(); ++r) {
+        std::vector<std::size_t>& o = order[r];
+        for (std::size_t i = o.size(); i > 1; --i) {
+          const std::uint64_t key = device::mix64(settings_.seed * 31 + static_cast<std::uint64_t>(iteration) * 7 +
+                                                  static_cast<std::uint64_t>(epoch) * 1009 + r * 65537 + i);
+          std::swap(o[i - 1], o[key % i]);
+        }
+      }
+      for (int mini = 0; mini < minis; ++mini) {
+        std::vector<std::vector<std::size_t>> parts(order.size());
+        double tokens = 0;
+        for (std::size_t r = 0; r < order.size(); ++r) {
+          const std::size_t n = order[r].size();
+          const std::size_t from = n * static_cast<std::size_t>(mini) / static_cast<std::size_t>(minis);
+          const std::size_t to = n * static_cast<std::size_t>(mini + 1) / static_cast<std::size_t>(minis);
+          parts[r].assign(order[r].begin() + static_cast<long>(from), order[r].begin() + static_cast<long>(to));
+          for (const std::size_t i : parts[r]) tokens += samples_[i].response_length();
+        }
+        if (tokens == 0) continue;
+        double loss = 0;
+        for (std::size_t r = 0; r < parts.size(); ++r) {
+          if (parts[r].empty()) continue;
+          const Stopwatch watch(b_);
+          for (const MicroBatch& mb : micro_batches(parts[r])) {
+            const std::size_t row = model.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
+                                                                   : static_cast<std::size_t>(mb.length - 1);
+            std::vector<float> dout(row * mb.samples.size(), 0.0f);
+            std::size_t j = 0;
+            score(model, mb, true, [&](Sample& s, const float* v, float) {
+              const std::vector<float> now(v, v + s.response_length());
+              std::vector<float> grad;
+              if (role == Role::kCritic) {
+                loss += value_loss(now, s.values, s.returns, tokens, settings_.rl, grad);
+              } else if (supervised) {
+                grad.assign(now.size(), static_cast<float>(-1.0 / tokens));
+                for (const float x : now) loss -= x / tokens;
+              } else {
+                loss += policy_loss(now, s.old_logp, s.advantages, w_.algorithm == "grpo" && !s.ref_logp.empty() ? &s.ref_logp : nullptr,
+                                    tokens, settings_.rl, grad);
+              }
+              std::copy(grad.begin(), grad.end(), dout.begin() + static_cast<long>(j * row + static_cast<std::size_t>(s.prompt_length - 1)));
+              ++j;
+            });
+            model.backward(dout);
+          }
+          seconds[r] += watch.seconds();
+        }
+        const Stopwatch step(b_);
+        model.step(adam);
+        const double step_seconds = step.seconds();
+        for (std::size_t r = 0; r < parts.size(); ++r) seconds[r] += step_seconds;
+        (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
+      }
+    }
+    out.replica_seconds = seconds;
+  }
+
+  device::Backend& b_;
+  const cost::CostModel& model_;
+  const plan::Plan& plan_;
+  RunSettings settings_;
+  const workload::TaskGraph& graph_;
+  const workload::Workload& w_;
+  plan::Evaluator evaluator_;
+  plan::Prediction prediction_;
+  std::unique_ptr<Transformer> actor_, rollout_, reference_, critic_, reward_;
+  std::vector<Sample> samples_;
+  std::vector<int> response_lengths_;
+  RunResult result_;
+};
+
+}  // namespace
+
+RunResult run_plan(device::Backend& backend, const cost::CostModel& model, const workload::ModelCatalog& models,
+                   const plan::Plan& plan, const RunSettings& settings, const std::function<void(int, int)>& progress) {
+  Runner runner(backend, model, models, plan, settings);
+  return runner.run(progress);
+}
+
+}  // namespace hetrl::exec

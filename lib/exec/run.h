@@ -1,0 +1,67 @@
+#pragma once
+// Running a plan's RL iterations with real computation on this process's device, measuring
+// every task (docs/exec.md, "Running a plan").
+//
+// Reading map: each role's model is a Transformer on the device (the actor twice: the trained
+// weights and generation's copy, which the weight sync refreshes); each iteration runs the
+// task graph in topological order. A GPU task runs replica by replica as the plan places it,
+// each replica on its share of the samples (split as hetrl-sim splits them), and the task's
+// measured time is its slowest replica's: on one device the replicas, which the plan gives
+// GPUs of their own, run one after another, each timed alone. Generation runs continuous
+// batching at the concurrency the cost model gives the replica's KV cache, over response
+// lengths drawn by hetrl-sim's sampler; scoring and training run micro-batches of at most the
+// cost model's micro-batch tokens (samples of alike lengths together, padded to the longest);
+// training runs the workload's epochs and mini-batches. CPU tasks (advantages, a rule reward)
+// are timed on the host.
+//
+// One device runs replicas of one GPU each (TP 1, PP 1); a replica spread over several GPUs
+// needs a process per GPU, which run_plan refuses (core::JobError, saying what the plan needs).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cost/cost_model.h"
+#include "device/backend.h"
+#include "exec/rl.h"
+#include "plan/plan.h"
+
+namespace hetrl::exec {
+
+struct RunSettings {
+  int iterations = 1;
+  std::uint64_t seed = 1;
+  float temperature = 1.0f;
+  device::DType dtype = device::DType::kBf16;
+  RlSettings rl;
+};
+
+struct TaskMeasurement {
+  double seconds = 0;                   // the slowest replica's, or the host's for a CPU task
+  std::vector<double> replica_seconds;  // GPU tasks
+  long long tokens = 0;                 // tokens the task processed (generated, for generation)
+  bool ran = false;
+};
+
+struct IterationMeasurement {
+  std::vector<TaskMeasurement> tasks;  // indexed like the task graph
+  double policy_loss = 0;              // the actor's last mini-batch (0 without actor training)
+  double value_loss = 0;               // the critic's last mini-batch
+  double mean_score = 0;               // the reward over the iteration's samples
+  long long decode_steps = 0;
+};
+
+struct RunResult {
+  std::vector<IterationMeasurement> iterations;
+  std::size_t parameter_bytes = 0;  // of every model held
+};
+
+// `model` prices the workload the run executes (scaled as it runs): its cluster, workload,
+// graph and catalogue name what runs; `plan` must have passed validation against them.
+// progress(iteration, task) is called before each task.
+RunResult run_plan(device::Backend& backend, const cost::CostModel& model, const workload::ModelCatalog& models,
+                   const plan::Plan& plan, const RunSettings& settings,
+                   const std::function<void(int, int)>& progress = {});
+
+}  // namespace hetrl::exec

@@ -1,0 +1,80 @@
+# hetrl-exec end to end on the cpu backend, with the models scaled down: a PPO plan of data-
+# parallel replicas (two of most tasks, one of some) run twice with one seed and once with
+# another, and a GRPO plan with a rule reward. Checks what the report holds and that a seed
+# gives the same run, never how fast the machine is.
+#   EXEC: the tool; DATA: tests/cli/data; OUT: a scratch folder.
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+set(SCALE --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 2)
+file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json)
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
+    ${SCALE} --seed 3 --report ${OUT}/exec_a.json)
+foreach(piece "1 layers, hidden 64" "generate" "critic_train" "wrote ${OUT}/exec_a.json")
+  string(FIND "${out}" "${piece}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the table lacks \"${piece}\":\n${out}")
+  endif()
+endforeach()
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
+    ${SCALE} --seed 3 --report ${OUT}/exec_b.json)
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
+    ${SCALE} --seed 4 --report ${OUT}/exec_c.json)
+file(READ ${OUT}/exec_a.json a)
+file(READ ${OUT}/exec_b.json b)
+file(READ ${OUT}/exec_c.json c)
+
+string(JSON schema GET "${a}" schema)
+string(JSON backend GET "${a}" backend)
+string(JSON iterations LENGTH "${a}" iteration_stats)
+if(NOT schema STREQUAL "hetrl.execreport/v1" OR NOT backend STREQUAL "cpu" OR NOT iterations EQUAL 2)
+  message(FATAL_ERROR "unexpected report header: ${schema}, ${backend}, ${iterations} iterations")
+endif()
+# Every task ran each iteration, GPU tasks replica by replica as the plan places them.
+foreach(entry generate:2 actor_logprob:2 ref_logprob:1 critic_value:2 reward:2 actor_train:2 critic_train:1)
+  string(REPLACE ":" ";" parts ${entry})
+  list(GET parts 0 task)
+  list(GET parts 1 replicas)
+  string(JSON runs LENGTH "${a}" tasks ${task} seconds)
+  string(JSON found LENGTH "${a}" tasks ${task} replica_seconds 1)
+  string(JSON predicted GET "${a}" tasks ${task} predicted_seconds)
+  string(JSON tokens GET "${a}" tasks ${task} tokens 0)
+  if(NOT runs EQUAL 2 OR NOT found EQUAL replicas OR NOT predicted GREATER 0 OR NOT tokens GREATER 0)
+    message(FATAL_ERROR "${task}: ${runs} iterations, ${found} replicas (expected ${replicas}), predicted ${predicted}, ${tokens} tokens")
+  endif()
+endforeach()
+string(JSON generated GET "${a}" tasks generate tokens 0)
+string(JSON steps GET "${a}" iteration_stats 0 decode_steps)
+if(NOT steps GREATER 0 OR steps GREATER_EQUAL generated)
+  message(FATAL_ERROR "generation took ${steps} decode steps for ${generated} tokens: not batched")
+endif()
+
+# One seed, one run: the losses, scores and token counts of both runs agree; another seed differs.
+string(JSON stats_a GET "${a}" iteration_stats)
+string(JSON stats_b GET "${b}" iteration_stats)
+string(JSON stats_c GET "${c}" iteration_stats)
+if(NOT stats_a STREQUAL stats_b)
+  message(FATAL_ERROR "the same seed gave two runs:\n${stats_a}\n${stats_b}")
+endif()
+if(stats_a STREQUAL stats_c)
+  message(FATAL_ERROR "seeds 3 and 4 gave the same run:\n${stats_a}")
+endif()
+string(JSON loss GET "${a}" iteration_stats 1 value_loss)
+if(NOT loss GREATER 0)
+  message(FATAL_ERROR "the critic's loss is ${loss}")
+endif()
+
+# GRPO with a rule reward: its score is the share of even response tokens.
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_grpo.json
+    ${SCALE} --report ${OUT}/exec_grpo.json)
+file(READ ${OUT}/exec_grpo.json g)
+string(JSON score GET "${g}" iteration_stats 0 mean_score)
+string(JSON has_reward ERROR_VARIABLE missing GET "${g}" tasks reward)
+if(NOT score GREATER 0 OR NOT score LESS 1 OR missing STREQUAL "")
+  message(FATAL_ERROR "GRPO: mean score ${score}; the rule reward ran as a GPU task: ${has_reward}")
+endif()
