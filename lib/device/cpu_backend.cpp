@@ -189,7 +189,9 @@ class CpuBackend final : public Backend {
         rmsnorm_backward_row(typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset, n, eps);
       }
       if (dw) {
-        for (int col = 0; col < n; ++col) dw[col] = rmsnorm_weight_grad(typed<T>(x), typed<T>(dy), rows, n, col, eps);
+        inverse_.resize(static_cast<std::size_t>(rows));
+        for (int r = 0; r < rows; ++r) inverse_[static_cast<std::size_t>(r)] = inverse_rms(typed<T>(x) + static_cast<long>(r) * n, n, eps);
+        for (int col = 0; col < n; ++col) dw[col] = rmsnorm_weight_grad(typed<T>(x), typed<T>(dy), inverse_.data(), rows, n, col);
       }
     });
   }
@@ -420,7 +422,8 @@ class CpuBackend final : public Backend {
              const AdamW& options) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      for (std::size_t i = 0; i < count; ++i) adamw_element(master[i], m[i], v[i], grad[i], options, typed<T>(weight)[i]);
+      const AdamWStep step = adamw_step(options);
+      for (std::size_t i = 0; i < count; ++i) adamw_element(master[i], m[i], v[i], grad[i], step, typed<T>(weight)[i]);
     });
   }
 
@@ -444,6 +447,7 @@ class CpuBackend final : public Backend {
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;
   std::vector<float> wide_a_, wide_b_, wide_c_;
+  std::vector<float> inverse_;  // rmsnorm_backward: each row's inverse RMS
   std::unordered_map<void*, std::size_t> live_;     // large blocks handed out, and their sizes
   std::multimap<std::size_t, void*> cached_;        // released large blocks by size
   std::size_t cached_bytes_ = 0;

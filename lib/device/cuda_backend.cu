@@ -43,9 +43,15 @@ __global__ void rmsnorm_backward_kernel(const T* x, const T* w, const T* dy, T* 
 }
 
 template <typename T>
-__global__ void rmsnorm_weight_grad_kernel(const T* x, const T* dy, float* dw, int rows, int n, float eps) {
+__global__ void inverse_rms_kernel(const T* x, float* inverse, int rows, int n, float eps) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) inverse[r] = inverse_rms(x + static_cast<long>(r) * n, n, eps);
+}
+
+template <typename T>
+__global__ void rmsnorm_weight_grad_kernel(const T* x, const T* dy, const float* inverse, float* dw, int rows, int n) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col < n) dw[col] = rmsnorm_weight_grad(x, dy, rows, n, col, eps);
+  if (col < n) dw[col] = rmsnorm_weight_grad(x, dy, inverse, rows, n, col);
 }
 
 template <typename T>
@@ -234,7 +240,7 @@ __global__ void cross_entropy_kernel(const T* logits, const int* targets, float*
 
 template <typename T>
 __global__ void adamw_kernel(float* master, float* m, float* v, const float* grad, T* weight, std::size_t count,
-                             AdamW options) {
+                             AdamWStep options) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) adamw_element(master[i], m[i], v[i], grad[i], options, weight[i]);
 }
@@ -300,6 +306,7 @@ class CudaBackend final : public Backend {
                     std::to_string(props.major) + std::to_string(props.minor);
   }
   ~CudaBackend() override {
+    if (scratch_) cudaFree(scratch_);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -363,8 +370,10 @@ class CudaBackend final : public Backend {
       rmsnorm_backward_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(dy),
                                                                           typed<T>(dx), rows, n, eps);
       if (dw) {
-        rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy), dw, rows, n,
-                                                                             eps);
+        float* inverse = scratch(static_cast<std::size_t>(rows) * sizeof(float));
+        inverse_rms_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), inverse, rows, n, eps);
+        rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy), inverse, dw,
+                                                                             rows, n);
       }
     });
     launched("rmsnorm_backward");
@@ -550,7 +559,8 @@ class CudaBackend final : public Backend {
              const AdamW& options) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      adamw_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(master, m, v, grad, typed<T>(weight), count, options);
+      adamw_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(master, m, v, grad, typed<T>(weight), count,
+                                                                adamw_step(options));
     });
     launched("adamw");
   }
@@ -577,10 +587,26 @@ class CudaBackend final : public Backend {
   }
   static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
   static void launched(const char* what) { check(cudaGetLastError(), what); }
+  // Device memory for a kernel's intermediate values (rmsnorm_backward's inverse RMS per row),
+  // grown as needed; the stream orders its uses.
+  float* scratch(std::size_t bytes) {
+    if (bytes > scratch_bytes_) {
+      if (scratch_) {
+        synchronize();
+        cudaFree(scratch_);
+        scratch_ = nullptr;
+      }
+      check(cudaMalloc(&scratch_, bytes), "cudaMalloc");
+      scratch_bytes_ = bytes;
+    }
+    return static_cast<float*>(scratch_);
+  }
 
   DeviceInfo info_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
 };
 
 }  // namespace

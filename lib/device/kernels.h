@@ -22,15 +22,21 @@ namespace hetrl::device {
 // The largest head dimension decode attention keeps in registers (Llama and Qwen use 128).
 inline constexpr int kMaxHeadDim = 256;
 
-// y = x * w / sqrt(mean(x^2) + eps) over one row of n.
+// 1 / sqrt(mean(x^2) + eps) over one row of n.
 template <typename T>
-HETRL_HD void rmsnorm_row(const T* x, const T* w, T* y, int n, float eps) {
+HETRL_HD float inverse_rms(const T* x, int n, float eps) {
   float squares = 0;
   for (int i = 0; i < n; ++i) {
     const float v = to_float(x[i]);
     squares += v * v;
   }
-  const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+  return 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+}
+
+// y = x * w / sqrt(mean(x^2) + eps) over one row of n.
+template <typename T>
+HETRL_HD void rmsnorm_row(const T* x, const T* w, T* y, int n, float eps) {
+  const float r = inverse_rms(x, n, eps);
   for (int i = 0; i < n; ++i) y[i] = store<T>(to_float(x[i]) * r * to_float(w[i]));
 }
 
@@ -49,20 +55,14 @@ HETRL_HD void rmsnorm_backward_row(const T* x, const T* w, const T* dy, T* dx, i
   for (int i = 0; i < n; ++i) dx[i] = store<T>(r * to_float(w[i]) * to_float(dy[i]) - c * to_float(x[i]));
 }
 
-// The gradient of rmsnorm's scale for column `col`, summed over `rows` rows of n (one thread
-// per column, so no two threads write the same sum).
+// The gradient of rmsnorm's scale for column `col`, summed over `rows` rows of n, given each
+// row's inverse_rms (one thread per column, so no two threads write the same sum).
 template <typename T>
-HETRL_HD float rmsnorm_weight_grad(const T* x, const T* dy, int rows, int n, int col, float eps) {
+HETRL_HD float rmsnorm_weight_grad(const T* x, const T* dy, const float* inverse, int rows, int n, int col) {
   float grad = 0;
   for (int row = 0; row < rows; ++row) {
-    const T* xr = x + static_cast<long>(row) * n;
-    float squares = 0;
-    for (int i = 0; i < n; ++i) {
-      const float v = to_float(xr[i]);
-      squares += v * v;
-    }
-    const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
-    grad += to_float(dy[static_cast<long>(row) * n + col]) * to_float(xr[col]) * r;
+    const long at = static_cast<long>(row) * n + col;
+    grad += to_float(dy[at]) * to_float(x[at]) * inverse[row];
   }
   return grad;
 }
@@ -302,13 +302,25 @@ struct AdamW {
   int step = 1;  // 1 on the first update (bias correction)
 };
 
+// One step's AdamW settings with its bias corrections worked out once for every element.
+struct AdamWStep {
+  float lr, beta1, beta2, eps, weight_decay;
+  float m_scale, v_scale;  // 1 / (1 - beta^step)
+};
+
+inline AdamWStep adamw_step(const AdamW& o) {
+  const float step = static_cast<float>(o.step);
+  return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, 1.0f / (1 - powf(o.beta1, step)),
+          1.0f / (1 - powf(o.beta2, step))};
+}
+
 // One AdamW update of element i: fp32 master weight and moments, the working copy in T.
 template <typename T>
-HETRL_HD void adamw_element(float& master, float& m, float& v, float grad, const AdamW& o, T& weight) {
+HETRL_HD void adamw_element(float& master, float& m, float& v, float grad, const AdamWStep& o, T& weight) {
   m = o.beta1 * m + (1 - o.beta1) * grad;
   v = o.beta2 * v + (1 - o.beta2) * grad * grad;
-  const float m_hat = m / (1 - powf(o.beta1, static_cast<float>(o.step)));
-  const float v_hat = v / (1 - powf(o.beta2, static_cast<float>(o.step)));
+  const float m_hat = m * o.m_scale;
+  const float v_hat = v * o.v_scale;
   master -= o.lr * (m_hat / (sqrtf(v_hat) + o.eps) + o.weight_decay * master);
   weight = store<T>(master);
 }
