@@ -68,6 +68,16 @@ struct Attention {
   int batch = 0, queries = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0;
 };
 
+// Rows x cols of a larger row-major matrix `full_cols` wide, from (first_row, first_col): a
+// slice of a weight. A whole tensor of n values is whole(n).
+struct Block {
+  std::size_t rows = 1, cols = 0, full_cols = 0, first_row = 0, first_col = 0;
+  HETRL_HD std::size_t count() const { return rows * cols; }
+  // The index in the whole matrix of element i of the block.
+  HETRL_HD std::size_t index(std::size_t i) const { return (first_row + i / cols) * full_cols + first_col + i % cols; }
+};
+inline Block whole(std::size_t count) { return {1, count, count, 0, 0}; }
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -119,8 +129,10 @@ class Backend {
   // out[rows_at[r]] = x[r], rows of n: a decode step's keys and values into their caches.
   virtual void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) = 0;
   // Every element uniform in [low, high) (kernels.h uniform_element), or `value`: weights
-  // initialised on the device from a seed.
-  virtual void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) = 0;
+  // initialised on the device from a seed. The uniform fill writes `block` of a larger matrix,
+  // each element the value it has there, so a tensor-parallel shard of a weight holds exactly
+  // its slice of the whole one.
+  virtual void fill_uniform(DType t, void* x, const Block& block, float low, float high, unsigned long long seed) = 0;
   virtual void fill_value(DType t, void* x, std::size_t count, float value) = 0;
   // into += from (a residual); x[r] += bias for rows of n, and the bias's gradient (the column
   // sums of dy) added into dbias.

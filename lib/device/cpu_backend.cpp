@@ -347,10 +347,11 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) override {
+  void fill_uniform(DType t, void* x, const Block& block, float low, float high, unsigned long long seed) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      for (std::size_t i = 0; i < count; ++i) typed<T>(x)[i] = store<T>(uniform_element(seed, i, low, high));
+      const std::size_t count = block.count();
+      for (std::size_t i = 0; i < count; ++i) typed<T>(x)[i] = store<T>(uniform_element(seed, block.index(i), low, high));
     });
   }
 

@@ -174,9 +174,9 @@ __global__ void embed_grad_kernel(const T* dy, const int* tokens, float* dtable,
 }
 
 template <typename T>
-__global__ void fill_uniform_kernel(T* x, std::size_t count, float low, float high, unsigned long long seed) {
+__global__ void fill_uniform_kernel(T* x, Block block, float low, float high, unsigned long long seed) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) x[i] = store<T>(uniform_element(seed, i, low, high));
+  if (i < block.count()) x[i] = store<T>(uniform_element(seed, block.index(i), low, high));
 }
 
 template <typename T>
@@ -485,10 +485,10 @@ class CudaBackend final : public Backend {
     launched("scatter");
   }
 
-  void fill_uniform(DType t, void* x, std::size_t count, float low, float high, unsigned long long seed) override {
+  void fill_uniform(DType t, void* x, const Block& block, float low, float high, unsigned long long seed) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      fill_uniform_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(x), count, low, high, seed);
+      fill_uniform_kernel<<<blocks_for(block.count()), kThreads, 0, stream_>>>(typed<T>(x), block, low, high, seed);
     });
     launched("fill_uniform");
   }

@@ -71,32 +71,69 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
     throw core::InputError(fmt::format("model {}: head_dim {} must be even and at most {}", core::quoted(arch_.name),
                                        arch_.head_dim, device::kMaxHeadDim));
   }
+  const int tp = options_.tp.size;
+  if (tp < 1 || arch_.heads % tp != 0 || arch_.kv_heads % tp != 0 || arch_.ffn_hidden < tp) {
+    throw core::InputError(fmt::format("model {}: TP {} must divide its {} heads and {} kv heads",
+                                       core::quoted(arch_.name), tp, arch_.heads, arch_.kv_heads));
+  }
+  std::vector<int> local = options_.tp.local;
+  if (local.empty()) {
+    for (int s = 0; s < tp; ++s) local.push_back(s);
+  }
+  for (const int s : local) {
+    if (s < 0 || s >= tp) throw core::InputError(fmt::format("TP shard {} of {}", s, tp));
+    ShardShape shape;
+    shape.index = s;
+    shape.heads = arch_.heads / tp;
+    shape.first_head = s * shape.heads;
+    shape.kv_heads = arch_.kv_heads / tp;
+    shape.first_kv = s * shape.kv_heads;
+    shape.first_ffn = arch_.ffn_hidden * s / tp;
+    shape.ffn = arch_.ffn_hidden * (s + 1) / tp - shape.first_ffn;
+    shards_.push_back(shape);
+  }
   const std::size_t hidden = static_cast<std::size_t>(arch_.hidden);
-  const std::size_t q_width = static_cast<std::size_t>(arch_.heads) * static_cast<std::size_t>(arch_.head_dim);
-  const std::size_t kv_width = static_cast<std::size_t>(arch_.kv_heads) * static_cast<std::size_t>(arch_.head_dim);
+  const std::size_t hd = static_cast<std::size_t>(arch_.head_dim);
+  const std::size_t q_width = static_cast<std::size_t>(arch_.heads) * hd;
   const std::size_t ffn = static_cast<std::size_t>(arch_.ffn_hidden);
-  const std::size_t head_dim = static_cast<std::size_t>(arch_.head_dim);
   embedding_ = make_weight(static_cast<std::size_t>(arch_.vocab) * hidden, kWeightBound);
+  // Each matrix has one seed; a shard fills its rows (column-parallel: q, k, v, gate, up) or
+  // its columns (row-parallel: o, down) with the values the whole matrix has there.
+  const auto rows_of = [&](std::size_t first, std::size_t count, std::size_t width) {
+    return device::Block{count, width, width, first, 0};
+  };
+  const auto columns_of = [&](std::size_t rows, std::size_t first, std::size_t count, std::size_t full) {
+    return device::Block{rows, count, full, 0, first};
+  };
   for (int l = 0; l < arch_.layers; ++l) {
     Layer layer;
     layer.attn_norm = make_constant(hidden, 1.0f);
-    layer.wq = make_weight(q_width * hidden, kWeightBound);
-    layer.wk = make_weight(kv_width * hidden, kWeightBound);
-    layer.wv = make_weight(kv_width * hidden, kWeightBound);
-    if (arch_.qkv_bias) {
-      layer.bq = make_constant(q_width, 0.0f);
-      layer.bk = make_constant(kv_width, 0.0f);
-      layer.bv = make_constant(kv_width, 0.0f);
-    }
     if (arch_.qk_norm) {
-      layer.q_norm = make_constant(head_dim, 1.0f);
-      layer.k_norm = make_constant(head_dim, 1.0f);
+      layer.q_norm = make_constant(hd, 1.0f);
+      layer.k_norm = make_constant(hd, 1.0f);
     }
-    layer.wo = make_weight(hidden * q_width, kWeightBound);
     layer.mlp_norm = make_constant(hidden, 1.0f);
-    layer.w_gate = make_weight(ffn * hidden, kWeightBound);
-    layer.w_up = make_weight(ffn * hidden, kWeightBound);
-    layer.w_down = make_weight(hidden * ffn, kWeightBound);
+    const std::uint64_t seeds[] = {next_seed(), next_seed(), next_seed(), next_seed(), next_seed(), next_seed(),
+                                   next_seed()};
+    for (const ShardShape& sh : shards_) {
+      ShardWeights w;
+      const std::size_t q0 = static_cast<std::size_t>(sh.first_head) * hd, qn = static_cast<std::size_t>(sh.heads) * hd;
+      const std::size_t k0 = static_cast<std::size_t>(sh.first_kv) * hd, kn = static_cast<std::size_t>(sh.kv_heads) * hd;
+      const std::size_t f0 = static_cast<std::size_t>(sh.first_ffn), fn = static_cast<std::size_t>(sh.ffn);
+      w.wq = make_block(rows_of(q0, qn, hidden), kWeightBound, seeds[0]);
+      w.wk = make_block(rows_of(k0, kn, hidden), kWeightBound, seeds[1]);
+      w.wv = make_block(rows_of(k0, kn, hidden), kWeightBound, seeds[2]);
+      if (arch_.qkv_bias) {
+        w.bq = make_constant(qn, 0.0f);
+        w.bk = make_constant(kn, 0.0f);
+        w.bv = make_constant(kn, 0.0f);
+      }
+      w.wo = make_block(columns_of(hidden, q0, qn, q_width), kWeightBound, seeds[3]);
+      w.w_gate = make_block(rows_of(f0, fn, hidden), kWeightBound, seeds[4]);
+      w.w_up = make_block(rows_of(f0, fn, hidden), kWeightBound, seeds[5]);
+      w.w_down = make_block(columns_of(hidden, f0, fn, ffn), kWeightBound, seeds[6]);
+      layer.shards.push_back(std::move(w));
+    }
     layers_.push_back(std::move(layer));
   }
   final_norm_ = make_constant(hidden, 1.0f);
@@ -110,6 +147,10 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
 
 std::size_t Transformer::parameter_bytes() const { return parameter_bytes_; }
 
+std::string Transformer::shard_name(const std::string& name, const ShardShape& shard) const {
+  return options_.tp.size > 1 ? fmt::format("{}/{}", name, shard.index) : name;
+}
+
 std::vector<Transformer::Tensor> Transformer::parameters() {
   std::vector<Tensor> out;
   const std::size_t e = device::dtype_bytes(options_.dtype);
@@ -121,29 +162,40 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
     Layer& w = layers_[l];
     const std::string p = fmt::format("layer.{}.", l);
     add(p + "attn_norm", w.attn_norm);
-    add(p + "wq", w.wq);
-    add(p + "wk", w.wk);
-    add(p + "wv", w.wv);
-    add(p + "bq", w.bq);
-    add(p + "bk", w.bk);
-    add(p + "bv", w.bv);
     add(p + "q_norm", w.q_norm);
     add(p + "k_norm", w.k_norm);
-    add(p + "wo", w.wo);
     add(p + "mlp_norm", w.mlp_norm);
-    add(p + "w_gate", w.w_gate);
-    add(p + "w_up", w.w_up);
-    add(p + "w_down", w.w_down);
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      ShardWeights& sw = w.shards[s];
+      const ShardShape& sh = shards_[s];
+      add(shard_name(p + "wq", sh), sw.wq);
+      add(shard_name(p + "wk", sh), sw.wk);
+      add(shard_name(p + "wv", sh), sw.wv);
+      add(shard_name(p + "bq", sh), sw.bq);
+      add(shard_name(p + "bk", sh), sw.bk);
+      add(shard_name(p + "bv", sh), sw.bv);
+      add(shard_name(p + "wo", sh), sw.wo);
+      add(shard_name(p + "w_gate", sh), sw.w_gate);
+      add(shard_name(p + "w_up", sh), sw.w_up);
+      add(shard_name(p + "w_down", sh), sw.w_down);
+    }
   }
   add("final_norm", final_norm_);
   add("head", lm_head_);
   return out;
 }
 
-Buffer Transformer::make_weight(std::size_t count, float bound) {
-  Buffer w(b_, count * device::dtype_bytes(options_.dtype));
-  b_.fill_uniform(options_.dtype, w.data(), count, -bound, bound, next_seed_);
+std::uint64_t Transformer::next_seed() {
+  const std::uint64_t seed = next_seed_;
   next_seed_ = device::mix64(next_seed_);
+  return seed;
+}
+
+Buffer Transformer::make_weight(std::size_t count, float bound) { return make_block(device::whole(count), bound, next_seed()); }
+
+Buffer Transformer::make_block(const device::Block& block, float bound, std::uint64_t seed) {
+  Buffer w(b_, block.count() * device::dtype_bytes(options_.dtype));
+  b_.fill_uniform(options_.dtype, w.data(), block, -bound, bound, seed);
   parameter_bytes_ += w.bytes();
   return w;
 }
@@ -186,14 +238,19 @@ Buffer& Transformer::upload_ints(const std::string& name, const std::vector<int>
   return buffer;
 }
 
-void Transformer::linear(const Buffer& x, const Buffer& w, Buffer& y, int rows, int in, int out) {
+void Transformer::linear(const Buffer& x, const Buffer& w, Buffer& y, int rows, int in, int out, bool accumulate) {
   device::Gemm g;
   g.dtype = options_.dtype;
   g.m = rows;
   g.n = out;
   g.k = in;
   g.b_transposed = true;
+  g.accumulate = accumulate;
   b_.gemm(g, x.data(), w.data(), y.data());
+}
+
+void Transformer::reduce(Buffer& x, std::size_t count) {
+  if (options_.tp.all_reduce) options_.tp.all_reduce(options_.dtype, x.data(), count);
 }
 
 Transformer::Cache Transformer::make_cache(int slots, int capacity) {
@@ -201,12 +258,14 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
   Cache cache;
   cache.slots_ = slots;
   cache.capacity_ = capacity;
-  const std::size_t bytes = static_cast<std::size_t>(slots) * static_cast<std::size_t>(capacity) *
-                            static_cast<std::size_t>(arch_.kv_heads) * static_cast<std::size_t>(arch_.head_dim) *
-                            device::dtype_bytes(options_.dtype);
   for (int l = 0; l < arch_.layers; ++l) {
-    cache.k.emplace_back(b_, bytes);
-    cache.v.emplace_back(b_, bytes);
+    for (const ShardShape& sh : shards_) {
+      const std::size_t bytes = static_cast<std::size_t>(slots) * static_cast<std::size_t>(capacity) *
+                                static_cast<std::size_t>(sh.kv_heads) * static_cast<std::size_t>(arch_.head_dim) *
+                                device::dtype_bytes(options_.dtype);
+      cache.k.emplace_back(b_, bytes);
+      cache.v.emplace_back(b_, bytes);
+    }
   }
   return cache;
 }
@@ -215,9 +274,9 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = step.batch * step.queries;
-  const int hidden = arch_.hidden, heads = arch_.heads, kv_heads = arch_.kv_heads, head_dim = arch_.head_dim;
-  const int q_width = heads * head_dim, kv_width = kv_heads * head_dim, ffn = arch_.ffn_hidden;
+  const int hidden = arch_.hidden, head_dim = arch_.head_dim;
   const std::size_t n = static_cast<std::size_t>(rows);
+  const std::size_t local = shards_.size();
   Buffer& tokens = upload_ints("tokens", step.tokens);
   Buffer& positions = upload_ints("positions", step.positions);
   Buffer& lengths = upload_ints("lengths", step.lengths);
@@ -225,8 +284,11 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
   Buffer* rows_at = step.cache ? &upload_ints("rows_at", step.rows_at) : nullptr;
   // A training forward keeps each layer's activations in saved_ (sized to the step); any other
   // step works in the workspace.
-  if (save) saved_.resize(layers_.size());
-  const auto kept = [&](Buffer& saved, const char* name, std::size_t bytes) -> Buffer& {
+  if (save) {
+    saved_.resize(layers_.size());
+    for (Saved& keep : saved_) keep.shards.resize(local);
+  }
+  const auto kept = [&](Buffer& saved, const std::string& name, std::size_t bytes) -> Buffer& {
     if (!save) return scratch(name, bytes);
     if (saved.bytes() < bytes) {
       saved = Buffer();
@@ -235,58 +297,67 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
     return saved;
   };
   Buffer& tmp = scratch("tmp", n * hidden * e);
-  Buffer& act = scratch("act", n * ffn * e);
-
-  device::Attention a;
-  a.dtype = t;
-  a.batch = step.batch;
-  a.queries = step.queries;
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.head_dim = head_dim;
-  a.capacity = step.cache ? step.cache->capacity() : step.queries;
 
   Buffer* x = &kept(save ? saved_.front().x_in : pass_.x_out, "x", n * hidden * e);
   b_.embed(t, embedding_.data(), tokens.as<int>(), x->data(), rows, hidden);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     Saved dummy;
+    dummy.shards.resize(local);
     Saved& keep = save ? saved_[l] : dummy;
     Buffer& h = kept(keep.h, "h", n * hidden * e);
-    Buffer& q = kept(keep.q, "q", n * q_width * e);
-    Buffer& k = kept(keep.k, "k", n * kv_width * e);
-    Buffer& v = kept(keep.v, "v", n * kv_width * e);
-    Buffer& o = kept(keep.o, "o", n * q_width * e);
-    Buffer& q_raw = arch_.qk_norm ? kept(keep.q_raw, "q_raw", n * q_width * e) : q;
-    Buffer& k_raw = arch_.qk_norm ? kept(keep.k_raw, "k_raw", n * kv_width * e) : k;
-    float* lse = save ? kept(keep.lse, "lse", n * heads * sizeof(float)).as<float>() : nullptr;
-
     b_.rmsnorm(t, x->data(), w.attn_norm.data(), h.data(), rows, hidden, options_.norm_eps);
-    linear(h, w.wq, q_raw, rows, hidden, q_width);
-    linear(h, w.wk, k_raw, rows, hidden, kv_width);
-    linear(h, w.wv, v, rows, hidden, kv_width);
-    if (arch_.qkv_bias) {
-      b_.add_bias(t, q_raw.data(), w.bq.data(), rows, q_width);
-      b_.add_bias(t, k_raw.data(), w.bk.data(), rows, kv_width);
-      b_.add_bias(t, v.data(), w.bv.data(), rows, kv_width);
+    // Attention, shard by shard over its heads; the output projections' partial sums add up
+    // in tmp, and over the other processes' shards.
+    for (std::size_t s = 0; s < local; ++s) {
+      const ShardShape& sh = shards_[s];
+      const ShardWeights& sw = w.shards[s];
+      SavedShard& ks = keep.shards[s];
+      const std::string tag = std::to_string(s);
+      const int q_width = sh.heads * head_dim, kv_width = sh.kv_heads * head_dim;
+      Buffer& q = kept(ks.q, "q" + tag, n * q_width * e);
+      Buffer& k = kept(ks.k, "k" + tag, n * kv_width * e);
+      Buffer& v = kept(ks.v, "v" + tag, n * kv_width * e);
+      Buffer& o = kept(ks.o, "o" + tag, n * q_width * e);
+      Buffer& q_raw = arch_.qk_norm ? kept(ks.q_raw, "q_raw" + tag, n * q_width * e) : q;
+      Buffer& k_raw = arch_.qk_norm ? kept(ks.k_raw, "k_raw" + tag, n * kv_width * e) : k;
+      float* lse = save ? kept(ks.lse, "lse" + tag, n * sh.heads * sizeof(float)).as<float>() : nullptr;
+      linear(h, sw.wq, q_raw, rows, hidden, q_width);
+      linear(h, sw.wk, k_raw, rows, hidden, kv_width);
+      linear(h, sw.wv, v, rows, hidden, kv_width);
+      if (arch_.qkv_bias) {
+        b_.add_bias(t, q_raw.data(), sw.bq.data(), rows, q_width);
+        b_.add_bias(t, k_raw.data(), sw.bk.data(), rows, kv_width);
+        b_.add_bias(t, v.data(), sw.bv.data(), rows, kv_width);
+      }
+      if (arch_.qk_norm) {
+        b_.rmsnorm(t, q_raw.data(), w.q_norm.data(), q.data(), rows * sh.heads, head_dim, options_.norm_eps);
+        b_.rmsnorm(t, k_raw.data(), w.k_norm.data(), k.data(), rows * sh.kv_heads, head_dim, options_.norm_eps);
+      }
+      b_.rope_at(t, q.data(), positions.as<int>(), rows, sh.heads, head_dim, options_.rope_theta, false);
+      b_.rope_at(t, k.data(), positions.as<int>(), rows, sh.kv_heads, head_dim, options_.rope_theta, false);
+      const void* keys = k.data();
+      const void* values = v.data();
+      if (step.cache) {
+        Cache& cache = *step.cache;
+        const std::size_t at = l * local + s;
+        b_.scatter(t, k.data(), rows_at->as<int>(), cache.k[at].data(), rows, kv_width);
+        b_.scatter(t, v.data(), rows_at->as<int>(), cache.v[at].data(), rows, kv_width);
+        keys = cache.k[at].data();
+        values = cache.v[at].data();
+      }
+      device::Attention a;
+      a.dtype = t;
+      a.batch = step.batch;
+      a.queries = step.queries;
+      a.heads = sh.heads;
+      a.kv_heads = sh.kv_heads;
+      a.head_dim = head_dim;
+      a.capacity = step.cache ? step.cache->capacity() : step.queries;
+      b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), lse);
+      linear(o, sw.wo, tmp, rows, q_width, hidden, s > 0);
     }
-    if (arch_.qk_norm) {
-      b_.rmsnorm(t, q_raw.data(), w.q_norm.data(), q.data(), rows * heads, head_dim, options_.norm_eps);
-      b_.rmsnorm(t, k_raw.data(), w.k_norm.data(), k.data(), rows * kv_heads, head_dim, options_.norm_eps);
-    }
-    b_.rope_at(t, q.data(), positions.as<int>(), rows, heads, head_dim, options_.rope_theta, false);
-    b_.rope_at(t, k.data(), positions.as<int>(), rows, kv_heads, head_dim, options_.rope_theta, false);
-    const void* keys = k.data();
-    const void* values = v.data();
-    if (step.cache) {
-      Cache& cache = *step.cache;
-      b_.scatter(t, k.data(), rows_at->as<int>(), cache.k[l].data(), rows, kv_width);
-      b_.scatter(t, v.data(), rows_at->as<int>(), cache.v[l].data(), rows, kv_width);
-      keys = cache.k[l].data();
-      values = cache.v[l].data();
-    }
-    b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), lse);
-    linear(o, w.wo, tmp, rows, q_width, hidden);
+    reduce(tmp, n * hidden);
     if (save) {
       // The residual stream after attention is kept apart from the layer's input.
       Buffer& mid = kept(keep.x_mid, "x_mid", n * hidden * e);
@@ -295,13 +366,21 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
     }
     b_.add(t, x->data(), tmp.data(), n * hidden);
     Buffer& h2 = kept(keep.h2, "h2", n * hidden * e);
-    Buffer& gate = kept(keep.gate, "gate", n * ffn * e);
-    Buffer& up = kept(keep.up, "up", n * ffn * e);
     b_.rmsnorm(t, x->data(), w.mlp_norm.data(), h2.data(), rows, hidden, options_.norm_eps);
-    linear(h2, w.w_gate, gate, rows, hidden, ffn);
-    linear(h2, w.w_up, up, rows, hidden, ffn);
-    b_.swiglu(t, gate.data(), up.data(), act.data(), n * ffn);
-    linear(act, w.w_down, tmp, rows, ffn, hidden);
+    for (std::size_t s = 0; s < local; ++s) {
+      const ShardShape& sh = shards_[s];
+      const ShardWeights& sw = w.shards[s];
+      const std::string tag = std::to_string(s);
+      const std::size_t width = static_cast<std::size_t>(sh.ffn);
+      Buffer& gate = kept(keep.shards[s].gate, "gate" + tag, n * width * e);
+      Buffer& up = kept(keep.shards[s].up, "up" + tag, n * width * e);
+      Buffer& act = scratch("act", n * width * e);
+      linear(h2, sw.w_gate, gate, rows, hidden, sh.ffn);
+      linear(h2, sw.w_up, up, rows, hidden, sh.ffn);
+      b_.swiglu(t, gate.data(), up.data(), act.data(), n * width);
+      linear(act, sw.w_down, tmp, rows, sh.ffn, hidden, s > 0);
+    }
+    reduce(tmp, n * hidden);
     if (save) {
       Buffer& next = l + 1 < layers_.size() ? kept(saved_[l + 1].x_in, "x", n * hidden * e)
                                             : kept(pass_.x_out, "x_out", n * hidden * e);
@@ -451,8 +530,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int batch = pass_.batch, length = pass_.length, rows = batch * length;
-  const int hidden = arch_.hidden, heads = arch_.heads, kv_heads = arch_.kv_heads, head_dim = arch_.head_dim;
-  const int q_width = heads * head_dim, kv_width = kv_heads * head_dim, ffn = arch_.ffn_hidden;
+  const int hidden = arch_.hidden, head_dim = arch_.head_dim;
   const std::size_t n = static_cast<std::size_t>(rows);
   const std::size_t outputs = head_ == Head::kScalar ? n : static_cast<std::size_t>(batch) * (length - 1);
   if (doutput.size() != outputs) {
@@ -522,66 +600,82 @@ void Transformer::backward(const std::vector<float>& doutput) {
 
   Buffer& positions = upload_ints("positions", pass_.positions);
   Buffer& lengths = upload_ints("lengths", pass_.lengths);
-  Buffer& act = scratch("act", n * ffn * e);
-  Buffer& dact = scratch("dact", n * ffn * e);
-  Buffer& dgate = scratch("dgate", n * ffn * e);
-  Buffer& dup = scratch("dup", n * ffn * e);
-  Buffer& dq = scratch("dq", n * q_width * e);
-  Buffer& dq_raw = scratch("dq_raw", n * q_width * e);
-  Buffer& dk = scratch("dk", n * kv_width * e);
-  Buffer& dk_raw = scratch("dk_raw", n * kv_width * e);
-  Buffer& dv = scratch("dv", n * kv_width * e);
-  Buffer& dout = scratch("do", n * q_width * e);
-  Buffer& delta = scratch("delta", n * heads * sizeof(float));
-  device::Attention a;
-  a.dtype = t;
-  a.batch = batch;
-  a.queries = length;
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.head_dim = head_dim;
-  a.capacity = length;
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const Layer& w = layers_[l];
-    const Saved& s = saved_[l];
+    const Saved& saved = saved_[l];
     const std::string p = fmt::format("layer.{}.", l);
-    // The MLP: x_out = x_mid + down(swiglu(gate(h2), up(h2))), h2 = norm(x_mid).
-    b_.swiglu(t, s.gate.data(), s.up.data(), act.data(), n * ffn);
-    linear_backward(act, w.w_down, dx, &dact, false, p + "w_down", rows, ffn, hidden);
-    b_.swiglu_backward(t, s.gate.data(), s.up.data(), dact.data(), dgate.data(), dup.data(), n * ffn);
-    linear_backward(s.h2, w.w_gate, dgate, &dtmp, false, p + "w_gate", rows, hidden, ffn);
-    linear_backward(s.h2, w.w_up, dup, &dtmp, true, p + "w_up", rows, hidden, ffn);
-    b_.rmsnorm_backward(t, s.x_mid.data(), w.mlp_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
+    // The MLP: x_out = x_mid + sum over shards of down_s(swiglu(gate_s(h2), up_s(h2))),
+    // h2 = norm(x_mid); each shard's part of d h2 adds up in dtmp, and over the processes.
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const ShardShape& sh = shards_[s];
+      const ShardWeights& sw = w.shards[s];
+      const SavedShard& ss = saved.shards[s];
+      const std::size_t width = static_cast<std::size_t>(sh.ffn);
+      Buffer& act = scratch("act", n * width * e);
+      Buffer& dact = scratch("dact", n * width * e);
+      Buffer& dgate = scratch("dgate", n * width * e);
+      Buffer& dup = scratch("dup", n * width * e);
+      b_.swiglu(t, ss.gate.data(), ss.up.data(), act.data(), n * width);
+      linear_backward(act, sw.w_down, dx, &dact, false, shard_name(p + "w_down", sh), rows, sh.ffn, hidden);
+      b_.swiglu_backward(t, ss.gate.data(), ss.up.data(), dact.data(), dgate.data(), dup.data(), n * width);
+      linear_backward(saved.h2, sw.w_gate, dgate, &dtmp, s > 0, shard_name(p + "w_gate", sh), rows, hidden, sh.ffn);
+      linear_backward(saved.h2, sw.w_up, dup, &dtmp, true, shard_name(p + "w_up", sh), rows, hidden, sh.ffn);
+    }
+    reduce(dtmp, n * hidden);
+    b_.rmsnorm_backward(t, saved.x_mid.data(), w.mlp_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
                         hidden, options_.norm_eps);
     add_grad(p + "mlp_norm", dnorm, static_cast<std::size_t>(hidden));
     b_.add(t, dx.data(), dfinal.data(), n * hidden);
-    // Attention: x_mid = x_in + wo(attention(q, k, v)), q, k, v from h = norm(x_in).
-    linear_backward(s.o, w.wo, dx, &dout, false, p + "wo", rows, q_width, hidden);
-    b_.attention_backward(a, s.q.data(), s.k.data(), s.v.data(), lengths.as<int>(), s.o.data(), dout.data(),
-                          s.lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
-    b_.rope_at(t, dq.data(), positions.as<int>(), rows, heads, head_dim, options_.rope_theta, true);
-    b_.rope_at(t, dk.data(), positions.as<int>(), rows, kv_heads, head_dim, options_.rope_theta, true);
-    Buffer* dq_in = &dq;
-    Buffer* dk_in = &dk;
-    if (arch_.qk_norm) {
-      b_.rmsnorm_backward(t, s.q_raw.data(), w.q_norm.data(), dq.data(), dq_raw.data(), dnorm.as<float>(),
-                          rows * heads, head_dim, options_.norm_eps);
-      add_grad(p + "q_norm", dnorm, static_cast<std::size_t>(head_dim));
-      b_.rmsnorm_backward(t, s.k_raw.data(), w.k_norm.data(), dk.data(), dk_raw.data(), dnorm.as<float>(),
-                          rows * kv_heads, head_dim, options_.norm_eps);
-      add_grad(p + "k_norm", dnorm, static_cast<std::size_t>(head_dim));
-      dq_in = &dq_raw;
-      dk_in = &dk_raw;
+    // Attention: x_mid = x_in + sum over shards of o_s(attention(q_s, k_s, v_s)), the shard's
+    // heads from h = norm(x_in).
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      const ShardShape& sh = shards_[s];
+      const ShardWeights& sw = w.shards[s];
+      const SavedShard& ss = saved.shards[s];
+      const int q_width = sh.heads * head_dim, kv_width = sh.kv_heads * head_dim;
+      Buffer& dq = scratch("dq", n * q_width * e);
+      Buffer& dq_raw = scratch("dq_raw", n * q_width * e);
+      Buffer& dk = scratch("dk", n * kv_width * e);
+      Buffer& dk_raw = scratch("dk_raw", n * kv_width * e);
+      Buffer& dv = scratch("dv", n * kv_width * e);
+      Buffer& dout = scratch("do", n * q_width * e);
+      Buffer& delta = scratch("delta", n * sh.heads * sizeof(float));
+      device::Attention a;
+      a.dtype = t;
+      a.batch = batch;
+      a.queries = length;
+      a.heads = sh.heads;
+      a.kv_heads = sh.kv_heads;
+      a.head_dim = head_dim;
+      a.capacity = length;
+      linear_backward(ss.o, sw.wo, dx, &dout, false, shard_name(p + "wo", sh), rows, q_width, hidden);
+      b_.attention_backward(a, ss.q.data(), ss.k.data(), ss.v.data(), lengths.as<int>(), ss.o.data(), dout.data(),
+                            ss.lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+      b_.rope_at(t, dq.data(), positions.as<int>(), rows, sh.heads, head_dim, options_.rope_theta, true);
+      b_.rope_at(t, dk.data(), positions.as<int>(), rows, sh.kv_heads, head_dim, options_.rope_theta, true);
+      Buffer* dq_in = &dq;
+      Buffer* dk_in = &dk;
+      if (arch_.qk_norm) {
+        b_.rmsnorm_backward(t, ss.q_raw.data(), w.q_norm.data(), dq.data(), dq_raw.data(), dnorm.as<float>(),
+                            rows * sh.heads, head_dim, options_.norm_eps);
+        add_grad(p + "q_norm", dnorm, static_cast<std::size_t>(head_dim));
+        b_.rmsnorm_backward(t, ss.k_raw.data(), w.k_norm.data(), dk.data(), dk_raw.data(), dnorm.as<float>(),
+                            rows * sh.kv_heads, head_dim, options_.norm_eps);
+        add_grad(p + "k_norm", dnorm, static_cast<std::size_t>(head_dim));
+        dq_in = &dq_raw;
+        dk_in = &dk_raw;
+      }
+      if (arch_.qkv_bias) {
+        b_.bias_backward(t, dq_in->data(), grad(shard_name(p + "bq", sh)).as<float>(), rows, q_width);
+        b_.bias_backward(t, dk_in->data(), grad(shard_name(p + "bk", sh)).as<float>(), rows, kv_width);
+        b_.bias_backward(t, dv.data(), grad(shard_name(p + "bv", sh)).as<float>(), rows, kv_width);
+      }
+      linear_backward(saved.h, sw.wq, *dq_in, &dtmp, s > 0, shard_name(p + "wq", sh), rows, hidden, q_width);
+      linear_backward(saved.h, sw.wk, *dk_in, &dtmp, true, shard_name(p + "wk", sh), rows, hidden, kv_width);
+      linear_backward(saved.h, sw.wv, dv, &dtmp, true, shard_name(p + "wv", sh), rows, hidden, kv_width);
     }
-    if (arch_.qkv_bias) {
-      b_.bias_backward(t, dq_in->data(), grad(p + "bq").as<float>(), rows, q_width);
-      b_.bias_backward(t, dk_in->data(), grad(p + "bk").as<float>(), rows, kv_width);
-      b_.bias_backward(t, dv.data(), grad(p + "bv").as<float>(), rows, kv_width);
-    }
-    linear_backward(s.h, w.wq, *dq_in, &dtmp, false, p + "wq", rows, hidden, q_width);
-    linear_backward(s.h, w.wk, *dk_in, &dtmp, true, p + "wk", rows, hidden, kv_width);
-    linear_backward(s.h, w.wv, dv, &dtmp, true, p + "wv", rows, hidden, kv_width);
-    b_.rmsnorm_backward(t, s.x_in.data(), w.attn_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
+    reduce(dtmp, n * hidden);
+    b_.rmsnorm_backward(t, saved.x_in.data(), w.attn_norm.data(), dtmp.data(), dfinal.data(), dnorm.as<float>(), rows,
                         hidden, options_.norm_eps);
     add_grad(p + "attn_norm", dnorm, static_cast<std::size_t>(hidden));
     b_.add(t, dx.data(), dfinal.data(), n * hidden);

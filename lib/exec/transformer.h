@@ -17,6 +17,7 @@
 // reused, so steady-state steps allocate nothing.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,8 +45,22 @@ enum class Head {
   kScalar,    // one value per token (critic, reward model)
 };
 
+// Tensor parallelism inside the model, as Megatron splits it: each of `size` shards holds
+// heads / size of the attention heads (and of the kv heads) and about ffn / size of the MLP's
+// width; the partial outputs of the attention's and the MLP's last projections (and in the
+// backward pass the partial input gradients of the first ones) are summed over the shards.
+// Norms, the embedding and the head are whole on every shard. A process holds the shards
+// `local` names (empty: all of them, one after another on its device) and `all_reduce` sums a
+// buffer over the processes of the group (empty: every shard is in this process).
+struct TensorParallel {
+  int size = 1;
+  std::vector<int> local;
+  std::function<void(device::DType, void* data, std::size_t count)> all_reduce;
+};
+
 struct TransformerOptions {
   device::DType dtype = device::DType::kBf16;
+  TensorParallel tp;
   std::uint64_t seed = 1;
   float rope_theta = 1e6f;  // Qwen's base; the cost does not depend on it
   float norm_eps = 1e-6f;
@@ -63,8 +78,10 @@ class Transformer {
   Head head() const { return head_; }
   std::size_t parameter_bytes() const;
 
-  // Every parameter tensor, by name ("embedding", "layer.3.wq", "final_norm", "head"; the
-  // matrices [out][in]), in the model's dtype: what a weight sync sends and a test reads.
+  // Every parameter tensor this process holds, by name ("embedding", "layer.3.wq",
+  // "final_norm", "head"; the matrices [out][in]; a tensor-parallel shard's slice with its
+  // shard after a slash, "layer.3.wq/1"), in the model's dtype: what a weight sync sends and a
+  // test reads.
   struct Tensor {
     std::string name;
     device::Buffer* buffer = nullptr;
@@ -81,7 +98,7 @@ class Transformer {
    private:
     friend class Transformer;
     int slots_ = 0, capacity_ = 0;
-    std::vector<device::Buffer> k, v;  // per layer: [slot][position][kv_head][head_dim]
+    std::vector<device::Buffer> k, v;  // per layer and local shard: [slot][position][kv_head][head_dim]
   };
   Cache make_cache(int slots, int capacity);
 
@@ -117,12 +134,26 @@ class Transformer {
   std::vector<float> gradient(const std::string& name);
 
  private:
+  // What a tensor-parallel shard holds of every layer: its heads and kv heads, its columns of
+  // the MLP.
+  struct ShardShape {
+    int index = 0;
+    int first_head = 0, heads = 0, first_kv = 0, kv_heads = 0, first_ffn = 0, ffn = 0;
+  };
+  struct ShardWeights {
+    device::Buffer wq, wk, wv, bq, bk, bv, wo, w_gate, w_up, w_down;
+  };
   struct Layer {
-    device::Buffer attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, mlp_norm, w_gate, w_up, w_down;
+    device::Buffer attn_norm, q_norm, k_norm, mlp_norm;
+    std::vector<ShardWeights> shards;  // the local shards, as shards_ orders them
   };
   // A layer's activations kept for its backward pass (training forward only).
+  struct SavedShard {
+    device::Buffer q_raw, k_raw, q, k, v, o, lse, gate, up;
+  };
   struct Saved {
-    device::Buffer x_in, h, q_raw, k_raw, q, k, v, o, lse, x_mid, h2, gate, up;
+    device::Buffer x_in, h, x_mid, h2;
+    std::vector<SavedShard> shards;
   };
   // What a training forward leaves for backward.
   struct Pass {
@@ -158,8 +189,15 @@ class Transformer {
   // Each position's next token (0 at a sequence's last position), [sequence][position].
   static std::vector<int> next_tokens(const std::vector<int>& tokens, int batch, int length);
   device::Buffer make_weight(std::size_t count, float bound);
+  device::Buffer make_block(const device::Block& block, float bound, std::uint64_t seed);
+  std::uint64_t next_seed();  // each weight tensor's own seed, in a fixed order
   device::Buffer make_constant(std::size_t count, float value);
-  void linear(const device::Buffer& x, const device::Buffer& w, device::Buffer& y, int rows, int in, int out);
+  void linear(const device::Buffer& x, const device::Buffer& w, device::Buffer& y, int rows, int in, int out,
+              bool accumulate = false);
+  // Sums a partial result over the shards in other processes (a no-op when all are here).
+  void reduce(device::Buffer& x, std::size_t count);
+  // The name of a sharded tensor of this model: with its shard where there are several.
+  std::string shard_name(const std::string& name, const ShardShape& shard) const;
 
   device::Backend& b_;
   workload::ModelArch arch_;
@@ -168,6 +206,7 @@ class Transformer {
   std::uint64_t next_seed_;
   std::size_t parameter_bytes_ = 0;
   device::Buffer embedding_, final_norm_, lm_head_;  // lm_head_: vocab x hidden, or 1 x hidden (scalar head)
+  std::vector<ShardShape> shards_;  // the local shards
   std::vector<Layer> layers_;
   std::map<std::string, device::Buffer> workspace_;
   std::vector<Saved> saved_;

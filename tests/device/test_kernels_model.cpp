@@ -249,8 +249,8 @@ TEST_CASE("kernels: a seeded uniform fill has the range, mean and spread of its 
   for (DType t : kTypes) {
     CAPTURE(dtype_name(t));
     const Buffer x(*b, count * dtype_bytes(t)), y(*b, count * dtype_bytes(t));
-    b->fill_uniform(t, x.data(), count, -0.5f, 1.5f, 3);
-    b->fill_uniform(t, y.data(), count, -0.5f, 1.5f, 3);
+    b->fill_uniform(t, x.data(), whole(count), -0.5f, 1.5f, 3);
+    b->fill_uniform(t, y.data(), whole(count), -0.5f, 1.5f, 3);
     const std::vector<double> v = get(*b, t, x, count);
     CHECK(get(*b, t, y, count) == v);  // a function of the seed
     double sum = 0, squares = 0;
@@ -263,10 +263,20 @@ TEST_CASE("kernels: a seeded uniform fill has the range, mean and spread of its 
     const double mean = sum / count, variance = squares / count - mean * mean;
     CHECK(std::abs(mean - 0.5) < 0.02);            // 5 sigma of a mean of 20,000 draws is 0.02
     CHECK(std::abs(variance - 4.0 / 12) < 0.02);
-    b->fill_uniform(t, y.data(), count, -0.5f, 1.5f, 4);
+    b->fill_uniform(t, y.data(), whole(count), -0.5f, 1.5f, 4);
     CHECK(get(*b, t, y, count) != v);
     b->fill_value(t, y.data(), count, 0.25f);
     CHECK(get(*b, t, y, count) == std::vector<double>(count, 0.25));
+    // A block of a 100 x 200 matrix holds the values the whole matrix has there.
+    const std::size_t rows = 100, cols = 200;
+    b->fill_uniform(t, x.data(), whole(rows * cols), -1.0f, 1.0f, 9);
+    const std::vector<double> full = get(*b, t, x, rows * cols);
+    const Block block{30, 50, cols, 60, 120};
+    b->fill_uniform(t, y.data(), block, -1.0f, 1.0f, 9);
+    const std::vector<double> part = get(*b, t, y, block.count());
+    for (std::size_t r = 0; r < block.rows; ++r) {
+      for (std::size_t c = 0; c < block.cols; ++c) REQUIRE(part[r * block.cols + c] == full[(60 + r) * cols + 120 + c]);
+    }
   }
 }
 

@@ -45,7 +45,7 @@ std::map<std::string, std::vector<double>> randomise(device::Backend& b, Transfo
   unsigned long long seed = 11;
   for (const Transformer::Tensor& p : model.parameters()) {
     const bool norm = p.name.find("norm") != std::string::npos;
-    b.fill_uniform(t, p.buffer->data(), p.count, norm ? 0.5f : -0.5f, norm ? 1.5f : 0.5f, ++seed);
+    b.fill_uniform(t, p.buffer->data(), device::whole(p.count), norm ? 0.5f : -0.5f, norm ? 1.5f : 0.5f, ++seed);
     host[p.name] = device::get(b, t, *p.buffer, p.count);
   }
   return host;
@@ -360,6 +360,96 @@ TEST_CASE("transformer: training lowers the loss of a fixed language-modelling t
     CHECK(model.gradient("embedding") == std::vector<float>(static_cast<std::size_t>(a.vocab * a.hidden), 0.0f));
     CHECK_THROWS_AS(model.backward({}), std::logic_error);  // no forward before it
   }
+}
+
+TEST_CASE("tensor parallelism: two shards in one process give one shard's outputs, gradients and training") {
+  auto b = device::test_backend();
+  for (const bool variant : {false, true}) {
+    CAPTURE(variant);
+    const workload::ModelArch a = tiny(!variant, variant, variant);
+    for (const DType t : {DType::kF32, DType::kBf16}) {
+      CAPTURE(device::dtype_name(t));
+      const double tolerance = t == DType::kF32 ? 1e-5 : 2e-2;
+      TransformerOptions one, two;
+      one.dtype = two.dtype = t;
+      two.tp.size = 2;
+      for (const Head head : {Head::kLanguage, Head::kScalar}) {
+        CAPTURE(head == Head::kScalar);
+        Transformer whole(*b, a, head, one), split(*b, a, head, two);
+        // The shards hold the slices of the whole model's weights.
+        std::map<std::string, std::size_t> counts;
+        for (const Transformer::Tensor& p : split.parameters()) counts[p.name] = p.count;
+        CHECK(counts.at("layer.0.wq/1") * 2 == static_cast<std::size_t>(a.heads * a.head_dim * a.hidden));
+        CHECK(counts.at("layer.1.w_down/0") * 2 == static_cast<std::size_t>(a.hidden * a.ffn_hidden));
+        CHECK(counts.count("layer.0.wq") == 0);
+        const int batch = 2, length = 6;
+        std::vector<int> tokens = some_tokens(length, a.vocab, 8);
+        const std::vector<int> second = some_tokens(length, a.vocab, 9);
+        tokens.insert(tokens.end(), second.begin(), second.end());
+        const std::vector<float> expected = whole.score(tokens, batch, length);
+        const std::vector<float> found = split.score(tokens, batch, length);
+        REQUIRE(found.size() == expected.size());
+        for (std::size_t i = 0; i < found.size(); ++i) {
+          CAPTURE(i);
+          CHECK(found[i] == doctest::Approx(expected[i]).epsilon(tolerance).scale(1.0));
+        }
+        // Gradients: a shard's are its slice of the whole model's; a whole tensor's are equal.
+        std::vector<float> dout;
+        for (std::size_t i = 0; i < expected.size(); ++i) dout.push_back(static_cast<float>(std::cos(0.3 * static_cast<double>(i))));
+        whole.forward(tokens, batch, length);
+        whole.backward(dout);
+        split.forward(tokens, batch, length);
+        split.backward(dout);
+        const auto close = [&](const std::vector<float>& x, const std::vector<float>& y) {
+          REQUIRE(x.size() == y.size());
+          double most = 0;
+          for (float v : y) most = std::max(most, std::abs(static_cast<double>(v)));
+          for (std::size_t i = 0; i < x.size(); ++i) {
+            CAPTURE(i);
+            CHECK(std::abs(static_cast<double>(x[i]) - y[i]) <= 4 * tolerance * std::max(most, 1e-3));
+          }
+        };
+        close(split.gradient("layer.1.attn_norm"), whole.gradient("layer.1.attn_norm"));
+        close(split.gradient("embedding"), whole.gradient("embedding"));
+        const std::vector<float> wq = whole.gradient("layer.0.wq");
+        const std::size_t half = wq.size() / 2;
+        close(split.gradient("layer.0.wq/1"), std::vector<float>(wq.begin() + static_cast<long>(half), wq.end()));
+        // w_down [hidden][ffn]: shard 0 has the first half of every row.
+        const std::vector<float> down = whole.gradient("layer.0.w_down");
+        std::vector<float> first_columns;
+        const std::size_t ffn = static_cast<std::size_t>(a.ffn_hidden);
+        for (std::size_t r = 0; r < static_cast<std::size_t>(a.hidden); ++r) {
+          first_columns.insert(first_columns.end(), down.begin() + static_cast<long>(r * ffn),
+                               down.begin() + static_cast<long>(r * ffn + ffn / 2));
+        }
+        close(split.gradient("layer.0.w_down/0"), first_columns);
+        // One AdamW step each: the same model after it.
+        device::AdamW adam;
+        adam.lr = 1e-2f;
+        whole.step(adam);
+        split.step(adam);
+        const std::vector<float> after = whole.score(tokens, batch, length);
+        const std::vector<float> split_after = split.score(tokens, batch, length);
+        for (std::size_t i = 0; i < after.size(); ++i) {
+          CAPTURE(i);
+          CHECK(split_after[i] == doctest::Approx(after[i]).epsilon(4 * tolerance).scale(1.0));
+        }
+      }
+      // Decode over a cache, sharded by kv head.
+      Transformer whole(*b, a, Head::kLanguage, one), split(*b, a, Head::kLanguage, two);
+      Transformer::Cache c1 = whole.make_cache(2, 10), c2 = split.make_cache(2, 10);
+      whole.prefill(c1, 1, some_tokens(4, a.vocab, 10));
+      split.prefill(c2, 1, some_tokens(4, a.vocab, 10));
+      const std::size_t v = static_cast<std::size_t>(a.vocab);
+      const std::vector<double> x = device::get(*b, t, whole.decode(c1, {1}, {7}, {4}), v);
+      const std::vector<double> y = device::get(*b, t, split.decode(c2, {1}, {7}, {4}), v);
+      for (std::size_t i = 0; i < v; ++i) CHECK(y[i] == doctest::Approx(x[i]).epsilon(tolerance).scale(1.0));
+    }
+  }
+  workload::ModelArch odd = tiny(true, false, false);
+  TransformerOptions three;
+  three.tp.size = 3;
+  CHECK_THROWS_AS(Transformer(*b, odd, Head::kLanguage, three), core::InputError);  // 4 heads
 }
 
 TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {

@@ -77,7 +77,7 @@ class FailingBackend final : public device::Backend {
   void embed(device::DType, const void*, const int*, void*, int, int) override { tick(); }
   void embed_backward(device::DType, const void*, const int*, float*, int, int) override { tick(); }
   void scatter(device::DType, const void*, const int*, void*, int, int) override { tick(); }
-  void fill_uniform(device::DType, void*, std::size_t, float, float, unsigned long long) override { tick(); }
+  void fill_uniform(device::DType, void*, const device::Block&, float, float, unsigned long long) override { tick(); }
   void fill_value(device::DType, void*, std::size_t, float) override { tick(); }
   void add(device::DType, void*, const void*, std::size_t) override { tick(); }
   void add_bias(device::DType, void*, const void*, int, int) override { tick(); }
