@@ -88,6 +88,10 @@ class Backend {
   virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* device, std::size_t bytes) = 0;
   virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
+  // `rows` rows of `width` bytes each, the rows `to_pitch` and `from_pitch` bytes apart: a block
+  // of columns of one matrix into another's.
+  virtual void copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width,
+                       std::size_t rows) = 0;
   virtual void synchronize() = 0;
 
   // Memory traffic for bandwidth measurement: writes `bytes` of zeros; reads `bytes` (a sum of

@@ -123,6 +123,12 @@ class CpuBackend final : public Backend {
   void upload(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
   void download(void* host, const void* device, std::size_t bytes) override { std::memcpy(host, device, bytes); }
   void copy(void* to, const void* from, std::size_t bytes) override { std::memcpy(to, from, bytes); }
+  void copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width,
+               std::size_t rows) override {
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(to) + r * to_pitch, static_cast<const char*>(from) + r * from_pitch, width);
+    }
+  }
   void synchronize() override {}
 
   void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }

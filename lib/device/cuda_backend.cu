@@ -331,6 +331,10 @@ class CudaBackend final : public Backend {
   void copy(void* to, const void* from, std::size_t bytes) override {
     check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
+  void copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width,
+               std::size_t rows) override {
+    check(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows, cudaMemcpyDeviceToDevice, stream_), "copy_2d");
+  }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
   void fill_zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream_), "fill"); }

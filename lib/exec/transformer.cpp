@@ -185,6 +185,74 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
   return out;
 }
 
+void Transformer::load(const Transformer& from) {
+  if (from.arch_.name != arch_.name || from.arch_.layers != arch_.layers || from.arch_.hidden != arch_.hidden ||
+      from.arch_.vocab != arch_.vocab || from.head_ != head_ || from.options_.dtype != options_.dtype ||
+      static_cast<int>(from.shards_.size()) != from.options_.tp.size ||
+      static_cast<int>(shards_.size()) != options_.tp.size) {
+    throw std::logic_error("transformer: load needs the same model with every shard on both sides");
+  }
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  const std::size_t hidden = static_cast<std::size_t>(arch_.hidden), hd = static_cast<std::size_t>(arch_.head_dim);
+  const auto whole_copy = [&](Buffer& to, const Buffer& source) {
+    if (to.data()) b_.copy(to.data(), source.data(), to.bytes());
+  };
+  whole_copy(embedding_, from.embedding_);
+  whole_copy(final_norm_, from.final_norm_);
+  whole_copy(lm_head_, from.lm_head_);
+  // A sharded tensor's slice [first, first + count) of the whole one, along its rows (by_rows:
+  // `width` elements a row) or along its columns (`width` rows).
+  struct Slice {
+    std::size_t first, count;
+  };
+  const auto move = [&](Buffer& to, Slice d, const Buffer& source, Slice s, bool by_rows, std::size_t width) {
+    const std::size_t lo = std::max(d.first, s.first), hi = std::min(d.first + d.count, s.first + s.count);
+    if (lo >= hi) return;
+    char* out = static_cast<char*>(to.data());
+    const char* in = static_cast<const char*>(source.data());
+    if (by_rows) {
+      b_.copy(out + (lo - d.first) * width * e, in + (lo - s.first) * width * e, (hi - lo) * width * e);
+    } else {
+      b_.copy_2d(out + (lo - d.first) * e, d.count * e, in + (lo - s.first) * e, s.count * e, (hi - lo) * e, width);
+    }
+  };
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    Layer& w = layers_[l];
+    const Layer& src = from.layers_[l];
+    whole_copy(w.attn_norm, src.attn_norm);
+    whole_copy(w.q_norm, src.q_norm);
+    whole_copy(w.k_norm, src.k_norm);
+    whole_copy(w.mlp_norm, src.mlp_norm);
+    for (std::size_t d = 0; d < shards_.size(); ++d) {
+      const ShardShape& dsh = shards_[d];
+      ShardWeights& dw = w.shards[d];
+      const Slice dq{static_cast<std::size_t>(dsh.first_head) * hd, static_cast<std::size_t>(dsh.heads) * hd};
+      const Slice dk{static_cast<std::size_t>(dsh.first_kv) * hd, static_cast<std::size_t>(dsh.kv_heads) * hd};
+      const Slice df{static_cast<std::size_t>(dsh.first_ffn), static_cast<std::size_t>(dsh.ffn)};
+      for (std::size_t s = 0; s < from.shards_.size(); ++s) {
+        const ShardShape& ssh = from.shards_[s];
+        const ShardWeights& sw = src.shards[s];
+        const Slice sq{static_cast<std::size_t>(ssh.first_head) * hd, static_cast<std::size_t>(ssh.heads) * hd};
+        const Slice sk{static_cast<std::size_t>(ssh.first_kv) * hd, static_cast<std::size_t>(ssh.kv_heads) * hd};
+        const Slice sf{static_cast<std::size_t>(ssh.first_ffn), static_cast<std::size_t>(ssh.ffn)};
+        move(dw.wq, dq, sw.wq, sq, true, hidden);
+        move(dw.wk, dk, sw.wk, sk, true, hidden);
+        move(dw.wv, dk, sw.wv, sk, true, hidden);
+        if (arch_.qkv_bias) {
+          move(dw.bq, dq, sw.bq, sq, true, 1);
+          move(dw.bk, dk, sw.bk, sk, true, 1);
+          move(dw.bv, dk, sw.bv, sk, true, 1);
+        }
+        move(dw.wo, dq, sw.wo, sq, false, hidden);
+        move(dw.w_gate, df, sw.w_gate, sf, true, hidden);
+        move(dw.w_up, df, sw.w_up, sf, true, hidden);
+        move(dw.w_down, df, sw.w_down, sf, false, hidden);
+      }
+    }
+  }
+  optimizer_.clear();
+}
+
 std::uint64_t Transformer::next_seed() {
   const std::uint64_t seed = next_seed_;
   next_seed_ = device::mix64(next_seed_);

@@ -89,6 +89,13 @@ class Transformer {
   };
   std::vector<Tensor> parameters();
 
+  // Takes another model's weights: the same architecture and head, both holding every shard
+  // of their tensor-parallel splits, which may differ (a trainer's layout into an inference
+  // engine's: the reshard). Its own optimiser state is dropped (a model that loads weights is
+  // not the one being trained).
+  void load(const Transformer& from);
+  int tp() const { return options_.tp.size; }
+
   // The KV cache of `slots` sequences of at most `capacity` positions each.
   class Cache {
    public:

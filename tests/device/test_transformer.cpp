@@ -434,6 +434,19 @@ TEST_CASE("tensor parallelism: two shards in one process give one shard's output
           CAPTURE(i);
           CHECK(split_after[i] == doctest::Approx(after[i]).epsilon(4 * tolerance).scale(1.0));
         }
+        // The reshard: another seed's models, in the other layout, take the trained weights.
+        TransformerOptions other_one = one, other_two = two;
+        other_one.seed = other_two.seed = 99;
+        Transformer gathered(*b, a, head, other_one), spread(*b, a, head, other_two);
+        CHECK(gathered.score(tokens, batch, length) != split_after);
+        gathered.load(split);
+        spread.load(whole);
+        const std::vector<float> g = gathered.score(tokens, batch, length), sp = spread.score(tokens, batch, length);
+        for (std::size_t i = 0; i < after.size(); ++i) {
+          CAPTURE(i);
+          CHECK(g[i] == doctest::Approx(after[i]).epsilon(4 * tolerance).scale(1.0));
+          CHECK(sp[i] == doctest::Approx(split_after[i]).epsilon(4 * tolerance).scale(1.0));
+        }
       }
       // Decode over a cache, sharded by kv head.
       Transformer whole(*b, a, Head::kLanguage, one), split(*b, a, Head::kLanguage, two);

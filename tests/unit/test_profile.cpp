@@ -79,6 +79,7 @@ class FailingBackend final : public device::Backend {
   void scatter(device::DType, const void*, const int*, void*, int, int) override { tick(); }
   void fill_uniform(device::DType, void*, const device::Block&, float, float, unsigned long long) override { tick(); }
   void fill_value(device::DType, void*, std::size_t, float) override { tick(); }
+  void copy_2d(void*, std::size_t, const void*, std::size_t, std::size_t, std::size_t) override { tick(); }
   void add(device::DType, void*, const void*, std::size_t) override { tick(); }
   void add_bias(device::DType, void*, const void*, int, int) override { tick(); }
   void bias_backward(device::DType, const void*, float*, int, int) override { tick(); }
