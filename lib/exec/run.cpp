@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -50,29 +51,31 @@ class Runner {
         evaluator_(model) {
     check_placements();
     prediction_ = evaluator_.evaluate(plan_, true);
-    TransformerOptions o;
-    o.dtype = settings.dtype;
-    const auto make = [&](Role role, Head head, std::uint64_t salt) -> std::unique_ptr<Transformer> {
+    for (const workload::Role role : workload::kRoles) {
       const workload::RoleModel& r = w_.role(role);
-      if (r.kind != workload::RoleModel::Kind::kModel) return nullptr;
-      o.seed = settings.seed * 131 + salt;
-      return std::make_unique<Transformer>(b_, models.get(r.model, workload::role_name(role)), head, o);
-    };
-    actor_ = make(Role::kActor, Head::kLanguage, 1);
-    reference_ = make(Role::kReference, Head::kLanguage, 2);
-    critic_ = make(Role::kCritic, Head::kScalar, 3);
-    reward_ = make(Role::kReward, Head::kScalar, 4);
-    if (graph_.find("generate") >= 0) {
-      // Generation's own copy of the actor, as a serving engine holds one; the weight sync
-      // copies the trained weights into it.
-      rollout_ = make(Role::kActor, Head::kLanguage, 1);
+      if (r.kind == workload::RoleModel::Kind::kModel) archs_[role_index(role)] = &models.get(r.model, workload::role_name(role));
     }
-    for (const Transformer* m : {actor_.get(), rollout_.get(), reference_.get(), critic_.get(), reward_.get()}) {
-      if (m) result_.parameter_bytes += m->parameter_bytes();
+    // The trained roles' layouts: their training task's TP.
+    for (const int task : graph_.gpu_tasks()) {
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+      if (t.kind == TaskKind::kTrain) trainer_tp_[role_index(*t.role)] = tp_of(placement(task).replicas.front());
     }
   }
 
   RunResult run(const std::function<void(int, int)>& progress) {
+    // Every model exists from the start (and its weights with it), as on a cluster.
+    for (const int task : graph_.gpu_tasks()) {
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+      for (const plan::Replica& r : placement(task).replicas) {
+        if (t.kind == TaskKind::kGenerate) {
+          rollout(tp_of(r));
+        } else {
+          model_for(*t.role, tp_of(r));
+        }
+      }
+    }
+    for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
+    for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
     for (int iteration = 0; iteration < settings_.iterations; ++iteration) {
       IterationMeasurement m;
       m.tasks.resize(graph_.tasks.size());
@@ -98,20 +101,66 @@ class Runner {
     throw std::logic_error("run: a GPU task without a placement");
   }
 
+  static int role_index(Role role) { return static_cast<int>(role); }
+  static int tp_of(const plan::Replica& r) { return static_cast<int>(r.stages.front().devices.size()); }
+
+  // On one device a replica's tensor-parallel shards run one after another and its pipeline
+  // stages as one model; every stage of a replica has one TP, and a trained model's replicas
+  // one layout (they hold one set of weights).
   void check_placements() const {
     for (const int task : graph_.gpu_tasks()) {
       const plan::TaskPlacement& p = placement(task);
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
       for (std::size_t r = 0; r < p.replicas.size(); ++r) {
-        const plan::Replica& replica = p.replicas[r];
-        const std::size_t tp = replica.stages.front().devices.size();
-        if (replica.stages.size() != 1 || tp != 1) {
-          throw core::JobError(fmt::format(
-              "task {} replica {} runs on {} GPUs (TP {}, PP {}); hetrl-exec runs each replica on one device (TP 1, "
-              "PP 1), one after another",
-              graph_.tasks[static_cast<std::size_t>(task)].name, r, tp * replica.stages.size(), tp,
-              replica.stages.size()));
+        for (const plan::Stage& s : p.replicas[r].stages) {
+          if (static_cast<int>(s.devices.size()) != tp_of(p.replicas[r])) {
+            throw core::JobError(fmt::format("task {} replica {}: stages of different TP; hetrl-exec runs one TP a replica",
+                                             t.name, r));
+          }
+        }
+        if (t.kind == TaskKind::kTrain && tp_of(p.replicas[r]) != tp_of(p.replicas.front())) {
+          throw core::JobError(fmt::format("task {}: replicas of TP {} and {}; hetrl-exec trains one layout of a model",
+                                           t.name, tp_of(p.replicas.front()), tp_of(p.replicas[r])));
         }
       }
+    }
+  }
+
+  // The role's model in a TP layout: made on first use (every layout of a role starts from the
+  // same weights), and a trained role's copy brought up to its training's latest weights first
+  // (the reshard, untimed: the schedule prices the weights' transfer apart from the task).
+  Transformer& model_for(Role role, int tp) {
+    const int i = role_index(role);
+    std::unique_ptr<Transformer>& m = models_[{i, tp}];
+    if (!m) m = make(role, tp);
+    int& held = held_[{i, tp}];
+    if (held < version_[i] && trainer_tp_[i] != tp) {
+      m->load(model_for(role, trainer_tp_[i]));
+      held = version_[i];
+    }
+    return *m;
+  }
+
+  // Generation's own copy of the actor in a TP layout, as a serving engine holds one; the weight
+  // sync brings it the trained weights.
+  Transformer& rollout(int tp) {
+    std::unique_ptr<Transformer>& m = rollouts_[tp];
+    if (!m) m = make(Role::kActor, tp);
+    return *m;
+  }
+
+  std::unique_ptr<Transformer> make(Role role, int tp) {
+    const int i = role_index(role);
+    if (!archs_[i]) throw std::logic_error("run: a task of a role without a model");
+    TransformerOptions o;
+    o.dtype = settings_.dtype;
+    o.seed = settings_.seed * 131 + static_cast<std::uint64_t>(i) + 1;
+    o.tp.size = tp;
+    const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
+    try {
+      return std::make_unique<Transformer>(b_, *archs_[i], head, o);
+    } catch (const core::InputError& e) {
+      throw core::JobError(fmt::format("the plan's TP {} cannot split the model: {}", tp, e.what()));
     }
   }
 
@@ -120,7 +169,7 @@ class Runner {
   // without generation (SFT) seeded response tokens.
   void draw_samples(int iteration) {
     const int count = w_.samples_per_iteration();
-    const int vocab = actor_->arch().vocab;
+    const int vocab = archs_[role_index(Role::kActor)]->vocab;
     const std::vector<int> lengths =
         w_.response.sample(count, settings_.seed * 7919 + static_cast<std::uint64_t>(iteration));
     samples_.assign(static_cast<std::size_t>(count), Sample{});
@@ -224,9 +273,10 @@ class Runner {
     TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
     out.ran = true;
     if (t.kind == TaskKind::kWeightSync) {
+      // The trained actor's weights into each of generation's layouts.
+      Transformer& trained = model_for(Role::kActor, trainer_tp_[role_index(Role::kActor)]);
       const Stopwatch watch(b_);
-      std::vector<Transformer::Tensor> from = actor_->parameters(), to = rollout_->parameters();
-      for (std::size_t i = 0; i < from.size(); ++i) b_.copy(to[i].buffer->data(), from[i].buffer->data(), from[i].buffer->bytes());
+      for (auto& [tp, engine] : rollouts_) engine->load(trained);
       out.seconds = watch.seconds();
       return;
     }
@@ -270,8 +320,9 @@ class Runner {
         request.temperature = settings_.temperature;
         request.seed = settings_.seed * 1000003 + static_cast<std::uint64_t>(iteration);
         request.first_sequence = static_cast<int>(first);
+        Transformer& engine = rollout(tp_of(p.replicas[r]));
         const Stopwatch watch(b_);
-        const GenerationResult g_out = generate(*rollout_, request);
+        const GenerationResult g_out = generate(engine, request);
         out.replica_seconds.push_back(watch.seconds());
         m.decode_steps += g_out.decode_steps;
         out.tokens += g_out.generated_tokens;
@@ -281,27 +332,28 @@ class Runner {
         }
       }
     } else if (t.kind == TaskKind::kForward) {
-      for (const std::vector<std::size_t>& mine : shares) {
+      for (std::size_t r = 0; r < shares.size(); ++r) {
+        Transformer& m_r = model_for(*t.role, tp_of(p.replicas[r]));
         const Stopwatch watch(b_);
-        for (const MicroBatch& mb : micro_batches(mine)) {
+        for (const MicroBatch& mb : micro_batches(shares[r])) {
           switch (*t.role) {
             case Role::kActor:
-              score(*actor_, mb, false, [](Sample& s, const float* v, float) {
+              score(m_r, mb, false, [](Sample& s, const float* v, float) {
                 s.old_logp.assign(v, v + s.response_length());
               });
               break;
             case Role::kReference:
-              score(*reference_, mb, false, [](Sample& s, const float* v, float) {
+              score(m_r, mb, false, [](Sample& s, const float* v, float) {
                 s.ref_logp.assign(v, v + s.response_length());
               });
               break;
             case Role::kCritic:
-              score(*critic_, mb, false, [](Sample& s, const float* v, float) {
+              score(m_r, mb, false, [](Sample& s, const float* v, float) {
                 s.values.assign(v, v + s.response_length());
               });
               break;
             case Role::kReward:
-              score(*reward_, mb, false, [](Sample& s, const float*, float last) { s.score = last; });
+              score(m_r, mb, false, [](Sample& s, const float*, float last) { s.score = last; });
               break;
           }
         }
@@ -320,7 +372,8 @@ class Runner {
   // and one optimiser step. Each replica's time is its micro-batches' plus the step.
   void train(int iteration, Role role, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
              IterationMeasurement& m) {
-    Transformer& model = role == Role::kCritic ? *critic_ : *actor_;
+    const int role_at = role_index(role);
+    Transformer& model = model_for(role, trainer_tp_[role_at]);
     const bool supervised = graph_.find("generate") < 0;
     std::vector<double> seconds(shares.size(), 0.0);
     const int minis = std::max(1, w_.mini_batches);
@@ -379,6 +432,9 @@ class Runner {
         const Stopwatch step(b_);
         model.step(adam);
         const double step_seconds = step.seconds();
+        // The other layouts of this role are behind now.
+        ++version_[role_at];
+        held_[{role_at, trainer_tp_[role_at]}] = version_[role_at];
         for (std::size_t r = 0; r < parts.size(); ++r) seconds[r] += step_seconds;
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
       }
@@ -394,7 +450,12 @@ class Runner {
   const workload::Workload& w_;
   plan::Evaluator evaluator_;
   plan::Prediction prediction_;
-  std::unique_ptr<Transformer> actor_, rollout_, reference_, critic_, reward_;
+  std::array<const workload::ModelArch*, 4> archs_{};  // per role, where it has a model
+  std::array<int, 4> trainer_tp_{1, 1, 1, 1};          // per role: its training's TP
+  std::array<int, 4> version_{};                       // per role: optimiser steps taken
+  std::map<std::pair<int, int>, std::unique_ptr<Transformer>> models_;  // (role, TP)
+  std::map<std::pair<int, int>, int> held_;            // (role, TP): the version it holds
+  std::map<int, std::unique_ptr<Transformer>> rollouts_;  // generation's, by TP
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;
   RunResult result_;

@@ -72,13 +72,22 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
                                        arch_.head_dim, device::kMaxHeadDim));
   }
   const int tp = options_.tp.size;
-  if (tp < 1 || arch_.heads % tp != 0 || arch_.kv_heads % tp != 0 || arch_.ffn_hidden < tp) {
-    throw core::InputError(fmt::format("model {}: TP {} must divide its {} heads and {} kv heads",
-                                       core::quoted(arch_.name), tp, arch_.heads, arch_.kv_heads));
+  // Fewer kv heads than shards: each kv head is copied to the shards whose query heads read
+  // it, as Megatron and vLLM do.
+  const bool kv_split = tp >= 1 && arch_.kv_heads % tp == 0;
+  const bool kv_copied = tp >= 1 && tp % arch_.kv_heads == 0;
+  if (tp < 1 || arch_.heads % tp != 0 || (!kv_split && !kv_copied) || arch_.ffn_hidden < tp) {
+    throw core::InputError(fmt::format(
+        "model {}: TP {} must divide its {} heads, and divide or be a multiple of its {} kv heads",
+        core::quoted(arch_.name), tp, arch_.heads, arch_.kv_heads));
   }
   std::vector<int> local = options_.tp.local;
   if (local.empty()) {
     for (int s = 0; s < tp; ++s) local.push_back(s);
+  }
+  if (kv_copied && !kv_split && static_cast<int>(local.size()) < tp) {
+    throw core::InputError(fmt::format("model {}: TP {} over processes with {} kv heads (copied kv heads need every shard in one process)",
+                                       core::quoted(arch_.name), tp, arch_.kv_heads));
   }
   for (const int s : local) {
     if (s < 0 || s >= tp) throw core::InputError(fmt::format("TP shard {} of {}", s, tp));
@@ -86,8 +95,8 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
     shape.index = s;
     shape.heads = arch_.heads / tp;
     shape.first_head = s * shape.heads;
-    shape.kv_heads = arch_.kv_heads / tp;
-    shape.first_kv = s * shape.kv_heads;
+    shape.kv_heads = kv_split ? arch_.kv_heads / tp : 1;
+    shape.first_kv = kv_split ? s * shape.kv_heads : s * arch_.kv_heads / tp;
     shape.first_ffn = arch_.ffn_hidden * s / tp;
     shape.ffn = arch_.ffn_hidden * (s + 1) / tp - shape.first_ffn;
     shards_.push_back(shape);
@@ -755,6 +764,24 @@ void Transformer::backward(const std::vector<float>& doutput) {
 void Transformer::step(const device::AdamW& options) {
   device::AdamW o = options;
   o.step = ++steps_;
+  // A kv head copied to several shards has one gradient: the sum of its copies'.
+  if (options_.tp.size > arch_.kv_heads) {
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const std::string p = fmt::format("layer.{}.", l);
+      for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
+        if (!arch_.qkv_bias && tensor[0] == 'b') continue;
+        for (std::size_t a = 0; a < shards_.size(); ++a) {
+          if (a > 0 && shards_[a - 1].first_kv == shards_[a].first_kv) continue;  // its group's first only
+          std::size_t end = a + 1;
+          while (end < shards_.size() && shards_[end].first_kv == shards_[a].first_kv) ++end;
+          Buffer& total = grad(shard_name(p + tensor, shards_[a]));
+          const std::size_t count = total.bytes() / sizeof(float);
+          for (std::size_t c = a + 1; c < end; ++c) b_.add(DType::kF32, total.data(), grad(shard_name(p + tensor, shards_[c])).data(), count);
+          for (std::size_t c = a + 1; c < end; ++c) b_.copy(grad(shard_name(p + tensor, shards_[c])).data(), total.data(), total.bytes());
+        }
+      }
+    }
+  }
   for (const Tensor& p : parameters()) {
     Optimizer& opt = optimizer_[p.name];
     if (!opt.grad.data()) continue;  // no gradient reached it (a head another task trains)

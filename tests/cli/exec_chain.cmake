@@ -1,6 +1,6 @@
 # hetrl-exec end to end on the cpu backend, with the models scaled down: a PPO plan of data-
 # parallel replicas (two of most tasks, one of some) run twice with one seed and once with
-# another, and a GRPO plan with a rule reward. Checks what the report holds and that a seed
+# another, a GRPO plan with a rule reward, and one whose generation replica spans two GPUs. Checks what the report holds and that a seed
 # gives the same run, never how fast the machine is.
 #   EXEC: the tool; DATA: tests/cli/data; OUT: a scratch folder.
 function(run)
@@ -12,7 +12,7 @@ function(run)
 endfunction()
 
 set(SCALE --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 2)
-file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json)
+file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json ${OUT}/exec_tp2.json)
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
     ${SCALE} --seed 3 --report ${OUT}/exec_a.json)
 foreach(piece "1 layers, hidden 64" "generate" "critic_train" "wrote ${OUT}/exec_a.json")
@@ -67,6 +67,17 @@ endif()
 string(JSON loss GET "${a}" iteration_stats 1 value_loss)
 if(NOT loss GREATER 0)
   message(FATAL_ERROR "the critic's loss is ${loss}")
+endif()
+
+# Generation over two GPUs a replica (TP 2), its two shards one after another here, fed by the
+# weight sync from the actor trained at TP 1: it runs, one replica for generation.
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_tp2.json
+    --layers 1 --hidden 128 --vocab 512 --backend cpu --iterations 2 --report ${OUT}/exec_tp2.json)
+file(READ ${OUT}/exec_tp2.json tp2)
+string(JSON generators LENGTH "${tp2}" tasks generate replica_seconds 1)
+string(JSON generated GET "${tp2}" tasks generate tokens 1)
+if(NOT generators EQUAL 1 OR NOT generated GREATER 0)
+  message(FATAL_ERROR "TP 2 generation: ${generators} replicas, ${generated} tokens")
 endif()
 
 # GRPO with a rule reward: its score is the share of even response tokens.

@@ -465,6 +465,46 @@ TEST_CASE("tensor parallelism: two shards in one process give one shard's output
   CHECK_THROWS_AS(Transformer(*b, odd, Head::kLanguage, three), core::InputError);  // 4 heads
 }
 
+TEST_CASE("tensor parallelism: more shards than kv heads copy each kv head, and train as one") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(false, true, false);  // 4 heads, 2 kv heads, qkv biases
+  TransformerOptions one, four;
+  one.dtype = four.dtype = DType::kF32;
+  four.tp.size = 4;
+  Transformer whole(*b, a, Head::kLanguage, one), split(*b, a, Head::kLanguage, four);
+  const int batch = 2, length = 5;
+  std::vector<int> tokens = some_tokens(length, a.vocab, 11);
+  const std::vector<int> second = some_tokens(length, a.vocab, 12);
+  tokens.insert(tokens.end(), second.begin(), second.end());
+  const auto same = [&](const std::vector<float>& x, const std::vector<float>& y) {
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CAPTURE(i);
+      CHECK(x[i] == doctest::Approx(y[i]).epsilon(1e-4).scale(1.0));
+    }
+  };
+  same(split.score(tokens, batch, length), whole.score(tokens, batch, length));
+  // Shards 0 and 1 hold copies of kv head 0: after steps their copies still agree, and the
+  // model still equals the unsplit one.
+  device::AdamW adam;
+  adam.lr = 5e-2f;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> dout(static_cast<std::size_t>(batch * (length - 1)), -0.1f);
+    whole.forward(tokens, batch, length);
+    whole.backward(dout);
+    split.forward(tokens, batch, length);
+    split.backward(dout);
+    whole.step(adam);
+    split.step(adam);
+  }
+  std::map<std::string, std::vector<double>> held;
+  for (const Transformer::Tensor& p : split.parameters()) held[p.name] = device::get(*b, DType::kF32, *p.buffer, p.count);
+  CHECK(held.at("layer.1.wk/0") == held.at("layer.1.wk/1"));
+  CHECK(held.at("layer.1.bv/2") == held.at("layer.1.bv/3"));
+  CHECK(held.at("layer.1.wk/1") != held.at("layer.1.wk/2"));
+  same(split.score(tokens, batch, length), whole.score(tokens, batch, length));
+}
+
 TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(true, false, false);
