@@ -764,6 +764,16 @@ void Transformer::backward(const std::vector<float>& doutput) {
 void Transformer::step(const device::AdamW& options) {
   device::AdamW o = options;
   o.step = ++steps_;
+  // The qk norms are whole on every shard but each shard's heads give a part of their
+  // gradient: summed over the processes holding the other shards.
+  if (arch_.qk_norm && options_.tp.all_reduce) {
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      for (const char* norm : {"q_norm", "k_norm"}) {
+        Buffer& g = grad(fmt::format("layer.{}.{}", l, norm));
+        options_.tp.all_reduce(DType::kF32, g.data(), g.bytes() / sizeof(float));
+      }
+    }
+  }
   // A kv head copied to several shards has one gradient: the sum of its copies'.
   if (options_.tp.size > arch_.kv_heads) {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
