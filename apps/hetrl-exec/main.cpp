@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "common/tool.h"
 #include "core/error.h"
@@ -21,7 +22,9 @@
 #include "io/files.h"
 #include "io/inputs.h"
 #include "io/plan_io.h"
+#include "io/sim_io.h"
 #include "plan/evaluate.h"
+#include "sim/recorder.h"
 
 namespace {
 
@@ -36,6 +39,34 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The measured iterations as hetrl-sim's recorder holds a simulated run, from the first one's
+// start: each task on its group's track (CPU tasks and the weight sync on the last), each
+// replica's stretches of work on its own row. On one device they follow one another.
+sim::Recorder measured_timeline(const exec::RunResult& run, const plan::Plan& plan, const workload::TaskGraph& graph) {
+  sim::Recorder r;
+  double origin = std::numeric_limits<double>::infinity();
+  for (const exec::IterationMeasurement& it : run.iterations) {
+    for (const exec::TaskMeasurement& t : it.tasks) {
+      if (t.ran) origin = std::min(origin, t.start);
+    }
+  }
+  for (std::size_t i = 0; i < run.iterations.size(); ++i) {
+    const exec::IterationMeasurement& it = run.iterations[i];
+    for (std::size_t task = 0; task < it.tasks.size(); ++task) {
+      const exec::TaskMeasurement& t = it.tasks[task];
+      if (!t.ran) continue;
+      const bool placed = graph.tasks[task].on_gpu();
+      const int group = placed ? plan.group_of(static_cast<int>(task)) : -1;
+      r.tasks.push_back({static_cast<int>(i), static_cast<int>(task), group, t.start - origin, t.end - origin});
+      for (const exec::ReplicaSpan& s : t.spans) {
+        r.replicas.push_back({static_cast<int>(i), static_cast<int>(task), group, s.replica, s.start - origin,
+                              s.end - origin, 0.0, static_cast<std::uint64_t>(s.decode_steps), s.samples});
+      }
+    }
+  }
+  return r;
 }
 
 // Splits `layers` over the replica's stages in proportion to the layers they held (largest
@@ -104,10 +135,15 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name, "Storage type of weights and activations: bf16, fp16 or fp32")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.execreport/v1) here ('-': standard output)");
+  std::string trace_path;
+  app.add_option("--trace", trace_path,
+                 "Write the measured timeline as a Chrome trace-event file, as hetrl-sim's (opens in Perfetto; '-': "
+                 "standard output)");
 
   return apps::run_tool(app, argc, argv, [&] {
     if (batch_scale <= 0) apps::usage_error("--batch-scale must be above 0");
-    io::check_outputs(std::vector<std::string>{report_path}, std::vector<std::string>{cluster_path, workload_path, plan_path});
+    io::check_outputs(std::vector<std::string>{report_path, trace_path},
+                      std::vector<std::string>{cluster_path, workload_path, plan_path});
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
     plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
@@ -177,12 +213,19 @@ int main(int argc, char** argv) {
     if (terminal) std::fprintf(stderr, "\r\033[K");
     run.iterations.erase(run.iterations.begin(), run.iterations.begin() + warmup);
 
+    // The report and the trace are written together, or neither.
+    io::OutputFiles files;
     if (!report_path.empty()) {
       io::ExecReportInputs inputs{plan_path, in.cluster_hash, in.workload_hash, backend->info().backend,
                                   backend->info().name, settings, batch_scale, ran};
-      io::write_file_atomic(report_path, io::exec_report_json(inputs, run, predicted, graph));
+      files.add(report_path, io::exec_report_json(inputs, run, predicted, graph));
     }
-    std::FILE* text = report_path == io::kStdout ? stderr : stdout;
+    if (!trace_path.empty()) {
+      files.add(trace_path, io::chrome_trace_json(measured_timeline(run, p, graph), sim::SimSummary{}, graph,
+                                                  static_cast<int>(p.groups.size())));
+    }
+    files.commit();
+    std::FILE* text = report_path == io::kStdout || trace_path == io::kStdout ? stderr : stdout;
     fmt::print(text, "ran {} on {} ({} backend, {}): {} iteration{} after {} warm-up, {} samples an iteration\n",
                plan_path, backend->info().name, backend->info().backend, dtype_name, settings.iterations,
                settings.iterations == 1 ? "" : "s", warmup, w.samples_per_iteration());
@@ -211,7 +254,9 @@ int main(int argc, char** argv) {
     }
     fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica (replicas run one after "
                      "another on this device, each timed alone)\n");
-    if (!report_path.empty() && report_path != io::kStdout) fmt::print(text, "wrote {}\n", report_path);
+    for (const std::string& path : {report_path, trace_path}) {
+      if (!path.empty() && path != io::kStdout) fmt::print(text, "wrote {}\n", path);
+    }
     return apps::kExitOk;
   });
 }

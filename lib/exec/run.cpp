@@ -31,6 +31,10 @@ class Stopwatch {
     b_.synchronize();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
+  // When it started, in seconds after `origin`.
+  double started(std::chrono::steady_clock::time_point origin) const {
+    return std::chrono::duration<double>(start_ - origin).count();
+  }
 
  private:
   device::Backend& b_;
@@ -63,6 +67,7 @@ class Runner {
   }
 
   RunResult run(const std::function<void(int, int)>& progress) {
+    origin_ = std::chrono::steady_clock::now();
     // Every model exists from the start (and its weights with it), as on a cluster.
     for (const int task : graph_.gpu_tasks()) {
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
@@ -82,7 +87,12 @@ class Runner {
       draw_samples(iteration);
       for (const int task : graph_.topological_order()) {
         if (progress) progress(iteration, task);
+        TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
+        b_.synchronize();
+        out.start = now();
         run_task(iteration, task, m);
+        b_.synchronize();
+        out.end = now();
       }
       double score = 0;
       for (const Sample& s : samples_) score += s.score;
@@ -102,6 +112,12 @@ class Runner {
   }
 
   static int role_index(Role role) { return static_cast<int>(role); }
+  double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count(); }
+  // Records replica r's stretch that `watch` timed (`seconds` long).
+  void span(TaskMeasurement& out, std::size_t r, const Stopwatch& watch, double seconds, int samples, long long steps = 0) {
+    const double start = watch.started(origin_);
+    out.spans.push_back({static_cast<int>(r), start, start + seconds, samples, steps});
+  }
   static int tp_of(const plan::Replica& r) { return static_cast<int>(r.stages.front().devices.size()); }
 
   // On one device a replica's tensor-parallel shards run one after another and its pipeline
@@ -324,6 +340,7 @@ class Runner {
         const Stopwatch watch(b_);
         const GenerationResult g_out = generate(engine, request);
         out.replica_seconds.push_back(watch.seconds());
+        span(out, r, watch, out.replica_seconds.back(), static_cast<int>(last - first), g_out.decode_steps);
         m.decode_steps += g_out.decode_steps;
         out.tokens += g_out.generated_tokens;
         for (std::size_t i = first; i < last; ++i) {
@@ -358,6 +375,7 @@ class Runner {
           }
         }
         out.replica_seconds.push_back(watch.seconds());
+        span(out, r, watch, out.replica_seconds.back(), static_cast<int>(shares[r].size()));
       }
       out.tokens = tokens_of(samples_, 0, samples_.size());
     } else if (t.kind == TaskKind::kTrain) {
@@ -427,7 +445,9 @@ class Runner {
             });
             model.backward(dout);
           }
-          seconds[r] += watch.seconds();
+          const double spent = watch.seconds();
+          seconds[r] += spent;
+          span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
         const Stopwatch step(b_);
         model.step(adam);
@@ -458,6 +478,7 @@ class Runner {
   std::map<int, std::unique_ptr<Transformer>> rollouts_;  // generation's, by TP
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;
+  std::chrono::steady_clock::time_point origin_;
   RunResult result_;
 };
 

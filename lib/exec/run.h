@@ -37,11 +37,21 @@ struct RunSettings {
   RlSettings rl;
 };
 
+// A stretch of one replica's work, as run: seconds from the start of the run.
+struct ReplicaSpan {
+  int replica = 0;
+  double start = 0, end = 0;
+  int samples = 0;
+  long long decode_steps = 0;  // generation
+};
+
 struct TaskMeasurement {
   double seconds = 0;                   // the slowest replica's, or the host's for a CPU task
   std::vector<double> replica_seconds;  // GPU tasks
   long long tokens = 0;                 // tokens the task processed (generated, for generation)
   bool ran = false;
+  double start = 0, end = 0;            // seconds from the start of the run, as run here
+  std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
 };
 
 struct IterationMeasurement {

@@ -12,10 +12,10 @@ function(run)
 endfunction()
 
 set(SCALE --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 2)
-file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json ${OUT}/exec_tp2.json)
+file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_a_trace.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json ${OUT}/exec_tp2.json)
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
-    ${SCALE} --seed 3 --report ${OUT}/exec_a.json)
-foreach(piece "1 layers, hidden 64" "generate" "critic_train" "wrote ${OUT}/exec_a.json")
+    ${SCALE} --seed 3 --report ${OUT}/exec_a.json --trace ${OUT}/exec_a_trace.json)
+foreach(piece "1 layers, hidden 64" "generate" "critic_train" "wrote ${OUT}/exec_a.json" "wrote ${OUT}/exec_a_trace.json")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the table lacks \"${piece}\":\n${out}")
@@ -26,6 +26,22 @@ run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
     ${SCALE} --seed 4 --report ${OUT}/exec_c.json)
 file(READ ${OUT}/exec_a.json a)
+# The measured timeline, in hetrl-sim's trace format: each task of both iterations, each
+# replica's stretches.
+file(READ ${OUT}/exec_a_trace.json trace)
+string(JSON events LENGTH "${trace}" traceEvents)
+set(seen "")
+math(EXPR last "${events} - 1")
+foreach(i RANGE ${last})
+  string(JSON name GET "${trace}" traceEvents ${i} name)
+  list(APPEND seen "${name}")
+endforeach()
+foreach(name "generate replica 1" "critic_train replica 0" "actor_train" "weight_sync" "advantage")
+  list(FIND seen "${name}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "the trace lacks \"${name}\": ${seen}")
+  endif()
+endforeach()
 file(READ ${OUT}/exec_b.json b)
 file(READ ${OUT}/exec_c.json c)
 
