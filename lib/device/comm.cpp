@@ -37,6 +37,10 @@ class SingleCommunicator final : public Communicator {
   double max(double x) override { return x; }
   void broadcast_host(void*, std::size_t, int root) override { check_rank(root, "broadcast root"); }
   [[noreturn]] void abort(int code) override { std::exit(code); }
+  std::unique_ptr<Communicator> split(int color, int) override {
+    if (color < 0) throw DeviceError("split: a color below 0");
+    return std::make_unique<SingleCommunicator>(backend_);
+  }
 
  private:
   void move(DType t, const void* from, void* to, std::size_t count) {

@@ -55,6 +55,11 @@ class Communicator {
   virtual void broadcast_host(void* data, std::size_t bytes, int root) = 0;
   // Ends every process of the run with `code` (after this process printed why).
   [[noreturn]] virtual void abort(int code) = 0;
+
+  // The processes of this communicator that give the same `color` (at least 0), as a
+  // communicator of their own ranked by `key` (ties by rank here): a tensor-parallel group, a
+  // data-parallel one. Called by every process of this one, as a collective.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 };
 
 // The communicator over the processes the launcher started, for `backend`'s device. Throws

@@ -72,9 +72,25 @@ int mpi_count(std::size_t count, const char* what) {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() : world_(World::get()) {
-    check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
-    check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+  // MPI's world, or (owned) a communicator split from one.
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD) : world_(World::get()), comm_(comm) {
+    if (comm_ != MPI_COMM_WORLD) MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  ~MpiCommunicator() override {
+    int ended = 0;
+    MPI_Finalized(&ended);
+    if (comm_ != MPI_COMM_WORLD && !ended) MPI_Comm_free(&comm_);
+  }
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    if (color < 0) throw DeviceError("split: a color below 0");
+    MPI_Comm part = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+    return std::make_unique<MpiCommunicator>(part);
   }
 
   int rank() const override { return rank_; }
@@ -83,29 +99,29 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(DType t, const void* send, void* recv, std::size_t count) override {
     check(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count, "all-reduce"), mpi_type(t),
-                        world_.sum(t), MPI_COMM_WORLD),
+                        world_.sum(t), comm_),
           "MPI_Allreduce");
   }
   // The whole (size() blocks) must also be within MPI's count, so both are checked.
   void all_gather(DType t, const void* send, void* recv, std::size_t count) override {
     (void)mpi_count(count * static_cast<std::size_t>(size_), "all-gather");
     const int n = mpi_count(count, "all-gather");
-    check(MPI_Allgather(send, n, mpi_type(t), recv, n, mpi_type(t), MPI_COMM_WORLD), "MPI_Allgather");
+    check(MPI_Allgather(send, n, mpi_type(t), recv, n, mpi_type(t), comm_), "MPI_Allgather");
   }
   void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) override {
     (void)mpi_count(count * static_cast<std::size_t>(size_), "reduce-scatter");
     check(MPI_Reduce_scatter_block(send, recv, mpi_count(count, "reduce-scatter"), mpi_type(t), world_.sum(t),
-                                   MPI_COMM_WORLD),
+                                   comm_),
           "MPI_Reduce_scatter_block");
   }
   void broadcast(DType t, void* data, std::size_t count, int root) override {
-    check(MPI_Bcast(data, mpi_count(count, "broadcast"), mpi_type(t), root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(data, mpi_count(count, "broadcast"), mpi_type(t), root, comm_), "MPI_Bcast");
   }
   void send(DType t, const void* data, std::size_t count, int peer) override {
-    check(MPI_Send(data, mpi_count(count, "send"), mpi_type(t), peer, kTag, MPI_COMM_WORLD), "MPI_Send");
+    check(MPI_Send(data, mpi_count(count, "send"), mpi_type(t), peer, kTag, comm_), "MPI_Send");
   }
   void recv(DType t, void* data, std::size_t count, int peer) override {
-    check(MPI_Recv(data, mpi_count(count, "receive"), mpi_type(t), peer, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    check(MPI_Recv(data, mpi_count(count, "receive"), mpi_type(t), peer, kTag, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");
   }
 
@@ -115,18 +131,18 @@ class MpiCommunicator final : public Communicator {
   // sleeping between polls, twice as long each time up to 20 ms (a long wait wakes rarely).
   void barrier() override {
     MPI_Request request = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
     wait(request);
   }
   double max(double x) override {
     double most = x;
     MPI_Request request = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(&x, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &request), "MPI_Iallreduce");
+    check(MPI_Iallreduce(&x, &most, 1, MPI_DOUBLE, MPI_MAX, comm_, &request), "MPI_Iallreduce");
     wait(request);
     return most;
   }
   void broadcast_host(void* data, std::size_t bytes, int root) override {
-    check(MPI_Bcast(data, mpi_count(bytes, "broadcast"), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    check(MPI_Bcast(data, mpi_count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -149,6 +165,7 @@ class MpiCommunicator final : public Communicator {
 
   static constexpr int kTag = 7;
   World& world_;
+  MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
 };
 

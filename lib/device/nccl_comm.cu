@@ -32,7 +32,7 @@ ncclDataType_t nccl_type(DType t) {
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(Backend& backend, std::unique_ptr<Communicator> host)
-      : stream_(cuda_stream(backend)), host_(std::move(host)) {
+      : backend_(backend), stream_(cuda_stream(backend)), host_(std::move(host)) {
     ncclUniqueId id{};
     if (host_->rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     host_->broadcast_host(&id, sizeof id, 0);
@@ -68,6 +68,10 @@ class NcclCommunicator final : public Communicator {
   void barrier() override { host_->barrier(); }
   double max(double x) override { return host_->max(x); }
   void broadcast_host(void* data, std::size_t bytes, int root) override { host_->broadcast_host(data, bytes, root); }
+  // A group of its own: the host communicator split, and NCCL bootstrapped over that part.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    return std::make_unique<NcclCommunicator>(backend_, host_->split(color, key));
+  }
   [[noreturn]] void abort(int code) override {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
@@ -76,6 +80,7 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  Backend& backend_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Communicator> host_;
   ncclComm_t comm_ = nullptr;

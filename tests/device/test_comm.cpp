@@ -139,5 +139,35 @@ TEST_CASE("comm: host-side agreement on the largest value and broadcast bytes") 
   CHECK(word == "hetrl");
 }
 
+TEST_CASE("comm: split into the even and the odd processes, ranked in reverse, each summing its own") {
+  Run run;
+  Backend& b = *run.backend;
+  Communicator& comm = *run.comm;
+  const int rank = comm.rank(), size = comm.size();
+  std::unique_ptr<Communicator> part = comm.split(rank % 2, -rank);
+  // The part's members, in the order of their keys (highest world rank first).
+  std::vector<int> members;
+  for (int r = size - 1; r >= 0; --r) {
+    if (r % 2 == rank % 2) members.push_back(r);
+  }
+  REQUIRE(part->size() == static_cast<int>(members.size()));
+  CHECK(members[static_cast<std::size_t>(part->rank())] == rank);
+  const std::size_t count = 37;
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    const Buffer data = put(b, t, inputs(rank, count));
+    part->all_reduce(t, data.data(), data.data(), count);
+    b.synchronize();
+    const std::vector<double> sum = get(b, t, data, count);
+    for (std::size_t i = 0; i < count; ++i) {
+      double expected = 0;
+      for (const int r : members) expected += input(r, i);
+      CAPTURE(i);
+      CHECK(sum[i] == expected);
+    }
+  }
+  CHECK_THROWS_AS(comm.split(-1, 0), DeviceError);
+}
+
 }  // namespace
 }  // namespace hetrl::device
