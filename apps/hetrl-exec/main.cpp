@@ -15,6 +15,7 @@
 #include "core/version.h"
 #include "cost/cost_model.h"
 #include "device/backend.h"
+#include "device/comm.h"
 #include "exec/run.h"
 #include "exec/transformer.h"
 #include "io/catalog_io.h"
@@ -186,16 +187,23 @@ int main(int argc, char** argv) {
 
     settings.dtype = dtype_name == "fp32" ? device::DType::kF32 : dtype_name == "fp16" ? device::DType::kF16
                                                                                      : device::DType::kBf16;
+    // Under mpirun a process a plan GPU (its local rank's device); rank 0 reports.
+    const device::Launch launch = device::launch_from_environment();
     std::unique_ptr<device::Backend> backend;
+    std::unique_ptr<device::Communicator> comm;
     try {
-      backend = device::make_backend(backend_name, device_index);
+      backend = device::make_backend(backend_name, app.count("--device") ? device_index
+                                                   : backend_name == "cpu" ? 0 : launch.local_rank);
+      comm = device::make_communicator(*backend, launch);
     } catch (const device::DeviceError& e) {
       throw core::JobError(e.what());
     }
+    if (comm->size() > 1) settings.comm = comm.get();
+    const bool writer = comm->rank() == 0;
     if (device_index != 0 && backend->info().backend == "cpu") {
       apps::usage_error(fmt::format("--device {}: the cpu backend is one device a process", device_index));
     }
-    const bool terminal = ::isatty(STDERR_FILENO) != 0;
+    const bool terminal = writer && ::isatty(STDERR_FILENO) != 0;
     exec::RunSettings all = settings;
     all.iterations = settings.iterations + warmup;
     exec::RunResult run;
@@ -208,10 +216,16 @@ int main(int argc, char** argv) {
       });
     } catch (const device::DeviceError& e) {
       if (terminal) std::fprintf(stderr, "\n");
+      if (comm->size() > 1) {
+        // The other processes wait for this one in a collective: end them all.
+        std::fprintf(stderr, "hetrl-exec: error: rank %d: the device failed: %s\n", comm->rank(), e.what());
+        comm->abort(apps::kExitFailure);
+      }
       throw core::JobError(fmt::format("the device failed: {}", e.what()));
     }
     if (terminal) std::fprintf(stderr, "\r\033[K");
     run.iterations.erase(run.iterations.begin(), run.iterations.begin() + warmup);
+    if (!writer) return apps::kExitOk;
 
     // The report and the trace are written together, or neither.
     io::OutputFiles files;
@@ -226,8 +240,9 @@ int main(int argc, char** argv) {
     }
     files.commit();
     std::FILE* text = report_path == io::kStdout || trace_path == io::kStdout ? stderr : stdout;
-    fmt::print(text, "ran {} on {} ({} backend, {}): {} iteration{} after {} warm-up, {} samples an iteration\n",
-               plan_path, backend->info().name, backend->info().backend, dtype_name, settings.iterations,
+    fmt::print(text, "ran {} on {} ({} backend, {}{}): {} iteration{} after {} warm-up, {} samples an iteration\n",
+               plan_path, backend->info().name, backend->info().backend, dtype_name,
+               comm->size() > 1 ? fmt::format(", {} processes", comm->size()) : std::string(), settings.iterations,
                settings.iterations == 1 ? "" : "s", warmup, w.samples_per_iteration());
     for (const workload::ModelArch& m : ran) {
       fmt::print(text, "  {}: {} layers, hidden {}, {} heads ({} kv), MLP {}, vocab {}\n", m.name, m.layers, m.hidden,
@@ -252,8 +267,8 @@ int main(int argc, char** argv) {
                  expected, measured,
                  expected > 0 ? fmt::format("{:.2f}", measured / expected) : std::string("-"));
     }
-    fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica (replicas run one after "
-                     "another on this device, each timed alone)\n");
+    fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica ({})\n",
+               comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone");
     for (const std::string& path : {report_path, trace_path}) {
       if (!path.empty() && path != io::kStdout) fmt::print(text, "wrote {}\n", path);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <tuple>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -19,6 +20,8 @@ namespace {
 
 using workload::Role;
 using workload::TaskKind;
+using device::Buffer;
+using device::DType;
 
 // Device time, measured: the product of hetrl-exec (its tests never read it).
 class Stopwatch {
@@ -64,6 +67,7 @@ class Runner {
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
       if (t.kind == TaskKind::kTrain) trainer_tp_[role_index(*t.role)] = tp_of(placement(task).replicas.front());
     }
+    if (settings_.comm && settings_.comm->size() > 1) place_on_ranks();
   }
 
   RunResult run(const std::function<void(int, int)>& progress) {
@@ -71,13 +75,17 @@ class Runner {
     // Every model exists from the start (and its weights with it), as on a cluster.
     for (const int task : graph_.gpu_tasks()) {
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
-      for (const plan::Replica& r : placement(task).replicas) {
+      for (std::size_t r = 0; r < placement(task).replicas.size(); ++r) {
+        if (!mine(task, r)) continue;
         if (t.kind == TaskKind::kGenerate) {
-          rollout(tp_of(r));
+          rollout(layout(task, r));
         } else {
-          model_for(*t.role, tp_of(r));
+          model_for(*t.role, layout(task, r));
         }
       }
+      // Under mpirun every process holds a copy of each trained role's weights, which the
+      // training's broadcasts keep new.
+      if (multi() && t.kind == TaskKind::kTrain) model_for(*t.role, trainer_layout(*t.role));
     }
     for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
     for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
@@ -112,6 +120,196 @@ class Runner {
   }
 
   static int role_index(Role role) { return static_cast<int>(role); }
+  bool multi() const { return comm_ != nullptr; }
+  device::Communicator& world() { return *comm_; }
+
+  // Under mpirun: the plan's GPUs, group by group in the order the plan lists them, one a
+  // process; each replica's processes; a communicator for each replica over several of them
+  // (its tensor-parallel group) and one for each training task's replicas (its data-parallel
+  // group). Pipeline stages and trained models split over processes are not run yet.
+  void place_on_ranks() {
+    comm_ = settings_.comm;
+    rank_ = comm_->rank();
+    std::map<plan::Gpu, int> rank_of;
+    for (const plan::Group& g : plan_.groups) {
+      for (const plan::Gpu& gpu : g.gpus) rank_of.emplace(gpu, static_cast<int>(rank_of.size()));
+    }
+    if (static_cast<int>(rank_of.size()) != comm_->size()) {
+      throw core::JobError(fmt::format("the plan uses {} GPUs and the run has {} processes: start one process a GPU "
+                                       "(mpirun -n {})",
+                                       rank_of.size(), comm_->size(), rank_of.size()));
+    }
+    for (const int task : graph_.gpu_tasks()) {
+      const plan::TaskPlacement& p = placement(task);
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+      std::vector<std::vector<int>>& members = members_[task];
+      for (std::size_t r = 0; r < p.replicas.size(); ++r) {
+        if (p.replicas[r].stages.size() > 1) {
+          throw core::JobError(fmt::format("task {} replica {}: pipeline stages over processes are not run yet", t.name, r));
+        }
+        std::vector<int> ranks;
+        for (const int device : p.replicas[r].stages.front().devices) {
+          ranks.push_back(rank_of.at(plan::Gpu{p.replicas[r].stages.front().node, device}));
+        }
+        if (t.kind == TaskKind::kTrain && ranks.size() > 1) {
+          throw core::JobError(fmt::format("task {}: training over several processes a replica is not run yet", t.name));
+        }
+        members.push_back(ranks);
+      }
+    }
+    // The communicators, made in the same order by every process (each split is collective).
+    for (const int task : graph_.gpu_tasks()) {
+      const std::vector<std::vector<int>>& members = members_[task];
+      for (std::size_t r = 0; r < members.size(); ++r) {
+        if (members[r].size() < 2) continue;
+        const bool in = std::find(members[r].begin(), members[r].end(), rank_) != members[r].end();
+        const auto at = std::find(members[r].begin(), members[r].end(), rank_);
+        auto part = comm_->split(in ? 1 : 0, in ? static_cast<int>(at - members[r].begin()) : rank_);
+        if (in) tp_comms_[{task, r}] = std::move(part);
+      }
+      if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kTrain) {
+        bool in = false;
+        for (const std::vector<int>& m : members) in = in || m.front() == rank_;
+        auto part = comm_->split(in ? 1 : 0, rank_);
+        if (in) dp_comms_[task] = std::move(part);
+        trainer_lead_[role_index(*graph_.tasks[static_cast<std::size_t>(task)].role)] = members.front().front();
+      }
+    }
+  }
+
+  bool mine(int task, std::size_t r) const {
+    if (!multi()) return true;
+    const std::vector<int>& m = members_.at(task)[r];
+    return std::find(m.begin(), m.end(), rank_) != m.end();
+  }
+
+  // Where a replica's model lives: its TP layout, and under mpirun its first process (which
+  // names the layout's copy) and this process's shard of it, with the group's communicator.
+  struct Layout {
+    int tp = 1;
+    int lead = 0;
+    int shard = 0;
+    device::Communicator* comm = nullptr;
+  };
+  Layout layout(int task, std::size_t r) const {
+    Layout l;
+    l.tp = tp_of(placement(task).replicas[r]);
+    if (multi()) {
+      const std::vector<int>& m = members_.at(task)[r];
+      l.lead = m.front();
+      l.shard = static_cast<int>(std::find(m.begin(), m.end(), rank_) - m.begin());
+      if (l.tp > 1) l.comm = tp_comms_.at({task, r}).get();
+    }
+    return l;
+  }
+  // The trained role's own layout: its training's; under mpirun one process a replica, and
+  // every process holds a copy of the weights (the training's own, or the latest broadcast).
+  Layout trainer_layout(Role role) const {
+    Layout l;
+    l.tp = trainer_tp_[role_index(role)];
+    l.lead = multi() ? rank_ : 0;
+    return l;
+  }
+
+  // Under mpirun: the trained role's newest weights from its training's first process to every
+  // process's copy, once a step of training (every process calls it at the same task).
+  void share_weights(Role role) {
+    const int i = role_index(role);
+    if (!multi() || shared_[i] >= version_[i]) return;
+    Transformer& copy = model_for(role, trainer_layout(role));
+    for (const Transformer::Tensor& p : copy.parameters()) {
+      world().broadcast(settings_.dtype, p.buffer->data(), p.count, trainer_lead_[i]);
+    }
+    b_.synchronize();
+    shared_[i] = version_[i];
+    held_[{i, trainer_tp_[i], rank_}] = version_[i];
+  }
+
+  // Under mpirun, after a GPU task: each replica's results from its first process to all, so
+  // that every process holds the iteration's samples, and its measurements.
+  void share_results(int task, const std::vector<std::pair<std::size_t, std::size_t>>& ranges, TaskMeasurement& out,
+                     IterationMeasurement& m) {
+    if (!multi()) return;
+    const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+    for (std::size_t r = 0; r < ranges.size(); ++r) {
+      const int lead = members_.at(task)[r].front();
+      const bool from_me = lead == rank_;
+      const auto [first, last] = ranges[r];
+      if (t.kind == TaskKind::kGenerate) {
+        std::vector<int> tokens;
+        for (std::size_t i = first; i < last; ++i) {
+          const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
+          const std::vector<int>& s = samples_[i].tokens;
+          if (from_me) {
+            tokens.insert(tokens.end(), s.end() - static_cast<long>(n), s.end());
+          } else {
+            tokens.resize(tokens.size() + n);
+          }
+        }
+        if (!tokens.empty()) world().broadcast_host(tokens.data(), tokens.size() * sizeof(int), lead);
+        if (!from_me && !mine(task, r)) {
+          std::size_t at = 0;
+          for (std::size_t i = first; i < last; ++i) {
+            const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
+            samples_[i].tokens.insert(samples_[i].tokens.end(), tokens.begin() + static_cast<long>(at),
+                                      tokens.begin() + static_cast<long>(at + n));
+            at += n;
+          }
+        }
+      } else if (t.kind == TaskKind::kForward) {
+        const auto field = [&](Sample& s) -> std::vector<float>* {
+          switch (*t.role) {
+            case Role::kActor: return &s.old_logp;
+            case Role::kReference: return &s.ref_logp;
+            case Role::kCritic: return &s.values;
+            case Role::kReward: return nullptr;
+          }
+          return nullptr;
+        };
+        std::vector<float> values;
+        for (std::size_t i = first; i < last; ++i) {
+          Sample& s = samples_[i];
+          std::vector<float>* f = field(s);
+          if (!f) {
+            values.push_back(from_me ? s.score : 0.0f);
+          } else if (from_me) {
+            values.insert(values.end(), f->begin(), f->end());
+          } else {
+            values.resize(values.size() + static_cast<std::size_t>(s.response_length()));
+          }
+        }
+        if (!values.empty()) world().broadcast_host(values.data(), values.size() * sizeof(float), lead);
+        if (!from_me) {
+          std::size_t at = 0;
+          for (std::size_t i = first; i < last; ++i) {
+            Sample& s = samples_[i];
+            std::vector<float>* f = field(s);
+            if (!f) {
+              s.score = values[at++];
+            } else {
+              f->assign(values.begin() + static_cast<long>(at), values.begin() + static_cast<long>(at) + s.response_length());
+              at += static_cast<std::size_t>(s.response_length());
+            }
+          }
+        }
+      }
+      double seconds = out.replica_seconds[r];
+      world().broadcast_host(&seconds, sizeof seconds, lead);
+      out.replica_seconds[r] = seconds;
+    }
+    // Generation's counts, and training's losses, as the first process of each has them.
+    long long counts[2] = {out.tokens, m.decode_steps};
+    double losses[4] = {m.policy_loss, m.value_loss, m.policy_grad_norm, m.value_grad_norm};
+    const int lead = members_.at(task).front().front();
+    world().broadcast_host(counts, sizeof counts, lead);
+    world().broadcast_host(losses, sizeof losses, lead);
+    out.tokens = counts[0];
+    m.decode_steps = counts[1];
+    m.policy_loss = losses[0];
+    m.value_loss = losses[1];
+    m.policy_grad_norm = losses[2];
+    m.value_grad_norm = losses[3];
+  }
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count(); }
   // Records replica r's stretch that `watch` timed (`seconds` long).
   void span(TaskMeasurement& out, std::size_t r, const Stopwatch& watch, double seconds, int samples, long long steps = 0) {
@@ -145,13 +343,15 @@ class Runner {
   // The role's model in a TP layout: made on first use (every layout of a role starts from the
   // same weights), and a trained role's copy brought up to its training's latest weights first
   // (the reshard, untimed: the schedule prices the weights' transfer apart from the task).
-  Transformer& model_for(Role role, int tp) {
+  Transformer& model_for(Role role, const Layout& l) {
     const int i = role_index(role);
-    std::unique_ptr<Transformer>& m = models_[{i, tp}];
-    if (!m) m = make(role, tp);
-    int& held = held_[{i, tp}];
-    if (held < version_[i] && trainer_tp_[i] != tp) {
-      m->load(model_for(role, trainer_tp_[i]));
+    const std::tuple<int, int, int> key{i, l.tp, l.lead};
+    std::unique_ptr<Transformer>& m = models_[key];
+    if (!m) m = make(role, l);
+    int& held = held_[key];
+    const Layout own = trainer_layout(role);
+    if (held < version_[i] && (own.tp != l.tp || own.lead != l.lead)) {
+      m->load(model_for(role, own));
       held = version_[i];
     }
     return *m;
@@ -159,19 +359,25 @@ class Runner {
 
   // Generation's own copy of the actor in a TP layout, as a serving engine holds one; the weight
   // sync brings it the trained weights.
-  Transformer& rollout(int tp) {
-    std::unique_ptr<Transformer>& m = rollouts_[tp];
-    if (!m) m = make(Role::kActor, tp);
+  Transformer& rollout(const Layout& l) {
+    std::unique_ptr<Transformer>& m = rollouts_[{l.tp, l.lead}];
+    if (!m) m = make(Role::kActor, l);
     return *m;
   }
 
-  std::unique_ptr<Transformer> make(Role role, int tp) {
+  std::unique_ptr<Transformer> make(Role role, const Layout& l) {
     const int i = role_index(role);
     if (!archs_[i]) throw std::logic_error("run: a task of a role without a model");
+    const int tp = l.tp;
     TransformerOptions o;
     o.dtype = settings_.dtype;
     o.seed = settings_.seed * 131 + static_cast<std::uint64_t>(i) + 1;
     o.tp.size = tp;
+    if (l.comm) {
+      o.tp.local = {l.shard};
+      device::Communicator* comm = l.comm;
+      o.tp.all_reduce = [comm](DType t, void* data, std::size_t count) { comm->all_reduce(t, data, data, count); };
+    }
     const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
     try {
       return std::make_unique<Transformer>(b_, *archs_[i], head, o);
@@ -289,10 +495,12 @@ class Runner {
     TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
     out.ran = true;
     if (t.kind == TaskKind::kWeightSync) {
-      // The trained actor's weights into each of generation's layouts.
-      Transformer& trained = model_for(Role::kActor, trainer_tp_[role_index(Role::kActor)]);
+      // The trained actor's weights into each of generation's layouts (under mpirun from the
+      // training's process to every one first).
       const Stopwatch watch(b_);
-      for (auto& [tp, engine] : rollouts_) engine->load(trained);
+      share_weights(Role::kActor);
+      Transformer& trained = model_for(Role::kActor, trainer_layout(Role::kActor));
+      for (auto& [where, engine] : rollouts_) engine->load(trained);
       out.seconds = watch.seconds();
       return;
     }
@@ -317,13 +525,12 @@ class Runner {
     const auto ranges = split(p);
     std::vector<std::vector<std::size_t>> shares;
     for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
+    out.replica_seconds.assign(ranges.size(), 0.0);
+    if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
     if (t.kind == TaskKind::kGenerate) {
       for (std::size_t r = 0; r < ranges.size(); ++r) {
         const auto [first, last] = ranges[r];
-        if (first == last) {
-          out.replica_seconds.push_back(0);
-          continue;
-        }
+        if (first == last || !mine(task, r)) continue;
         GenerationRequest request;
         for (std::size_t i = first; i < last; ++i) {
           request.prompts.push_back(samples_[i].tokens);
@@ -336,11 +543,11 @@ class Runner {
         request.temperature = settings_.temperature;
         request.seed = settings_.seed * 1000003 + static_cast<std::uint64_t>(iteration);
         request.first_sequence = static_cast<int>(first);
-        Transformer& engine = rollout(tp_of(p.replicas[r]));
+        Transformer& engine = rollout(layout(task, r));
         const Stopwatch watch(b_);
         const GenerationResult g_out = generate(engine, request);
-        out.replica_seconds.push_back(watch.seconds());
-        span(out, r, watch, out.replica_seconds.back(), static_cast<int>(last - first), g_out.decode_steps);
+        out.replica_seconds[r] = watch.seconds();
+        span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         m.decode_steps += g_out.decode_steps;
         out.tokens += g_out.generated_tokens;
         for (std::size_t i = first; i < last; ++i) {
@@ -350,7 +557,8 @@ class Runner {
       }
     } else if (t.kind == TaskKind::kForward) {
       for (std::size_t r = 0; r < shares.size(); ++r) {
-        Transformer& m_r = model_for(*t.role, tp_of(p.replicas[r]));
+        if (!mine(task, r)) continue;
+        Transformer& m_r = model_for(*t.role, layout(task, r));
         const Stopwatch watch(b_);
         for (const MicroBatch& mb : micro_batches(shares[r])) {
           switch (*t.role) {
@@ -374,24 +582,36 @@ class Runner {
               break;
           }
         }
-        out.replica_seconds.push_back(watch.seconds());
-        span(out, r, watch, out.replica_seconds.back(), static_cast<int>(shares[r].size()));
+        out.replica_seconds[r] = watch.seconds();
+        span(out, r, watch, out.replica_seconds[r], static_cast<int>(shares[r].size()));
       }
       out.tokens = tokens_of(samples_, 0, samples_.size());
     } else if (t.kind == TaskKind::kTrain) {
-      train(iteration, *t.role, shares, out, m);
+      train(iteration, task, *t.role, shares, out, m);
       out.tokens = tokens_of(samples_, 0, samples_.size()) * w_.epochs;
     }
+    share_results(task, ranges, out, m);
     out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
   }
 
   // Epochs of mini-batches; each mini-batch is a slice of every replica's share (data
   // parallel), its micro-batches' gradients summed over the replicas as their all-reduce would,
   // and one optimiser step. Each replica's time is its micro-batches' plus the step.
-  void train(int iteration, Role role, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
-             IterationMeasurement& m) {
+  void train(int iteration, int task, Role role, const std::vector<std::vector<std::size_t>>& shares,
+             TaskMeasurement& out, IterationMeasurement& m) {
     const int role_at = role_index(role);
-    Transformer& model = model_for(role, trainer_tp_[role_at]);
+    // Under mpirun a process trains its replica's part, and the replicas' gradients are summed
+    // over the data-parallel group before each step; a process outside it has no part.
+    device::Communicator* dp = nullptr;
+    if (multi()) {
+      const auto found = dp_comms_.find(task);
+      if (found == dp_comms_.end()) {
+        version_[role_at] += std::max(1, w_.epochs) * std::max(1, w_.mini_batches);
+        return;
+      }
+      dp = found->second.get();
+    }
+    Transformer& model = model_for(role, trainer_layout(role));
     const bool supervised = graph_.find("generate") < 0;
     std::vector<double> seconds(shares.size(), 0.0);
     const int minis = std::max(1, w_.mini_batches);
@@ -421,7 +641,7 @@ class Runner {
         if (tokens == 0) continue;
         double loss = 0;
         for (std::size_t r = 0; r < parts.size(); ++r) {
-          if (parts[r].empty()) continue;
+          if (parts[r].empty() || !mine(task, r)) continue;
           const Stopwatch watch(b_);
           for (const MicroBatch& mb : micro_batches(parts[r])) {
             const std::size_t row = model.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
@@ -450,12 +670,29 @@ class Runner {
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
         const Stopwatch step(b_);
+        if (dp) {
+          model.reduce_gradients([&](float* data, std::size_t count) { dp->all_reduce(DType::kF32, data, data, count); });
+          // The replicas' losses, summed in double on the host.
+          double total = 0;
+          for (int root = 0; root < dp->size(); ++root) {
+            double part = loss;
+            dp->broadcast_host(&part, sizeof part, root);
+            total += part;
+          }
+          loss = total;
+        }
+        const double step_before_norm = step.seconds();
+        (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) = model.gradient_norm();
+        const Stopwatch step_rest(b_);
         model.step(adam);
-        const double step_seconds = step.seconds();
+        const double step_seconds = step_before_norm + step_rest.seconds();
         // The other layouts of this role are behind now.
         ++version_[role_at];
-        held_[{role_at, trainer_tp_[role_at]}] = version_[role_at];
-        for (std::size_t r = 0; r < parts.size(); ++r) seconds[r] += step_seconds;
+        const Layout own = trainer_layout(role);
+        held_[{role_at, own.tp, own.lead}] = version_[role_at];
+        for (std::size_t r = 0; r < parts.size(); ++r) {
+          if (mine(task, r)) seconds[r] += step_seconds;
+        }
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
       }
     }
@@ -473,9 +710,20 @@ class Runner {
   std::array<const workload::ModelArch*, 4> archs_{};  // per role, where it has a model
   std::array<int, 4> trainer_tp_{1, 1, 1, 1};          // per role: its training's TP
   std::array<int, 4> version_{};                       // per role: optimiser steps taken
-  std::map<std::pair<int, int>, std::unique_ptr<Transformer>> models_;  // (role, TP)
-  std::map<std::pair<int, int>, int> held_;            // (role, TP): the version it holds
-  std::map<int, std::unique_ptr<Transformer>> rollouts_;  // generation's, by TP
+  // (role, TP, the layout's first process): every layout of every role here, and the version
+  // of the role's weights it holds.
+  std::map<std::tuple<int, int, int>, std::unique_ptr<Transformer>> models_;
+  std::map<std::tuple<int, int, int>, int> held_;
+  std::map<std::pair<int, int>, std::unique_ptr<Transformer>> rollouts_;  // generation's, by (TP, first process)
+  // Under mpirun.
+  device::Communicator* comm_ = nullptr;
+  int rank_ = 0;
+  std::map<int, std::vector<std::vector<int>>> members_;  // per GPU task: each replica's processes
+  std::map<std::pair<int, std::size_t>, std::unique_ptr<device::Communicator>> tp_comms_;  // (task, replica)
+  std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
+  std::array<int, 4> trainer_lead_{};  // per trained role: its training's first process
+  std::array<int, 4> shared_{};        // per role: the version last broadcast
+
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;
   std::chrono::steady_clock::time_point origin_;

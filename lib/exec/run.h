@@ -24,12 +24,16 @@
 
 #include "cost/cost_model.h"
 #include "device/backend.h"
+#include "device/comm.h"
 #include "exec/rl.h"
 #include "plan/plan.h"
 
 namespace hetrl::exec {
 
 struct RunSettings {
+  // The processes of the run under mpirun, one plan GPU each (null, or one process: every
+  // replica here).
+  device::Communicator* comm = nullptr;
   int iterations = 1;
   std::uint64_t seed = 1;
   float temperature = 1.0f;
@@ -58,6 +62,8 @@ struct IterationMeasurement {
   std::vector<TaskMeasurement> tasks;  // indexed like the task graph
   double policy_loss = 0;              // the actor's last mini-batch (0 without actor training)
   double value_loss = 0;               // the critic's last mini-batch
+  double policy_grad_norm = 0;         // the actor's gradient norm at its last step
+  double value_grad_norm = 0;          // the critic's
   double mean_score = 0;               // the reward over the iteration's samples
   long long decode_steps = 0;
 };

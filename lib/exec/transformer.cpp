@@ -85,10 +85,6 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
   if (local.empty()) {
     for (int s = 0; s < tp; ++s) local.push_back(s);
   }
-  if (kv_copied && !kv_split && static_cast<int>(local.size()) < tp) {
-    throw core::InputError(fmt::format("model {}: TP {} over processes with {} kv heads (copied kv heads need every shard in one process)",
-                                       core::quoted(arch_.name), tp, arch_.kv_heads));
-  }
   for (const int s : local) {
     if (s < 0 || s >= tp) throw core::InputError(fmt::format("TP shard {} of {}", s, tp));
     ShardShape shape;
@@ -197,9 +193,8 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
 void Transformer::load(const Transformer& from) {
   if (from.arch_.name != arch_.name || from.arch_.layers != arch_.layers || from.arch_.hidden != arch_.hidden ||
       from.arch_.vocab != arch_.vocab || from.head_ != head_ || from.options_.dtype != options_.dtype ||
-      static_cast<int>(from.shards_.size()) != from.options_.tp.size ||
-      static_cast<int>(shards_.size()) != options_.tp.size) {
-    throw std::logic_error("transformer: load needs the same model with every shard on both sides");
+      static_cast<int>(from.shards_.size()) != from.options_.tp.size) {
+    throw std::logic_error("transformer: load needs the same model, every shard of it on the giving side");
   }
   const std::size_t e = device::dtype_bytes(options_.dtype);
   const std::size_t hidden = static_cast<std::size_t>(arch_.hidden), hd = static_cast<std::size_t>(arch_.head_dim);
@@ -776,6 +771,9 @@ void Transformer::step(const device::AdamW& options) {
   }
   // A kv head copied to several shards has one gradient: the sum of its copies'.
   if (options_.tp.size > arch_.kv_heads) {
+    if (static_cast<int>(shards_.size()) < options_.tp.size) {
+      throw std::logic_error("transformer: training kv heads copied over processes is not supported");
+    }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const std::string p = fmt::format("layer.{}.", l);
       for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
@@ -807,6 +805,26 @@ void Transformer::step(const device::AdamW& options) {
              p.buffer->data(), p.count, o);
     b_.fill_zero(opt.grad.data(), opt.grad.bytes());
   }
+}
+
+void Transformer::reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum) {
+  for (const Tensor& p : parameters()) {
+    Buffer& g = grad(p.name);
+    sum(g.as<float>(), g.bytes() / sizeof(float));
+  }
+}
+
+double Transformer::gradient_norm() {
+  double squares = 0;
+  std::vector<float> host;
+  for (const Tensor& p : parameters()) {
+    const auto found = optimizer_.find(p.name);
+    if (found == optimizer_.end() || !found->second.grad.data()) continue;
+    host.resize(found->second.grad.bytes() / sizeof(float));
+    b_.download(host.data(), found->second.grad.data(), host.size() * sizeof(float));
+    for (const float g : host) squares += static_cast<double>(g) * g;
+  }
+  return std::sqrt(squares);
 }
 
 std::vector<float> Transformer::gradient(const std::string& name) {

@@ -89,9 +89,9 @@ class Transformer {
   };
   std::vector<Tensor> parameters();
 
-  // Takes another model's weights: the same architecture and head, both holding every shard
-  // of their tensor-parallel splits, which may differ (a trainer's layout into an inference
-  // engine's: the reshard). Its own optimiser state is dropped (a model that loads weights is
+  // Takes another model's weights: the same architecture and head, the other holding every
+  // shard of its tensor-parallel split, which may differ from this one's (a trainer's layout
+  // into an inference engine's: the reshard); this one fills the shards it holds. Its own optimiser state is dropped (a model that loads weights is
   // not the one being trained).
   void load(const Transformer& from);
   int tp() const { return options_.tp.size; }
@@ -139,6 +139,12 @@ class Transformer {
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
   // backward pass.
   std::vector<float> gradient(const std::string& name);
+  // Hands every parameter's accumulated gradient (fp32; zeros where no backward pass reached
+  // it), in parameters() order, to `sum`: the data-parallel all-reduce before a step.
+  void reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum);
+  // The L2 norm of every accumulated gradient together (what trainers log as grad_norm);
+  // reads them back to the host.
+  double gradient_norm();
 
  private:
   // What a tensor-parallel shard holds of every layer: its heads and kv heads, its columns of

@@ -63,6 +63,8 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
   for (const exec::IterationMeasurement& it : run.iterations) {
     iterations.push_back({{"policy_loss", detail::file_units(it.policy_loss)},
                           {"value_loss", detail::file_units(it.value_loss)},
+                          {"policy_grad_norm", detail::file_units(it.policy_grad_norm)},
+                          {"value_grad_norm", detail::file_units(it.value_grad_norm)},
                           {"mean_score", detail::file_units(it.mean_score)},
                           {"decode_steps", it.decode_steps}});
   }
