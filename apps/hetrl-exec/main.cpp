@@ -214,6 +214,11 @@ int main(int argc, char** argv) {
                      iteration < warmup ? iteration + 1 : iteration - warmup + 1,
                      iteration < warmup ? warmup : settings.iterations, graph.tasks[static_cast<std::size_t>(task)].name.c_str());
       });
+    } catch (const core::JobError&) {
+      // What the plan asks of the run (the process count, a layout not run yet) every process
+      // finds alike: rank 0 says it, the others end with its exit code.
+      if (!writer) return apps::kExitFailure;
+      throw;
     } catch (const device::DeviceError& e) {
       if (terminal) std::fprintf(stderr, "\n");
       if (comm->size() > 1) {
