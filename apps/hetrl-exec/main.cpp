@@ -26,6 +26,7 @@
 #include "io/sim_io.h"
 #include "plan/evaluate.h"
 #include "sim/recorder.h"
+#include "sim/run_text.h"
 
 namespace {
 
@@ -231,13 +232,31 @@ int main(int argc, char** argv) {
     if (terminal) std::fprintf(stderr, "\r\033[K");
     run.iterations.erase(run.iterations.begin(), run.iterations.begin() + warmup);
     if (!writer) return apps::kExitOk;
+    // The simulator over the same iterations: its seed draws the response lengths the run drew
+    // (iteration by iteration), so its seconds are for the same samples. None where the plan
+    // does not fit the cluster's GPUs (the simulator runs only plans that fit).
+    std::vector<std::vector<double>> simulated;
+    try {
+      sim::SimParams params;
+      params.iterations = warmup + settings.iterations;
+      params.seed = settings.seed;
+      const sim::PlanRun s = sim::run_plan(model, p, params, plan_path);
+      simulated.assign(static_cast<std::size_t>(settings.iterations), std::vector<double>(graph.tasks.size(), -1.0));
+      for (const sim::TaskRun& r : s.recorder.tasks) {
+        if (r.iteration >= warmup) {
+          simulated[static_cast<std::size_t>(r.iteration - warmup)][static_cast<std::size_t>(r.task)] = r.end - r.start;
+        }
+      }
+    } catch (const core::JobError&) {
+      simulated.clear();
+    }
 
     // The report and the trace are written together, or neither.
     io::OutputFiles files;
     if (!report_path.empty()) {
       io::ExecReportInputs inputs{plan_path, in.cluster_hash, in.workload_hash, backend->info().backend,
                                   backend->info().name, settings, batch_scale, ran};
-      files.add(report_path, io::exec_report_json(inputs, run, predicted, graph));
+      files.add(report_path, io::exec_report_json(inputs, run, predicted, simulated, graph));
     }
     if (!trace_path.empty()) {
       files.add(trace_path, io::chrome_trace_json(measured_timeline(run, p, graph), sim::SimSummary{}, graph,
@@ -253,8 +272,8 @@ int main(int argc, char** argv) {
       fmt::print(text, "  {}: {} layers, hidden {}, {} heads ({} kv), MLP {}, vocab {}\n", m.name, m.layers, m.hidden,
                  m.heads, m.kv_heads, m.ffn_hidden, m.vocab);
     }
-    fmt::print(text, "\n{:<16} {:>8} {:>12} {:>12} {:>10}\n", "task", "replicas", "predicted s", "measured s",
-               "measured/predicted");
+    fmt::print(text, "\n{:<16} {:>8} {:>12} {:>12} {:>12} {:>10}\n", "task", "replicas", "predicted s", "simulated s",
+               "measured s", "measured/predicted");
     for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
       std::vector<double> seconds;
       std::size_t replicas = 0;
@@ -264,16 +283,22 @@ int main(int argc, char** argv) {
         replicas = it.tasks[t].replica_seconds.size();
       }
       if (seconds.empty()) continue;
+      std::vector<double> sim_seconds;
+      for (const std::vector<double>& it : simulated) {
+        if (it[t] >= 0) sim_seconds.push_back(it[t]);
+      }
       const double measured = median(seconds), expected = predicted.tasks[t].seconds;
-      fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12.4g} {:>10}\n", graph.tasks[t].name,
+      fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12} {:>12.4g} {:>10}\n", graph.tasks[t].name,
                  graph.tasks[t].kind == workload::TaskKind::kCpu ? std::string("host")
                  : replicas > 0                                   ? fmt::format("{}", replicas)
                                                                   : std::string("-"),
-                 expected, measured,
+                 expected, sim_seconds.empty() ? std::string("-") : fmt::format("{:.4g}", median(sim_seconds)), measured,
                  expected > 0 ? fmt::format("{:.2f}", measured / expected) : std::string("-"));
     }
-    fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica ({})\n",
-               comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone");
+    fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica ({}); simulated: "
+                     "hetrl-sim's over the same iterations and response lengths{}\n",
+               comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",
+               simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
     for (const std::string& path : {report_path, trace_path}) {
       if (!path.empty() && path != io::kStdout) fmt::print(text, "wrote {}\n", path);
     }

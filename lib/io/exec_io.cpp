@@ -9,7 +9,8 @@ namespace hetrl::io {
 using detail::OrderedJson;
 
 std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResult& run,
-                             const plan::Prediction& predicted, const workload::TaskGraph& graph) {
+                             const plan::Prediction& predicted, const std::vector<std::vector<double>>& simulated,
+                             const workload::TaskGraph& graph) {
   OrderedJson out;
   out["schema"] = "hetrl.execreport/v1";
   core::Provenance provenance{"hetrl-exec", HETRL_VERSION,
@@ -53,7 +54,12 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
       tokens.push_back(m.tokens);
     }
     if (!ran) continue;
+    OrderedJson sim = OrderedJson::array();
+    for (const std::vector<double>& it : simulated) {
+      if (it[t] >= 0) sim.push_back(detail::file_units(it[t]));
+    }
     tasks[graph.tasks[t].name] = {{"predicted_seconds", detail::file_units(predicted.tasks[t].seconds)},
+                                  {"simulated_seconds", std::move(sim)},
                                   {"seconds", std::move(seconds)},
                                   {"replica_seconds", std::move(replicas)},
                                   {"tokens", std::move(tokens)}};

@@ -21,7 +21,10 @@ struct ExecReportInputs {
   std::vector<workload::ModelArch> models;  // what ran, per role that has a model
 };
 
+// `simulated`: per measured iteration, each task's simulated seconds (-1: none), or empty when
+// the simulator did not run.
 std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResult& run,
-                             const plan::Prediction& predicted, const workload::TaskGraph& graph);
+                             const plan::Prediction& predicted, const std::vector<std::vector<double>>& simulated,
+                             const workload::TaskGraph& graph);
 
 }  // namespace hetrl::io
