@@ -2,20 +2,23 @@
 // Running a plan's RL iterations with real computation on this process's device, measuring
 // every task (docs/exec.md, "Running a plan").
 //
-// Reading map: each role's model is a Transformer on the device (the actor twice: the trained
-// weights and generation's copy, which the weight sync refreshes); each iteration runs the
-// task graph in topological order. A GPU task runs replica by replica as the plan places it,
-// each replica on its share of the samples (split as hetrl-sim splits them), and the task's
-// measured time is its slowest replica's: on one device the replicas, which the plan gives
-// GPUs of their own, run one after another, each timed alone. Generation runs continuous
-// batching at the concurrency the cost model gives the replica's KV cache, over response
-// lengths drawn by hetrl-sim's sampler; scoring and training run micro-batches of at most the
-// cost model's micro-batch tokens (samples of alike lengths together, padded to the longest);
-// training runs the workload's epochs and mini-batches. CPU tasks (advantages, a rule reward)
-// are timed on the host.
+// Reading map: each layout (TP split) a plan uses of a role is a Transformer on the device,
+// generation's copies of the actor apart (the weight sync refreshes them, a reshard the other
+// layouts of a trained role); each iteration runs the task graph in topological order. A GPU
+// task runs replica by replica as the plan places it, each replica on its share of the samples
+// (split as hetrl-sim splits them), and the task's measured time is its slowest replica's. In
+// one process the replicas, which the plan gives GPUs of their own, run one after another on
+// this device, each timed alone (a TP replica's shards in turn, pipeline stages as one model).
+// Under mpirun (RunSettings::comm) a process stands for each plan GPU and runs the replicas on
+// it (place_on_ranks in run.cpp). Generation runs continuous batching at the concurrency the
+// cost model gives the replica's KV cache, over response lengths drawn by hetrl-sim's sampler;
+// scoring and training run micro-batches of at most the cost model's micro-batch tokens
+// (samples of alike lengths together, padded to the longest); training runs the workload's
+// epochs and mini-batches. CPU tasks (advantages, a rule reward) are timed on the host.
 //
-// One device runs replicas of one GPU each (TP 1, PP 1); a replica spread over several GPUs
-// needs a process per GPU, which run_plan refuses (core::JobError, saying what the plan needs).
+// What is not run yet throws core::JobError saying so (pipeline stages over processes, a
+// trained role in two layouts or a trained replica over several processes, a process count
+// other than the plan's GPUs).
 
 #include <cstdint>
 #include <functional>
