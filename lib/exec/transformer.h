@@ -10,11 +10,14 @@
 // the embedding where the architecture ties them), or one scalar per token (a critic's value
 // or a reward model's score).
 //
-// Three entry points: score (a batch of whole sequences, each token's output; what the
-// scoring tasks run), and prefill / decode over a Cache (what generation runs, one prompt's
-// prefill into its cache slot, then decode steps over whichever sequences are still
-// generating). All activations live in a workspace that grows to the largest step and is
-// reused, so steady-state steps allocate nothing.
+// Entry points: score (a batch of whole sequences, each token's output; what the scoring tasks
+// run); prefill / decode over a Cache (what generation runs, one prompt's prefill into its
+// cache slot, then decode steps over whichever sequences are still generating); forward /
+// backward / step (training, gradients summed over micro-batches); load (the reshard from
+// another layout). The model may be one tensor-parallel split of several (TensorParallel),
+// its shards here or over processes. Activations live in a workspace (and, for a training
+// forward, in per-layer buffers) that grow to the largest step and are reused, so
+// steady-state steps allocate nothing.
 
 #include <cstdint>
 #include <functional>
