@@ -85,7 +85,7 @@ class Runner {
       }
       // Under mpirun every process holds a copy of each trained role's weights, which the
       // training's broadcasts keep new.
-      if (multi() && t.kind == TaskKind::kTrain) model_for(*t.role, trainer_layout(*t.role));
+      if (multi() && t.kind == TaskKind::kTrain) model_for(*t.role, source_layout(*t.role));
     }
     for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
     for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
@@ -152,7 +152,12 @@ class Runner {
           ranks.push_back(rank_of.at(plan::Gpu{p.replicas[r].stages.front().node, device}));
         }
         if (t.kind == TaskKind::kTrain && ranks.size() > 1) {
-          throw core::JobError(fmt::format("task {}: training over several processes a replica is not run yet", t.name));
+          const workload::ModelArch& arch = *archs_[role_index(*t.role)];
+          if (arch.kv_heads % static_cast<int>(ranks.size()) != 0) {
+            throw core::JobError(fmt::format("task {}: training at TP {} over processes needs the kv heads ({}) split, "
+                                             "not copied",
+                                             t.name, ranks.size(), arch.kv_heads));
+          }
         }
         members.push_back(ranks);
       }
@@ -168,11 +173,15 @@ class Runner {
         if (in) tp_comms_[{task, r}] = std::move(part);
       }
       if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kTrain) {
-        bool in = false;
-        for (const std::vector<int>& m : members) in = in || m.front() == rank_;
-        auto part = comm_->split(in ? 1 : 0, rank_);
-        if (in) dp_comms_[task] = std::move(part);
-        trainer_lead_[role_index(*graph_.tasks[static_cast<std::size_t>(task)].role)] = members.front().front();
+        // The data-parallel groups: the processes holding one shard, one in each replica.
+        int shard = -1;
+        for (const std::vector<int>& m : members) {
+          const auto at = std::find(m.begin(), m.end(), rank_);
+          if (at != m.end()) shard = static_cast<int>(at - m.begin());
+        }
+        auto part = comm_->split(shard + 1, rank_);
+        if (shard >= 0) dp_comms_[task] = std::move(part);
+        trainer_task_[role_index(*graph_.tasks[static_cast<std::size_t>(task)].role)] = task;
       }
     }
   }
@@ -202,27 +211,62 @@ class Runner {
     }
     return l;
   }
-  // The trained role's own layout: its training's; under mpirun one process a replica, and
-  // every process holds a copy of the weights (the training's own, or the latest broadcast).
+  // The layout the trained role trains in here: its training's (under mpirun this process's
+  // replica of it; lead -2 where this process trains none).
   Layout trainer_layout(Role role) const {
+    const int i = role_index(role);
+    Layout l;
+    l.tp = trainer_tp_[i];
+    if (!multi()) return l;
+    l.lead = -2;
+    const auto task = trainer_task_.find(i);
+    if (task == trainer_task_.end()) return l;
+    const std::vector<std::vector<int>>& members = members_.at(task->second);
+    for (std::size_t r = 0; r < members.size(); ++r) {
+      if (std::find(members[r].begin(), members[r].end(), rank_) != members[r].end()) return layout(task->second, r);
+    }
+    return l;
+  }
+  // Where the other layouts of a trained role take its weights from: the training's own model
+  // in one process; under mpirun every process's copy of the training's layout with all its
+  // shards here (lead -1), which share_weights keeps new.
+  Layout source_layout(Role role) const {
+    if (!multi()) return trainer_layout(role);
     Layout l;
     l.tp = trainer_tp_[role_index(role)];
-    l.lead = multi() ? rank_ : 0;
+    l.lead = -1;
     return l;
   }
 
-  // Under mpirun: the trained role's newest weights from its training's first process to every
-  // process's copy, once a step of training (every process calls it at the same task).
+  // Under mpirun: the trained role's newest weights from the training's first replica (each
+  // shard from the process holding it there) to every process's copy, once a step of
+  // training (every process calls it at the same task).
   void share_weights(Role role) {
     const int i = role_index(role);
     if (!multi() || shared_[i] >= version_[i]) return;
-    Transformer& copy = model_for(role, trainer_layout(role));
+    const Layout source = source_layout(role);
+    Transformer& copy = model_for(role, source);
+    const std::vector<int>& owners = members_.at(trainer_task_.at(i)).front();
+    std::map<std::string, Transformer::Tensor> trained;
+    if (std::find(owners.begin(), owners.end(), rank_) != owners.end()) {
+      for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) trained[p.name] = p;
+    }
     for (const Transformer::Tensor& p : copy.parameters()) {
-      world().broadcast(settings_.dtype, p.buffer->data(), p.count, trainer_lead_[i]);
+      // A shard's tensor ("name/j") from the process holding shard j; a whole one from shard 0's.
+      const std::size_t slash = p.name.rfind('/');
+      const int shard = slash == std::string::npos ? 0 : std::stoi(p.name.substr(slash + 1));
+      const int owner = owners.at(static_cast<std::size_t>(shard));
+      if (owner == rank_) {
+        const Transformer::Tensor& mine_tensor = trained.at(p.name);
+        world().broadcast(settings_.dtype, mine_tensor.buffer->data(), p.count, owner);
+        b_.copy(p.buffer->data(), mine_tensor.buffer->data(), p.count * device::dtype_bytes(settings_.dtype));
+      } else {
+        world().broadcast(settings_.dtype, p.buffer->data(), p.count, owner);
+      }
     }
     b_.synchronize();
     shared_[i] = version_[i];
-    held_[{i, trainer_tp_[i], rank_}] = version_[i];
+    held_[{i, source.tp, source.lead}] = version_[i];
   }
 
   // Under mpirun, after a GPU task: each replica's results from its first process to all, so
@@ -296,15 +340,16 @@ class Runner {
       double seconds = out.replica_seconds[r];
       world().broadcast_host(&seconds, sizeof seconds, lead);
       out.replica_seconds[r] = seconds;
+      if (t.kind == TaskKind::kGenerate) {
+        long long steps = out.replica_decode_steps[r];
+        world().broadcast_host(&steps, sizeof steps, lead);
+        out.replica_decode_steps[r] = steps;
+      }
     }
-    // Generation's counts, and training's losses, as the first process of each has them.
-    long long counts[2] = {out.tokens, m.decode_steps};
+    // Training's losses and gradient norms, as its first process has them.
     double losses[4] = {m.policy_loss, m.value_loss, m.policy_grad_norm, m.value_grad_norm};
     const int lead = members_.at(task).front().front();
-    world().broadcast_host(counts, sizeof counts, lead);
     world().broadcast_host(losses, sizeof losses, lead);
-    out.tokens = counts[0];
-    m.decode_steps = counts[1];
     m.policy_loss = losses[0];
     m.value_loss = losses[1];
     m.policy_grad_norm = losses[2];
@@ -349,9 +394,11 @@ class Runner {
     std::unique_ptr<Transformer>& m = models_[key];
     if (!m) m = make(role, l);
     int& held = held_[key];
-    const Layout own = trainer_layout(role);
-    if (held < version_[i] && (own.tp != l.tp || own.lead != l.lead)) {
-      m->load(model_for(role, own));
+    const Layout own = trainer_layout(role), source = source_layout(role);
+    const bool trains = own.tp == l.tp && own.lead == l.lead;
+    const bool is_source = source.tp == l.tp && source.lead == l.lead;
+    if (held < version_[i] && !trains && !is_source) {
+      m->load(model_for(role, source));
       held = version_[i];
     }
     return *m;
@@ -499,7 +546,7 @@ class Runner {
       // training's process to every one first).
       const Stopwatch watch(b_);
       share_weights(Role::kActor);
-      Transformer& trained = model_for(Role::kActor, trainer_layout(Role::kActor));
+      Transformer& trained = model_for(Role::kActor, source_layout(Role::kActor));
       for (auto& [where, engine] : rollouts_) engine->load(trained);
       out.seconds = watch.seconds();
       return;
@@ -526,6 +573,7 @@ class Runner {
     std::vector<std::vector<std::size_t>> shares;
     for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
     out.replica_seconds.assign(ranges.size(), 0.0);
+    if (t.kind == TaskKind::kGenerate) out.replica_decode_steps.assign(ranges.size(), 0);
     if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
     if (t.kind == TaskKind::kGenerate) {
       for (std::size_t r = 0; r < ranges.size(); ++r) {
@@ -548,8 +596,7 @@ class Runner {
         const GenerationResult g_out = generate(engine, request);
         out.replica_seconds[r] = watch.seconds();
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
-        m.decode_steps += g_out.decode_steps;
-        out.tokens += g_out.generated_tokens;
+        out.replica_decode_steps[r] = g_out.decode_steps;
         for (std::size_t i = first; i < last; ++i) {
           const std::vector<int>& response = g_out.responses[i - first];
           samples_[i].tokens.insert(samples_[i].tokens.end(), response.begin(), response.end());
@@ -591,6 +638,13 @@ class Runner {
       out.tokens = tokens_of(samples_, 0, samples_.size()) * w_.epochs;
     }
     share_results(task, ranges, out, m);
+    if (t.kind == TaskKind::kGenerate) {
+      // Every replica's decode steps, and the tokens its responses hold.
+      for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
+      for (const auto& [first, last] : ranges) {
+        for (std::size_t i = first; i < last; ++i) out.tokens += response_lengths_[i];
+      }
+    }
     out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
   }
 
@@ -721,7 +775,7 @@ class Runner {
   std::map<int, std::vector<std::vector<int>>> members_;  // per GPU task: each replica's processes
   std::map<std::pair<int, std::size_t>, std::unique_ptr<device::Communicator>> tp_comms_;  // (task, replica)
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
-  std::array<int, 4> trainer_lead_{};  // per trained role: its training's first process
+  std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast
 
   std::vector<Sample> samples_;

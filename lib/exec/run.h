@@ -17,8 +17,8 @@
 // epochs and mini-batches. CPU tasks (advantages, a rule reward) are timed on the host.
 //
 // What is not run yet throws core::JobError saying so (pipeline stages over processes, a
-// trained role in two layouts or a trained replica over several processes, a process count
-// other than the plan's GPUs).
+// trained role in two layouts, kv heads copied in a replica trained over processes, a process
+// count other than the plan's GPUs).
 
 #include <cstdint>
 #include <functional>
@@ -59,6 +59,7 @@ struct TaskMeasurement {
   bool ran = false;
   double start = 0, end = 0;            // seconds from the start of the run, as run here
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
+  std::vector<long long> replica_decode_steps;  // generation
 };
 
 struct IterationMeasurement {

@@ -815,16 +815,28 @@ void Transformer::reduce_gradients(const std::function<void(float* data, std::si
 }
 
 double Transformer::gradient_norm() {
-  double squares = 0;
+  // Whole tensors' gradients are alike on every shard; the shards' own add up over the
+  // processes holding the others.
+  double whole = 0, sharded = 0;
   std::vector<float> host;
   for (const Tensor& p : parameters()) {
     const auto found = optimizer_.find(p.name);
     if (found == optimizer_.end() || !found->second.grad.data()) continue;
     host.resize(found->second.grad.bytes() / sizeof(float));
     b_.download(host.data(), found->second.grad.data(), host.size() * sizeof(float));
+    double squares = 0;
     for (const float g : host) squares += static_cast<double>(g) * g;
+    (options_.tp.size > 1 && p.name.find('/') != std::string::npos ? sharded : whole) += squares;
   }
-  return std::sqrt(squares);
+  if (options_.tp.all_reduce) {
+    float part = static_cast<float>(sharded);
+    Buffer& one = scratch("norm", sizeof(float));
+    b_.upload(one.data(), &part, sizeof part);
+    options_.tp.all_reduce(DType::kF32, one.data(), 1);
+    b_.download(&part, one.data(), sizeof part);
+    sharded = part;
+  }
+  return std::sqrt(whole + sharded);
 }
 
 std::vector<float> Transformer::gradient(const std::string& name) {

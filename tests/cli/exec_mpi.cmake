@@ -1,6 +1,7 @@
 # hetrl-exec across processes (mpirun, a process a plan GPU, the cpu backend and MPI): a plan
 # whose generation spans two GPUs (TP 2) and whose actor trains on two (data parallel) gives
-# the same tokens, scores and decode steps run by 2 processes as by one; a plan of two groups on
+# the same tokens, scores, decode steps and gradient norms run by 2 processes as by one, and so
+# does one whose actor trains at TP 2 over both; a plan of two groups on
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
 # them) runs by 4; a run of another process count than the plan's GPUs says so.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
@@ -22,26 +23,7 @@ string(FIND "${out}" "2 processes" at)
 if(at EQUAL -1)
   message(FATAL_ERROR "the 2-process run does not say so:\n${out}")
 endif()
-file(READ ${OUT}/exec_one.json one)
-file(READ ${OUT}/exec_two.json two)
-foreach(i 0 1)
-  foreach(field mean_score decode_steps)
-    string(JSON a GET "${one}" iteration_stats ${i} ${field})
-    string(JSON b GET "${two}" iteration_stats ${i} ${field})
-    if(NOT a STREQUAL b)
-      message(FATAL_ERROR "iteration ${i} ${field}: ${a} in one process, ${b} in two")
-    endif()
-  endforeach()
-  string(JSON a GET "${one}" tasks generate tokens ${i})
-  string(JSON b GET "${two}" tasks generate tokens ${i})
-  if(NOT a STREQUAL b)
-    message(FATAL_ERROR "iteration ${i}: ${a} tokens generated in one process, ${b} in two")
-  endif()
-endforeach()
-# The actor's gradient norm at each iteration's step, the replicas' gradients summed over the
-# two processes: within a relative 1e-6 of one process's in fp32 (the sums' order differs in
-# the last bits; without the sum it is the norm of one replica's part). A number as an integer
-# of 15 significant decimals, for CMake's integer arithmetic.
+# A number as an integer of 15 significant decimals, for CMake's integer arithmetic.
 function(fixed value out)
   if(NOT value MATCHES "^([0-9]+)\\.?([0-9]*)$")
     message(FATAL_ERROR "expected a non-negative decimal number, found ${value}")
@@ -50,26 +32,55 @@ function(fixed value out)
   string(SUBSTRING "${digits}" 0 15 digits)
   set(${out} "${digits}" PARENT_SCOPE)
 endfunction()
-foreach(i 0 1)
-  string(JSON a GET "${one}" iteration_stats ${i} policy_grad_norm)
-  string(JSON b GET "${two}" iteration_stats ${i} policy_grad_norm)
-  string(REGEX MATCH "^[0-9]+" whole_a "${a}")
-  string(REGEX MATCH "^[0-9]+" whole_b "${b}")
-  fixed("${a}" x)
-  fixed("${b}" y)
-  math(EXPR gap "${x} - ${y}")
-  if(gap LESS 0)
-    math(EXPR gap "0 - ${gap}")
-  endif()
-  if(NOT whole_a STREQUAL whole_b OR NOT a GREATER 0 OR gap GREATER 1000000000)
-    message(FATAL_ERROR "iteration ${i}'s gradient norm: ${a} in one process, ${b} in two")
-  endif()
-endforeach()
+# Two reports of one plan and seed agree: the tokens generated, decode steps and scores of
+# each iteration equal, and the gradient norms within a relative 1e-6.
+function(same_run one_file two_file what)
+  file(READ ${one_file} one)
+  file(READ ${two_file} two)
+  foreach(i 0 1)
+    foreach(field mean_score decode_steps)
+      string(JSON a GET "${one}" iteration_stats ${i} ${field})
+      string(JSON b GET "${two}" iteration_stats ${i} ${field})
+      if(NOT a STREQUAL b)
+        message(FATAL_ERROR "${what}, iteration ${i} ${field}: ${a} in one process, ${b} in more")
+      endif()
+    endforeach()
+    string(JSON a GET "${one}" tasks generate tokens ${i})
+    string(JSON b GET "${two}" tasks generate tokens ${i})
+    if(NOT a STREQUAL b)
+      message(FATAL_ERROR "${what}, iteration ${i}: ${a} tokens generated in one process, ${b} in more")
+    endif()
+    string(JSON a GET "${one}" iteration_stats ${i} policy_grad_norm)
+    string(JSON b GET "${two}" iteration_stats ${i} policy_grad_norm)
+    string(REGEX MATCH "^[0-9]+" whole_a "${a}")
+    string(REGEX MATCH "^[0-9]+" whole_b "${b}")
+    fixed("${a}" x)
+    fixed("${b}" y)
+    math(EXPR gap "${x} - ${y}")
+    if(gap LESS 0)
+      math(EXPR gap "0 - ${gap}")
+    endif()
+    if(NOT whole_a STREQUAL whole_b OR NOT a GREATER 0 OR gap GREATER 1000000000)
+      message(FATAL_ERROR "${what}, iteration ${i}'s gradient norm: ${a} in one process, ${b} in more")
+    endif()
+  endforeach()
+endfunction()
+same_run(${OUT}/exec_one.json ${OUT}/exec_two.json "TP 2 generation")
+file(READ ${OUT}/exec_two.json two)
 string(JSON replicas LENGTH "${two}" tasks actor_train replica_seconds 0)
 string(JSON second GET "${two}" tasks actor_train replica_seconds 0 1)
 if(NOT replicas EQUAL 2 OR NOT second GREATER 0)
   message(FATAL_ERROR "2 processes: actor_train has ${replicas} replicas, the second measured ${second} s")
 endif()
+
+# Training at TP 2 over the two processes, generation and scoring as two replicas of one GPU;
+# the full width of the model (its 2 kv heads split).
+set(TRAIN2 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_train_tp2.json
+    --layers 1 --hidden 896 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32)
+file(REMOVE ${OUT}/exec_train_one.json ${OUT}/exec_train_two.json)
+run(${EXEC} ${TRAIN2} --report ${OUT}/exec_train_one.json)
+run(${MPI} 2 ${EXEC} ${TRAIN2} --report ${OUT}/exec_train_two.json)
+same_run(${OUT}/exec_train_one.json ${OUT}/exec_train_two.json "TP 2 training")
 
 run(${MPI} 4 ${EXEC} --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json
     --plan ${DATA}/plan_exec_groups.json ${SCALE} --report ${OUT}/exec_four.json)
