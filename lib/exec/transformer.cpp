@@ -481,8 +481,9 @@ void check_sequences(const std::vector<int>& tokens, int batch, int length, int 
 
 }  // namespace
 
-std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
-  check_sequences(tokens, batch, length, arch_.vocab, "score");
+Transformer::Step Transformer::whole_sequences(const std::vector<int>& tokens, int batch, int length,
+                                               const char* what) const {
+  check_sequences(tokens, batch, length, arch_.vocab, what);
   Step step;
   step.batch = batch;
   step.queries = length;
@@ -491,7 +492,27 @@ std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch,
     for (int p = 0; p < length; ++p) step.positions.push_back(p);
     step.lengths.push_back(length);
   }
-  return head_outputs(run_layers(step), tokens, batch, length);
+  return step;
+}
+
+void Transformer::head_logits(const Buffer& states, int first, int rows, Buffer& logits) {
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  device::Gemm g;
+  g.dtype = options_.dtype;
+  g.m = rows;
+  g.n = arch_.vocab;
+  g.k = arch_.hidden;
+  g.b_transposed = true;
+  b_.gemm(g, static_cast<const char*>(states.data()) + static_cast<std::size_t>(first) * arch_.hidden * e,
+          language_head().data(), logits.data());
+}
+
+int Transformer::logit_chunk() const {
+  return static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
+}
+
+std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
+  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length);
 }
 
 std::vector<float> Transformer::head_outputs(const Buffer& final_states, const std::vector<int>& tokens, int batch,
@@ -499,7 +520,6 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = batch * length;
-  const std::size_t hidden = static_cast<std::size_t>(arch_.hidden);
   std::vector<float> out;
   if (head_ == Head::kScalar) {
     Buffer& values = scratch("values", static_cast<std::size_t>(rows) * e);
@@ -512,20 +532,12 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
   }
   // Log-probabilities of each next token, in chunks of rows of the logits.
   Buffer& device_targets = upload_ints("targets", next_tokens(tokens, batch, length));
-  const int chunk = static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
+  const int chunk = logit_chunk();
   Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
   Buffer& losses = scratch("losses", static_cast<std::size_t>(rows) * sizeof(float));
-  const Buffer& head = arch_.tied_embeddings ? embedding_ : lm_head_;
   for (int first = 0; first < rows; first += chunk) {
     const int count = std::min(chunk, rows - first);
-    device::Gemm g;
-    g.dtype = t;
-    g.m = count;
-    g.n = arch_.vocab;
-    g.k = arch_.hidden;
-    g.b_transposed = true;
-    b_.gemm(g, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(first) * hidden * e,
-            head.data(), logits.data());
+    head_logits(final_states, first, count, logits);
     b_.cross_entropy(t, logits.data(), device_targets.as<int>() + first, losses.as<float>() + first, nullptr, count,
                      arch_.vocab, 1.0f, nullptr);
   }
@@ -538,15 +550,7 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
 }
 
 std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length) {
-  check_sequences(tokens, batch, length, arch_.vocab, "forward");
-  Step step;
-  step.batch = batch;
-  step.queries = length;
-  step.tokens = tokens;
-  for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p < length; ++p) step.positions.push_back(p);
-    step.lengths.push_back(length);
-  }
+  const Step step = whole_sequences(tokens, batch, length, "forward");
   pass_.batch = batch;
   pass_.length = length;
   pass_.tokens = tokens;
@@ -631,22 +635,16 @@ void Transformer::backward(const std::vector<float>& doutput) {
     }
     Buffer& row_weights = upload_floats("row_weights", weights);
     Buffer& targets = upload_ints("targets", next_tokens(pass_.tokens, batch, length));
-    const int chunk = static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
+    const int chunk = logit_chunk();
     Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
     Buffer& losses = scratch("losses", n * sizeof(float));
-    const Buffer& head = arch_.tied_embeddings ? embedding_ : lm_head_;
+    const Buffer& head = language_head();
     const std::string head_name = arch_.tied_embeddings ? "embedding" : "head";
     for (int first = 0; first < rows; first += chunk) {
       // The chunk's logits again (not kept: rows x vocab), their gradient in place.
       const int count = std::min(chunk, rows - first);
       const std::size_t offset = static_cast<std::size_t>(first) * hidden * e;
-      device::Gemm g;
-      g.dtype = t;
-      g.m = count;
-      g.n = arch_.vocab;
-      g.k = hidden;
-      g.b_transposed = true;
-      b_.gemm(g, static_cast<const char*>(final_states.data()) + offset, head.data(), logits.data());
+      head_logits(final_states, first, count, logits);
       b_.cross_entropy(t, logits.data(), targets.as<int>() + first, losses.as<float>() + first, logits.data(), count,
                        arch_.vocab, 1.0f, row_weights.as<float>() + first);
       device::Gemm back;  // dfinal[count][hidden] = dlogits head
@@ -867,14 +865,7 @@ const Buffer& Transformer::prefill(Cache& cache, int slot, const std::vector<int
   const Buffer& final_states = run_layers(step);
   const std::size_t e = device::dtype_bytes(options_.dtype);
   Buffer& logits = scratch("step_logits", static_cast<std::size_t>(arch_.vocab) * e);
-  device::Gemm g;
-  g.dtype = options_.dtype;
-  g.m = 1;
-  g.n = arch_.vocab;
-  g.k = arch_.hidden;
-  g.b_transposed = true;
-  b_.gemm(g, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(length - 1) * arch_.hidden * e,
-          (arch_.tied_embeddings ? embedding_ : lm_head_).data(), logits.data());
+  head_logits(final_states, length - 1, 1, logits);
   return logits;
 }
 
@@ -902,7 +893,7 @@ const Buffer& Transformer::decode(Cache& cache, const std::vector<int>& slots, c
   }
   const Buffer& final_states = run_layers(step);
   Buffer& logits = scratch("step_logits", static_cast<std::size_t>(rows) * arch_.vocab * device::dtype_bytes(options_.dtype));
-  linear(final_states, arch_.tied_embeddings ? embedding_ : lm_head_, logits, rows, arch_.hidden, arch_.vocab);
+  head_logits(final_states, 0, rows, logits);
   return logits;
 }
 

@@ -97,7 +97,6 @@ class Transformer {
   // into an inference engine's: the reshard); this one fills the shards it holds. Its own optimiser state is dropped (a model that loads weights is
   // not the one being trained).
   void load(const Transformer& from);
-  int tp() const { return options_.tp.size; }
 
   // The KV cache of `slots` sequences of at most `capacity` positions each.
   class Cache {
@@ -192,6 +191,14 @@ class Transformer {
   };
   // The final hidden states of the step's rows, after the last norm.
   const device::Buffer& run_layers(const Step& step, bool save = false);
+  // A step of `batch` whole sequences of `length` tokens from position 0 (score, forward);
+  // throws core::InputError naming `what` for tokens that do not make them.
+  Step whole_sequences(const std::vector<int>& tokens, int batch, int length, const char* what) const;
+  // The language head's logits of `rows` rows of the final states from row `first`.
+  void head_logits(const device::Buffer& states, int first, int rows, device::Buffer& logits);
+  const device::Buffer& language_head() const { return arch_.tied_embeddings ? embedding_ : lm_head_; }
+  // Rows of logits computed at a time (kLogitChunk values at most).
+  int logit_chunk() const;
   // The head over the final states: log-probabilities of next tokens or scalars, as score.
   std::vector<float> head_outputs(const device::Buffer& final_states, const std::vector<int>& tokens, int batch,
                                   int length);

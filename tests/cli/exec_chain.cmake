@@ -3,13 +3,7 @@
 # another, a GRPO plan with a rule reward, and one whose generation replica spans two GPUs. Checks what the report holds and that a seed
 # gives the same run, never how fast the machine is.
 #   EXEC: the tool; DATA: tests/cli/data; OUT: a scratch folder.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 
 set(SCALE --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 2)
 file(REMOVE ${OUT}/exec_a.json ${OUT}/exec_a_trace.json ${OUT}/exec_b.json ${OUT}/exec_c.json ${OUT}/exec_grpo.json ${OUT}/exec_tp2.json)

@@ -5,13 +5,7 @@
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
 # them) runs by 4; a run of another process count than the plan's GPUs says so.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 
 set(MPI ${MPIEXEC} --oversubscribe -n)
 set(SCALE --layers 1 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32)

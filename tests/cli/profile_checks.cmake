@@ -1,14 +1,7 @@
 # What the hetrl-profile chain scripts share (included by profile_chain.cmake and
 # profile_mpi.cmake).
 
-# Runs a command; fails the test with its output unless it exits 0. Leaves stdout in `out`.
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${ARGN}\nexit ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 
 # Fails the test unless each named figure under the profile's "fitted" is positive.
 function(require_fitted profile)
