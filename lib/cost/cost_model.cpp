@@ -74,10 +74,18 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
       case workload::Precision::kFp16: peak_flops_.push_back(g.fp16_flops); break;
     }
   }
-  for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
-    for (int tp = 0; tp < kWidthScales; ++tp) {
-      width_scale_.push_back(shapes_[t].hidden > 0 && tp > 0 ? gemm_width_scale(static_cast<int>(t), tp) : 1.0);
+  for (std::size_t g = 0; g < cluster_.gpu_types.size(); ++g) {
+    for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
+      for (int tp = 0; tp < kWidthScales; ++tp) {
+        width_scale_.push_back(shapes_[t].hidden > 0 && tp > 0
+                                   ? gemm_width_scale(static_cast<int>(t), tp, static_cast<int>(g))
+                                   : 1.0);
+      }
     }
+    const hw::Efficiency& e = cluster_.gpu_types[g].efficiency;
+    double best = std::max(e.gemm_large, e.gemm_small);
+    for (const auto& point : e.gemm_curve) best = std::max(best, point.second);
+    max_gemm_.push_back(std::max(params_.max_gemm_efficiency, best));
   }
   samples_ = workload_.samples_per_iteration();
   prompt_ = workload_.prompt_length_tokens;
@@ -157,19 +165,26 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
                          params_.large_collective_latency, gpu(node).efficiency.collective);
 }
 
-double CostModel::gemm_width_scale(int task, int tp) const {
+double CostModel::gemm_width_scale(int task, int tp, int gpu_type) const {
   // Tensor parallelism splits one of a GEMM's two weight dimensions (the output of a column-
   // parallel GEMM, the input of a row-parallel one) and keeps the other whole: the geometric
   // mean of the two is the width.
   const double width = shapes_[task].hidden / std::sqrt(static_cast<double>(tp));
-  const double d0 = params_.gemm_width_half;
+  const double d0 = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency.gemm_width_half.value_or(
+      params_.gemm_width_half);
+  if (d0 <= 0) return 1.0;
   return (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
 }
 
 double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
-  const double scale = tp < kWidthScales ? width_scale_[static_cast<std::size_t>(task) * kWidthScales + tp]
-                                         : gemm_width_scale(task, tp);
-  return std::min(params_.max_gemm_efficiency, gpu(node).efficiency.gemm(tokens) * scale);
+  const int type = cluster_.nodes[node].gpu_type;
+  const double scale =
+      tp < kWidthScales
+          ? width_scale_[(static_cast<std::size_t>(type) * graph_.tasks.size() + static_cast<std::size_t>(task)) *
+                             kWidthScales +
+                         static_cast<std::size_t>(tp)]
+          : gemm_width_scale(task, tp, type);
+  return std::min(max_gemm_[static_cast<std::size_t>(type)], gpu(node).efficiency.gemm(tokens) * scale);
 }
 
 double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) const {
@@ -219,6 +234,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
     d.weight_seconds = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp /
                        (g.memory_bandwidth * g.efficiency.memory);
+    d.overhead = decode_overhead(cluster_.nodes[stage.node].gpu_type);
     d.kv_seconds_per_token = stage.layers * shape.kv_bytes_per_token_layer(stage.tp) /
                              (g.memory_bandwidth * g.efficiency.memory);
     if (stage.tp > 1) {
@@ -253,8 +269,8 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
     (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
     cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
+    cost.overhead = std::max(cost.overhead, d.overhead);
   }
-  cost.overhead = params_.decode_step_overhead;
   return cost;
 }
 
@@ -275,7 +291,9 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
     batches += batch[j];
   }
   StepCost cost;
+  double overhead = 0;
   for (const DecodeStage& d : stages) {
+    overhead = std::max(overhead, d.overhead);
     double compute_bound = 0, memory_bound = 0;
     for (int j = 0; j < points; ++j) {
       const double f = position[j];
@@ -296,7 +314,7 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
     cost.tp += points * d.tp_fixed + batches * d.tp_per_sequence;
     cost.p2p += points * d.p2p_fixed + batches * d.p2p_per_sequence;
   }
-  cost.overhead = points * params_.decode_step_overhead;
+  cost.overhead = points * overhead;
   const double steps_per_point = longest_ / points;
   StepCost out;
   out.add(cost, steps_per_point);
@@ -362,8 +380,12 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
   double step = 0;
-  for (const DecodeStage& d : per_stage) step += d.weight_seconds + d.tp_fixed + d.p2p_fixed;
-  step += params_.decode_step_overhead;
+  double overhead = 0;
+  for (const DecodeStage& d : per_stage) {
+    step += d.weight_seconds + d.tp_fixed + d.p2p_fixed;
+    overhead = std::max(overhead, d.overhead);
+  }
+  step += overhead;
   // The quadrature adds `points` steps of longest / points each: allow for its rounding.
   return longest_ * step * (1 - 1e-12);
 }
@@ -488,7 +510,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
               ? 2.0 * kBf16 * params / params_.host_bandwidth +
                     params * params_.adam_bytes_per_param /
                         (params_.host_memory_bandwidth / cluster_.nodes[stage.node].gpu_count)
-              : params * params_.adam_bytes_per_param / (g.memory_bandwidth * g.efficiency.memory);
+              : params * params_.adam_bytes_per_param /
+                    (g.memory_bandwidth * (g.efficiency.optimizer > 0 ? g.efficiency.optimizer : g.efficiency.memory));
       optimizer = std::max(optimizer, step);
     }
   }

@@ -469,6 +469,7 @@ class CostModel {
     double tp_per_sequence = 0;
     double p2p_fixed = 0;
     double p2p_per_sequence = 0;
+    double overhead = 0;  // the engine's seconds a step outside the kernels on this stage's GPUs
   };
   using DecodeStages = std::vector<DecodeStage>;
   // Fills `out` (reused between calls to spare allocations).
@@ -521,10 +522,17 @@ class CostModel {
     return 34.0 * shapes_[task].hidden / tp;
   }
   // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
-  // CostParams::gemm_width_half).
+  // CostParams::gemm_width_half; a GPU type measured at its own width half has it), at most
+  // the larger of CostParams::max_gemm_efficiency and the best the type was measured to reach.
   double gemm_efficiency(int task, int node, int tp, double tokens) const;
-  double gemm_width_scale(int task, int tp) const;
-  static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task
+  double gemm_width_scale(int task, int tp, int gpu_type) const;
+  static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task and GPU type
+  // Seconds of one decode step outside the kernels on a GPU type (CostParams's, or the type's
+  // measured engine).
+  double decode_overhead(int gpu_type) const {
+    const auto& own = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency.decode_step_overhead;
+    return own ? *own : params_.decode_step_overhead;
+  }
 
   const hw::Cluster& cluster_;
   const workload::Workload& workload_;
@@ -534,7 +542,9 @@ class CostModel {
   std::vector<ModelShape> shapes_;  // per task (empty shape for CPU tasks)
   std::vector<bool> lm_head_;       // per task: logits over the vocabulary, or a scalar head
   std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)
-  std::vector<double> width_scale_;  // per task and TP below kWidthScales: gemm_width_scale
+  // Per GPU type, task and TP below kWidthScales: gemm_width_scale.
+  std::vector<double> width_scale_;
+  std::vector<double> max_gemm_;  // per GPU type: the cap of gemm_efficiency
   double samples_ = 0;
   double prompt_ = 0;
   double mean_response_ = 0;

@@ -85,6 +85,16 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.collective, "collective", spec.name);
   require_fraction(spec.efficiency.attention, "attention", spec.name);
   require_fraction(spec.efficiency.training, "training", spec.name);
+  if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name);
+  if (spec.efficiency.gemm_width_half && !(*spec.efficiency.gemm_width_half >= 0 && std::isfinite(*spec.efficiency.gemm_width_half))) {
+    throw core::InputError(fmt::format("GPU type {}: gemm_width_half must be a finite number at least 0, found {}",
+                                       core::quoted(spec.name), *spec.efficiency.gemm_width_half));
+  }
+  if (spec.efficiency.decode_step_overhead &&
+      !(*spec.efficiency.decode_step_overhead >= 0 && *spec.efficiency.decode_step_overhead < 1e3)) {
+    throw core::InputError(fmt::format("GPU type {}: decode step overhead must be between 0 and 1000 s, found {}",
+                                       core::quoted(spec.name), *spec.efficiency.decode_step_overhead));
+  }
   double previous = 0;
   for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) {
     if (!(tokens > previous)) {
@@ -130,12 +140,18 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
     spec.price_source = o.source;
   }
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
-                                  o.collective;
+                                  o.collective || o.training || o.attention || o.optimizer_efficiency ||
+                                  o.gemm_width_half || o.decode_step_overhead;
   if (o.gemm_curve) spec.efficiency.gemm_curve = *o.gemm_curve;
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;
   if (o.collective) spec.efficiency.collective = *o.collective;
+  if (o.training) spec.efficiency.training = *o.training;
+  if (o.attention) spec.efficiency.attention = *o.attention;
+  if (o.optimizer_efficiency) spec.efficiency.optimizer = *o.optimizer_efficiency;
+  if (o.gemm_width_half) spec.efficiency.gemm_width_half = *o.gemm_width_half;
+  if (o.decode_step_overhead) spec.efficiency.decode_step_overhead = *o.decode_step_overhead;
   if (efficiency_changed && !o.source.empty()) spec.efficiency.source = o.source;
   if (!o.source.empty()) spec.source = base ? o.source + "; otherwise " + base->source : o.source;
   validate_gpu_spec(spec);

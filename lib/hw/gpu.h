@@ -75,6 +75,15 @@ struct Efficiency {
   // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
   // reach the kernel rates (cost::CostParams::megatron).
   double training = 0;
+  // Of the memory bandwidth, what the optimizer's step reaches; 0: `memory`'s (a run measures
+  // its own, hetrl-exec --fit-profile).
+  double optimizer = 0;
+  // Where a device was measured: how its GEMMs' efficiency depends on their width (the half
+  // width of cost::CostParams::gemm_width_half; 0: not at all, as on a CPU, whose GEMMs are as
+  // fast narrow as wide), and the seconds one decode step of the engine that ran on it takes
+  // outside its kernels (cost::CostParams::decode_step_overhead). Unset: the params'.
+  std::optional<double> gemm_width_half;
+  std::optional<double> decode_step_overhead;
   // A measured profile's GEMM curve (hw/profile.h); where it is given, GEMMs follow it instead
   // of the two-point line between gemm_small and gemm_large.
   GemmCurve gemm_curve;
@@ -161,6 +170,12 @@ struct GpuTypeOverride {
   std::optional<GemmCurve> gemm_curve;  // (tokens, fraction of the tensor peak)
   std::optional<double> memory_efficiency;
   std::optional<double> collective;
+  // Fitted on a run (hetrl-exec --fit-profile) or measured (hetrl-profile): Efficiency's.
+  std::optional<double> training;
+  std::optional<double> attention;
+  std::optional<double> optimizer_efficiency;
+  std::optional<double> gemm_width_half;
+  std::optional<double> decode_step_overhead;  // seconds
   std::string source;
 };
 

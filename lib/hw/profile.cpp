@@ -30,6 +30,25 @@ void take(std::optional<T>& into, const std::optional<T>& from) {
   if (from) into = from;
 }
 
+// What a run calibrated (hetrl-exec --fit-profile), each checked as a cluster file's would be.
+void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
+  const auto fraction = [&](const std::optional<double>& value, std::string_view what) -> std::optional<double> {
+    if (value && !(*value > 0 && *value <= 1)) {
+      throw core::InputError(fmt::format("the profile's {} must be in (0, 1], found {}", what, *value));
+    }
+    return value;
+  };
+  o.training = fraction(profile.pass_efficiency, "pass efficiency");
+  o.optimizer_efficiency = fraction(profile.optimizer_efficiency, "optimizer efficiency");
+  if (profile.decode_step_overhead) {
+    if (!(*profile.decode_step_overhead >= 0 && *profile.decode_step_overhead < 1e3)) {
+      throw core::InputError(
+          fmt::format("the profile's decode step overhead must be between 0 and 1000 s, found {}", *profile.decode_step_overhead));
+    }
+    o.decode_step_overhead = profile.decode_step_overhead;
+  }
+}
+
 }  // namespace
 
 GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
@@ -73,6 +92,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     if (profile.allreduce_bus_bandwidth && o.intra_node_bandwidth) {
       o.collective = std::clamp(*profile.allreduce_bus_bandwidth / *o.intra_node_bandwidth, 1e-3, 1.0);
     }
+    if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+    take_calibration(profile, o);
     return o;
   }
   const GpuSpec& spec = *known;
@@ -103,6 +124,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
   const double link = o.intra_node_bandwidth.value_or(spec.intra_node.bandwidth);
   o.collective = ratio(profile.allreduce_bus_bandwidth, link, "measured all-reduce bus bandwidth",
                        "GB/s", core::kGBps, spec.name);
+  if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+  take_calibration(profile, o);
   return o;
 }
 
@@ -110,7 +133,8 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   using O = GpuTypeOverride;
   for (std::optional<double> O::*field :
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
-        &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective}) {
+        &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
+        &O::attention, &O::optimizer_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);
@@ -127,9 +151,14 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
   const double peak = spec.tensor_flops();
   p.gemm_large_flops = peak * spec.efficiency.gemm_large;
   p.gemm_small_flops = peak * spec.efficiency.gemm_small;
-  for (double tokens : {1.0, 16.0, 64.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0}) {
-    p.gemm_curve.emplace_back(tokens, peak * spec.efficiency.gemm(tokens));
+  if (spec.efficiency.gemm_curve.empty()) {
+    for (double tokens : {1.0, 16.0, 64.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0}) {
+      p.gemm_curve.emplace_back(tokens, peak * spec.efficiency.gemm(tokens));
+    }
+  } else {
+    for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) p.gemm_curve.emplace_back(tokens, peak * fraction);
   }
+  p.gemm_width_half = spec.efficiency.gemm_width_half;
   p.fp32_flops = spec.fp32_flops;
   p.memory_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
   p.intra_node_bandwidth = spec.intra_node.bandwidth;

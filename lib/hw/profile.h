@@ -114,6 +114,29 @@ struct GpuProfile {
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
   std::optional<double> intra_node_latency;              // seconds, one small transfer GPU to GPU
+  // GEMMs measured at two widths: the half width of the GEMM efficiency's dependence on it
+  // (cost::CostParams::gemm_width_half; 0 where the wider ones are no faster).
+  std::optional<double> gemm_width_half;
+
+  // Fitted on a run of a plan (hetrl-exec --fit-profile; docs/exec.md): of the kernel rates,
+  // what forward and training passes reach (Efficiency::training); of the memory bandwidth,
+  // what the optimizer step reaches; the seconds a decode step of the engine takes outside
+  // its kernels.
+  std::optional<double> pass_efficiency;
+  std::optional<double> optimizer_efficiency;
+  std::optional<double> decode_step_overhead;
+  // What they were fitted on: each task's measured seconds against the prediction before and
+  // after the fit (the run's response lengths, as hetrl-sim draws them).
+  struct CalibrationRow {
+    std::string task;
+    double measured = 0, before = 0, after = 0;
+  };
+  struct Calibration {
+    std::string plan;
+    int iterations = 0;
+    std::vector<CalibrationRow> tasks;
+  };
+  std::optional<Calibration> calibration;
 };
 
 // `source` names the profile in the override (e.g. its file name and hash). A type the
@@ -125,7 +148,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
 void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later);
 
 // What the catalogue expects a GPU type to reach (datasheet peaks times its efficiencies), as
-// a profile's fitted figures, for comparison with a measured one.
+// a profile's fitted figures (a measured curve by its own points), for comparison with a
+// measured one, or as the start of a profile fitted on a run (hetrl-exec --fit-profile).
 GpuProfile datasheet_profile(const GpuSpec& spec);
 
 }  // namespace hetrl::hw

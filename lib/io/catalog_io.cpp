@@ -65,7 +65,9 @@ hw::Catalog parse_hardware_catalog(std::string_view gpus_json, std::string_view 
       r.finish();
     }
     ObjectReader defaults = root.object("default_efficiency");
-    catalog.default_efficiency = read_efficiency(defaults, hw::Efficiency{1, 1, 1, 1, 1, 1, {}, ""});
+    hw::Efficiency ones;
+    ones.gemm_large = ones.gemm_small = ones.memory = ones.collective = ones.attention = ones.training = 1;
+    catalog.default_efficiency = read_efficiency(defaults, ones);
     for (auto& [name, r] : root.object_map("gpus")) {
       hw::GpuSpec spec;
       spec.name = name;

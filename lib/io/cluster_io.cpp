@@ -56,6 +56,13 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     }
     o.memory_efficiency = e->optional_number("memory", Range::kFraction);
     o.collective = e->optional_number("collective", Range::kFraction);
+    o.training = e->optional_number("training", Range::kFraction);
+    o.attention = e->optional_number("attention", Range::kFraction);
+    o.optimizer_efficiency = e->optional_number("optimizer", Range::kFraction);
+    o.gemm_width_half = e->optional_number("gemm_width_half", Range::kNonNegative);
+    if (auto ms = e->optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
+      o.decode_step_overhead = *ms * core::kMillisecond;
+    }
     e->finish();
   }
   o.source = r.optional_string("source").value_or("");
@@ -98,6 +105,11 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   }
   put_fraction("memory", o.memory_efficiency);
   put_fraction("collective", o.collective);
+  put_fraction("training", o.training);
+  put_fraction("attention", o.attention);
+  put_fraction("optimizer", o.optimizer_efficiency);
+  put_fraction("gemm_width_half", o.gemm_width_half);
+  if (o.decode_step_overhead) efficiency["decode_step_overhead_ms"] = detail::file_units(*o.decode_step_overhead / core::kMillisecond);
   if (!efficiency.empty()) out["efficiency"] = std::move(efficiency);
   if (!o.source.empty()) out["source"] = o.source;
   return out;

@@ -132,6 +132,23 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
   p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
+  p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
+  p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
+  p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kFraction);
+  if (auto ms = f.optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
+    p.decode_step_overhead = *ms * core::kMillisecond;
+  }
+  if (auto c = f.optional_object("calibration")) {
+    hw::GpuProfile::Calibration calibration;
+    calibration.plan = c->string("plan");
+    calibration.iterations = static_cast<int>(c->integer("iterations", 1, 1000000));
+    read_rows(*c, "tasks", [&](ObjectReader& t) {
+      calibration.tasks.push_back({t.string("task"), t.number("measured_s", Range::kNonNegative),
+                                   t.number("before_s", Range::kNonNegative), t.number("after_s", Range::kNonNegative)});
+    });
+    c->finish();
+    p.calibration = std::move(calibration);
+  }
   double previous = 0;
   read_rows(f, "gemm_curve", [&](ObjectReader& point) {
     const double tokens = point.number("tokens", Range::kPositive);
@@ -287,6 +304,20 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);
   put("intra_node_latency_us", p.intra_node_latency, kMicrosecond);
+  put("gemm_width_half", p.gemm_width_half, 1.0);
+  put("pass_efficiency", p.pass_efficiency, 1.0);
+  put("optimizer_efficiency", p.optimizer_efficiency, 1.0);
+  put("decode_step_overhead_ms", p.decode_step_overhead, core::kMillisecond);
+  if (p.calibration) {
+    OrderedJson tasks = OrderedJson::array();
+    for (const hw::GpuProfile::CalibrationRow& row : p.calibration->tasks) {
+      tasks.push_back({{"task", row.task},
+                       {"measured_s", detail::file_units(row.measured)},
+                       {"before_s", detail::file_units(row.before)},
+                       {"after_s", detail::file_units(row.after)}});
+    }
+    f["calibration"] = {{"plan", p.calibration->plan}, {"iterations", p.calibration->iterations}, {"tasks", std::move(tasks)}};
+  }
   out["fitted"] = std::move(f);
   return detail::dump(out);
 }

@@ -464,6 +464,28 @@ void fit(hw::GpuProfile& p) {
     p.gemm_small_flops = small;
     if (!p.gemm_large_flops) p.gemm_large_flops = c.back().second;
   }
+  // The width dependence: at the most tokens measured at two widths, how much faster the wider
+  // GEMM runs, as the half width d of an efficiency w / (w + d) (cost::CostParams::
+  // gemm_width_half): R = rate(b) / rate(a) = b (a + d) / (a (b + d)), so d = a b (1 - R) /
+  // (R a - b); none where the wider is no faster, at most 16 times the wider where it is
+  // nearly as much faster as it is wider.
+  std::map<int, std::map<int, double>> by_tokens;  // tokens -> width -> rate
+  for (const hw::GemmMeasurement& g : p.gemms) {
+    if (g.dtype == "fp32" && half_measured) continue;
+    if (g.n != g.k) continue;
+    double& rate = by_tokens[g.tokens][g.n];
+    rate = std::max(rate, g.flops() / g.seconds.median);
+  }
+  p.gemm_width_half.reset();
+  for (auto it = by_tokens.rbegin(); it != by_tokens.rend(); ++it) {
+    const std::map<int, double>& widths = it->second;
+    if (widths.size() < 2) continue;
+    const double a = widths.begin()->first, b = widths.rbegin()->first;
+    const double r = widths.rbegin()->second / widths.begin()->second;
+    const double most = 16.0 * b;
+    p.gemm_width_half = r <= 1 ? 0.0 : r * a >= b ? most : std::min(most, a * b * (1 - r) / (r * a - b));
+    break;
+  }
   // Reading memory: the largest buffer read (the cost model streams weights and caches);
   // host to device: the largest transfer (smaller ones may stay in a CPU's caches).
   double largest_read = 0, largest_upload = 0;
