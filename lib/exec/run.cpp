@@ -514,7 +514,13 @@ class Runner {
              const std::function<void(Sample&, const float* per_token, float last)>& take) {
     const std::vector<int> tokens = padded(mb);
     const int batch = static_cast<int>(mb.samples.size());
-    const std::vector<float> out = train ? m.forward(tokens, batch, mb.length) : m.score(tokens, batch, mb.length);
+    // The language head scores the responses only: from the position before the first
+    // response token on.
+    int first = mb.length;
+    for (const std::size_t i : mb.samples) first = std::min(first, samples_[i].prompt_length - 1);
+    first = std::max(first, 0);
+    const std::vector<float> out =
+        train ? m.forward(tokens, batch, mb.length, first) : m.score(tokens, batch, mb.length, first);
     const std::size_t row = m.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
                                                        : static_cast<std::size_t>(mb.length - 1);
     for (std::size_t j = 0; j < mb.samples.size(); ++j) {

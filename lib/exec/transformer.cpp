@@ -294,16 +294,6 @@ Buffer& Transformer::upload_floats(const std::string& name, const std::vector<fl
   return buffer;
 }
 
-std::vector<int> Transformer::next_tokens(const std::vector<int>& tokens, int batch, int length) {
-  std::vector<int> targets(tokens.size(), 0);
-  for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p + 1 < length; ++p) {
-      targets[static_cast<std::size_t>(s * length + p)] = tokens[static_cast<std::size_t>(s * length + p + 1)];
-    }
-  }
-  return targets;
-}
-
 Buffer& Transformer::upload_ints(const std::string& name, const std::vector<int>& values) {
   Buffer& buffer = scratch(name, std::max<std::size_t>(1, values.size()) * sizeof(int));
   if (!values.empty()) b_.upload(buffer.data(), values.data(), values.size() * sizeof(int));
@@ -511,12 +501,31 @@ int Transformer::logit_chunk() const {
   return static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
 }
 
-std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length) {
-  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length);
+std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length, int first) {
+  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length, first);
+}
+
+const Buffer& Transformer::scored_rows(const Buffer& final_states, int batch, int length, int first) {
+  const std::size_t row = static_cast<std::size_t>(arch_.hidden) * device::dtype_bytes(options_.dtype);
+  const std::size_t per = static_cast<std::size_t>(length - 1 - first);
+  Buffer& rows = scratch("scored_rows", std::max<std::size_t>(1, static_cast<std::size_t>(batch) * per) * row);
+  if (per > 0) {
+    b_.copy_2d(rows.data(), per * row, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(first) * row,
+               static_cast<std::size_t>(length) * row, per * row, static_cast<std::size_t>(batch));
+  }
+  return rows;
+}
+
+std::vector<int> Transformer::scored_targets(const std::vector<int>& tokens, int batch, int length, int first) {
+  std::vector<int> targets;
+  for (int s = 0; s < batch; ++s) {
+    for (int p = first; p + 1 < length; ++p) targets.push_back(tokens[static_cast<std::size_t>(s * length + p + 1)]);
+  }
+  return targets;
 }
 
 std::vector<float> Transformer::head_outputs(const Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                             int length) {
+                                             int length, int first) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = batch * length;
@@ -530,34 +539,43 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
     b_.download(out.data(), wide.data(), out.size() * sizeof(float));
     return out;
   }
-  // Log-probabilities of each next token, in chunks of rows of the logits.
-  Buffer& device_targets = upload_ints("targets", next_tokens(tokens, batch, length));
+  // Log-probabilities of each next token from `first` on, in chunks of rows of the logits.
+  first = std::clamp(first, 0, length - 1);
+  const int per = length - 1 - first;
+  const int scored = batch * per;
+  out.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(length - 1), 0.0f);
+  if (scored == 0) return out;
+  const Buffer& states = scored_rows(final_states, batch, length, first);
+  Buffer& device_targets = upload_ints("targets", scored_targets(tokens, batch, length, first));
   const int chunk = logit_chunk();
-  Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
-  Buffer& losses = scratch("losses", static_cast<std::size_t>(rows) * sizeof(float));
-  for (int first = 0; first < rows; first += chunk) {
-    const int count = std::min(chunk, rows - first);
-    head_logits(final_states, first, count, logits);
-    b_.cross_entropy(t, logits.data(), device_targets.as<int>() + first, losses.as<float>() + first, nullptr, count,
+  Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored)) * arch_.vocab * e);
+  Buffer& losses = scratch("losses", static_cast<std::size_t>(scored) * sizeof(float));
+  for (int from = 0; from < scored; from += chunk) {
+    const int count = std::min(chunk, scored - from);
+    head_logits(states, from, count, logits);
+    b_.cross_entropy(t, logits.data(), device_targets.as<int>() + from, losses.as<float>() + from, nullptr, count,
                      arch_.vocab, 1.0f, nullptr);
   }
-  std::vector<float> all(static_cast<std::size_t>(rows));
+  std::vector<float> all(static_cast<std::size_t>(scored));
   b_.download(all.data(), losses.data(), all.size() * sizeof(float));
   for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p + 1 < length; ++p) out.push_back(-all[static_cast<std::size_t>(s * length + p)]);
+    for (int p = first; p + 1 < length; ++p) {
+      out[static_cast<std::size_t>(s * (length - 1) + p)] = -all[static_cast<std::size_t>(s * per + p - first)];
+    }
   }
   return out;
 }
 
-std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length) {
+std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length, int first) {
   const Step step = whole_sequences(tokens, batch, length, "forward");
   pass_.batch = batch;
   pass_.length = length;
+  pass_.first = std::clamp(first, 0, length - 1);
   pass_.tokens = tokens;
   pass_.positions = step.positions;
   pass_.lengths = step.lengths;
   pass_.active = true;
-  return head_outputs(run_layers(step, true), tokens, batch, length);
+  return head_outputs(run_layers(step, true), tokens, batch, length, pass_.first);
 }
 
 Buffer& Transformer::grad(const std::string& name) {
@@ -625,43 +643,53 @@ void Transformer::backward(const std::vector<float>& doutput) {
     linear_backward(final_states, lm_head_, dvalues, &dfinal, false, "head", rows, hidden, 1);
   } else {
     // The cross-entropy kernel's gradient is d(-log p)/d logits times a row weight, so each
-    // row's weight is -d loss / d log p (0 on each sequence's last position, which predicts
-    // nothing).
-    std::vector<float> weights(n, 0.0f);
+    // scored row's weight is -d loss / d log p; the rows the head did not score get none.
+    const int first = pass_.first, per = length - 1 - first, scored = batch * per;
+    std::vector<float> weights(static_cast<std::size_t>(std::max(1, scored)), 0.0f);
     for (int s = 0; s < batch; ++s) {
-      for (int p = 0; p + 1 < length; ++p) {
-        weights[static_cast<std::size_t>(s * length + p)] = -doutput[static_cast<std::size_t>(s * (length - 1) + p)];
+      for (int p = first; p + 1 < length; ++p) {
+        weights[static_cast<std::size_t>(s * per + p - first)] = -doutput[static_cast<std::size_t>(s * (length - 1) + p)];
       }
     }
-    Buffer& row_weights = upload_floats("row_weights", weights);
-    Buffer& targets = upload_ints("targets", next_tokens(pass_.tokens, batch, length));
-    const int chunk = logit_chunk();
-    Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, rows)) * arch_.vocab * e);
-    Buffer& losses = scratch("losses", n * sizeof(float));
-    const Buffer& head = language_head();
-    const std::string head_name = arch_.tied_embeddings ? "embedding" : "head";
-    for (int first = 0; first < rows; first += chunk) {
-      // The chunk's logits again (not kept: rows x vocab), their gradient in place.
-      const int count = std::min(chunk, rows - first);
-      const std::size_t offset = static_cast<std::size_t>(first) * hidden * e;
-      head_logits(final_states, first, count, logits);
-      b_.cross_entropy(t, logits.data(), targets.as<int>() + first, losses.as<float>() + first, logits.data(), count,
-                       arch_.vocab, 1.0f, row_weights.as<float>() + first);
-      device::Gemm back;  // dfinal[count][hidden] = dlogits head
-      back.dtype = t;
-      back.m = count;
-      back.n = hidden;
-      back.k = arch_.vocab;
-      b_.gemm(back, logits.data(), head.data(), static_cast<char*>(dfinal.data()) + offset);
-      device::Gemm dw;  // dhead[vocab][hidden] += dlogits^T final
-      dw.dtype = t;
-      dw.m = arch_.vocab;
-      dw.n = hidden;
-      dw.k = count;
-      dw.a_transposed = true;
-      dw.c_fp32 = true;
-      dw.accumulate = true;
-      b_.gemm(dw, logits.data(), static_cast<const char*>(final_states.data()) + offset, grad(head_name).data());
+    b_.fill_zero(dfinal.data(), n * hidden * e);
+    if (scored > 0) {
+      Buffer& row_weights = upload_floats("row_weights", weights);
+      Buffer& targets = upload_ints("targets", scored_targets(pass_.tokens, batch, length, first));
+      const Buffer& states = scored_rows(final_states, batch, length, first);
+      Buffer& dstates = scratch("dscored_rows", static_cast<std::size_t>(scored) * hidden * e);
+      const int chunk = logit_chunk();
+      Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored)) * arch_.vocab * e);
+      Buffer& losses = scratch("losses", static_cast<std::size_t>(scored) * sizeof(float));
+      const Buffer& head = language_head();
+      const std::string head_name = arch_.tied_embeddings ? "embedding" : "head";
+      for (int from = 0; from < scored; from += chunk) {
+        // The chunk's logits again (not kept: rows x vocab), their gradient in place.
+        const int count = std::min(chunk, scored - from);
+        const std::size_t offset = static_cast<std::size_t>(from) * hidden * e;
+        head_logits(states, from, count, logits);
+        b_.cross_entropy(t, logits.data(), targets.as<int>() + from, losses.as<float>() + from, logits.data(), count,
+                         arch_.vocab, 1.0f, row_weights.as<float>() + from);
+        device::Gemm back;  // dstates[count][hidden] = dlogits head
+        back.dtype = t;
+        back.m = count;
+        back.n = hidden;
+        back.k = arch_.vocab;
+        b_.gemm(back, logits.data(), head.data(), static_cast<char*>(dstates.data()) + offset);
+        device::Gemm dw;  // dhead[vocab][hidden] += dlogits^T states
+        dw.dtype = t;
+        dw.m = arch_.vocab;
+        dw.n = hidden;
+        dw.k = count;
+        dw.a_transposed = true;
+        dw.c_fp32 = true;
+        dw.accumulate = true;
+        b_.gemm(dw, logits.data(), static_cast<const char*>(states.data()) + offset, grad(head_name).data());
+      }
+      // Back to each sequence's rows of the final states.
+      const std::size_t row = static_cast<std::size_t>(hidden) * e;
+      b_.copy_2d(static_cast<char*>(dfinal.data()) + static_cast<std::size_t>(first) * row,
+                 static_cast<std::size_t>(length) * row, dstates.data(), static_cast<std::size_t>(per) * row,
+                 static_cast<std::size_t>(per) * row, static_cast<std::size_t>(batch));
     }
   }
   b_.rmsnorm_backward(t, pass_.x_out.data(), final_norm_.data(), dfinal.data(), dx.data(), dnorm.as<float>(), rows,

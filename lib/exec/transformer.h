@@ -113,8 +113,10 @@ class Transformer {
 
   // The outputs of `batch` whole sequences of `length` tokens each (tokens [sequence][position],
   // positions from 0): for the language head the log-probability of each next token
-  // ([sequence][length - 1]), for the scalar head each token's value ([sequence][length]).
-  std::vector<float> score(const std::vector<int>& tokens, int batch, int length);
+  // ([sequence][length - 1]) from position `first` on (0 before it: the head runs only over
+  // the positions scored, a response's), for the scalar head each token's value
+  // ([sequence][length]).
+  std::vector<float> score(const std::vector<int>& tokens, int batch, int length, int first = 0);
 
   // Runs a prompt into cache slot `slot` from position 0 and returns its last position's
   // logits (device buffer of vocab values in the model's dtype, valid until the next call).
@@ -135,7 +137,7 @@ class Transformer {
   // layout) and adds the parameters' gradients into fp32 accumulators, so several
   // micro-batches make one mini-batch; step applies AdamW to every parameter (fp32 master
   // weights and moments, kept from the first step on) and clears the gradients.
-  std::vector<float> forward(const std::vector<int>& tokens, int batch, int length);
+  std::vector<float> forward(const std::vector<int>& tokens, int batch, int length, int first = 0);
   void backward(const std::vector<float>& doutput);
   void step(const device::AdamW& options);
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
@@ -172,7 +174,7 @@ class Transformer {
   };
   // What a training forward leaves for backward.
   struct Pass {
-    int batch = 0, length = 0;
+    int batch = 0, length = 0, first = 0;
     std::vector<int> tokens, positions, lengths;
     device::Buffer x_out, final_states;  // the residual stream after the last layer, and its norm
     bool active = false;
@@ -201,7 +203,11 @@ class Transformer {
   int logit_chunk() const;
   // The head over the final states: log-probabilities of next tokens or scalars, as score.
   std::vector<float> head_outputs(const device::Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                  int length);
+                                  int length, int first);
+  // The language head's rows: positions [first, length - 1) of each sequence, gathered from
+  // the final states into one block (`per` rows a sequence), and their next tokens.
+  const device::Buffer& scored_rows(const device::Buffer& final_states, int batch, int length, int first);
+  static std::vector<int> scored_targets(const std::vector<int>& tokens, int batch, int length, int first);
   void linear_backward(const device::Buffer& x, const device::Buffer& w, const device::Buffer& dy, device::Buffer* dx,
                        bool accumulate_dx, const std::string& weight, int rows, int in, int out);
   device::Buffer& grad(const std::string& name);
@@ -209,8 +215,6 @@ class Transformer {
   device::Buffer& scratch(const std::string& name, std::size_t bytes);
   device::Buffer& upload_ints(const std::string& name, const std::vector<int>& values);
   device::Buffer& upload_floats(const std::string& name, const std::vector<float>& values);
-  // Each position's next token (0 at a sequence's last position), [sequence][position].
-  static std::vector<int> next_tokens(const std::vector<int>& tokens, int batch, int length);
   device::Buffer make_weight(std::size_t count, float bound);
   device::Buffer make_block(const device::Block& block, float bound, std::uint64_t seed);
   std::uint64_t next_seed();  // each weight tensor's own seed, in a fixed order
