@@ -12,10 +12,12 @@
 
 #include "common/tool.h"
 #include "core/error.h"
+#include "core/units.h"
 #include "core/version.h"
 #include "cost/cost_model.h"
 #include "device/backend.h"
 #include "device/comm.h"
+#include "exec/calibrate.h"
 #include "exec/run.h"
 #include "exec/transformer.h"
 #include "io/catalog_io.h"
@@ -23,9 +25,11 @@
 #include "io/files.h"
 #include "io/inputs.h"
 #include "io/plan_io.h"
+#include "io/profile_io.h"
 #include "io/sim_io.h"
 #include "plan/evaluate.h"
 #include "sim/recorder.h"
+#include "hw/profile.h"
 #include "sim/run_text.h"
 
 namespace {
@@ -35,7 +39,9 @@ using namespace hetrl;
 constexpr const char* kExamples = R"(Examples:
   hetrl-exec --cluster c.json --workload w.json --plan plan.json --report exec.json
   hetrl-exec --cluster lab.json --workload w.json --plan p.json --layers 2 --hidden 256 --vocab 4096 \
-             --batch-scale 0.05 --iterations 3 --backend cpu)";
+             --batch-scale 0.05 --iterations 3 --backend cpu
+  hetrl-exec --cluster lab.json --workload w.json --plan p.json --iterations 5 --fit-profile fitted.json
+  hetrl-cluster --from-profile fitted.json --node lab:2xcpu-amd-epyc -o calibrated.json)";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -137,14 +143,18 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", dtype_name, "Storage type of weights and activations: bf16, fp16 or fp32")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.execreport/v1) here ('-': standard output)");
-  std::string trace_path;
+  std::string trace_path, fit_path;
+  app.add_option("--fit-profile", fit_path,
+                 "Fit the run's GPU type's pass and optimizer efficiencies and decode step overhead on the measured "
+                 "tasks, and write them with its figures as a profile (hetrl.profile/v2) for hetrl-cluster "
+                 "--from-profile");
   app.add_option("--trace", trace_path,
                  "Write the measured timeline as a Chrome trace-event file, as hetrl-sim's (opens in Perfetto; '-': "
                  "standard output)");
 
   return apps::run_tool(app, argc, argv, [&] {
     if (batch_scale <= 0) apps::usage_error("--batch-scale must be above 0");
-    io::check_outputs(std::vector<std::string>{report_path, trace_path},
+    io::check_outputs(std::vector<std::string>{report_path, trace_path, fit_path},
                       std::vector<std::string>{cluster_path, workload_path, plan_path});
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
@@ -181,6 +191,19 @@ int main(int argc, char** argv) {
       p.validate(in.cluster, graph, models);
     } catch (const core::InputError& e) {
       throw core::JobError(fmt::format("the plan cannot run the scaled models: {}", e.what()));
+    }
+    if (!fit_path.empty()) {
+      std::vector<int> types;
+      for (const plan::Group& g : p.groups) {
+        for (const plan::Gpu& gpu : g.gpus) {
+          const int type = in.cluster.nodes[static_cast<std::size_t>(gpu.node)].gpu_type;
+          if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+        }
+      }
+      if (types.size() > 1) {
+        apps::usage_error(fmt::format("--fit-profile: the plan runs on {} GPU types; a profile describes one: run a "
+                                      "plan on one type", types.size()));
+      }
     }
     const cost::CostModel model(in.cluster, w, graph, models);
     plan::Evaluator evaluator(model);
@@ -251,8 +274,39 @@ int main(int argc, char** argv) {
       simulated.clear();
     }
 
-    // The report and the trace are written together, or neither.
+    // The fit: the run's GPU type's figures, adjusted so that the simulator gives what was
+    // measured (exec/calibrate.h), as a profile of that type.
+    std::optional<exec::Calibration> calibration;
+    if (!fit_path.empty()) {
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed};
+      for (const exec::IterationMeasurement& it : run.iterations) {
+        std::vector<double> seconds;
+        for (const exec::TaskMeasurement& t : it.tasks) seconds.push_back(t.ran ? t.seconds : -1.0);
+        fit.measured.push_back(std::move(seconds));
+      }
+      calibration = exec::calibrate(fit);
+    }
+
+    // The report, the trace and the profile are written together, or none.
     io::OutputFiles files;
+    if (calibration) {
+      const hw::GpuSpec& spec = in.cluster.gpu_types[static_cast<std::size_t>(calibration->gpu_type)];
+      hw::GpuProfile profile = hw::datasheet_profile(spec);
+      profile.provenance.tool = "hetrl-exec";
+      profile.provenance.version = core::kVersion;
+      profile.provenance.inputs = {{"cluster", in.cluster_hash}, {"workload", in.workload_hash}};
+      profile.device_name = backend->info().name;
+      const device::DeviceInfo& info = backend->info();
+      profile.device = hw::DeviceDescription{info.backend, info.name, info.count, spec.memory, info.compute_units,
+                                             info.driver, info.runtime};
+      profile.pass_efficiency = calibration->pass_efficiency;
+      profile.optimizer_efficiency = calibration->optimizer_efficiency;
+      profile.decode_step_overhead = calibration->decode_step_overhead;
+      hw::GpuProfile::Calibration c{plan_path, settings.iterations, {}};
+      for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
+      profile.calibration = std::move(c);
+      files.add(fit_path, io::profile_to_json(profile));
+    }
     if (!report_path.empty()) {
       io::ExecReportInputs inputs{plan_path, in.cluster_hash, in.workload_hash, backend->info().backend,
                                   backend->info().name, settings, batch_scale, ran};
@@ -299,7 +353,17 @@ int main(int argc, char** argv) {
                      "hetrl-sim's over the same iterations and response lengths{}\n",
                comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
-    for (const std::string& path : {report_path, trace_path}) {
+    if (calibration) {
+      fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
+                       "optimizer efficiency {:.3f}, decode step overhead {:.3g} ms\n",
+                 calibration->pass_efficiency, calibration->optimizer_efficiency,
+                 calibration->decode_step_overhead / core::kMillisecond);
+      fmt::print(text, "{:<16} {:>12} {:>12} {:>12}\n", "task", "measured s", "before s", "after s");
+      for (const exec::CalibrationRow& row : calibration->rows) {
+        fmt::print(text, "{:<16} {:>12.4g} {:>12.4g} {:>12.4g}\n", row.task, row.measured, row.before, row.after);
+      }
+    }
+    for (const std::string& path : {report_path, trace_path, fit_path}) {
       if (!path.empty() && path != io::kStdout) fmt::print(text, "wrote {}\n", path);
     }
     return apps::kExitOk;

@@ -1,0 +1,221 @@
+#include "exec/calibrate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "cost/cost_model.h"
+#include "sim/run_text.h"
+
+namespace hetrl::exec {
+namespace {
+
+constexpr int kFigures = 3;  // pass efficiency, optimizer efficiency, decode step overhead
+using Figures = std::array<double, kFigures>;  // their logarithms
+
+// The pull towards the start, against the squared log ratios of the tasks: weak enough that
+// a figure a task informs goes where the task says, strong enough to keep one no task informs.
+constexpr double kPrior = 1e-3;
+// Gauss-Newton's finite-difference step and its iterations.
+constexpr double kStep = 0.02;
+constexpr int kIterations = 12;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Solves the k x k system a x = b (a symmetric positive definite) in place.
+void solve(std::array<std::array<double, kFigures>, kFigures>& a, Figures& b) {
+  for (int i = 0; i < kFigures; ++i) {
+    for (int j = 0; j < i; ++j) {
+      double s = a[i][j];
+      for (int k = 0; k < j; ++k) s -= a[i][k] * a[j][k];
+      a[i][j] = s / a[j][j];
+    }
+    double d = a[i][i];
+    for (int k = 0; k < i; ++k) d -= a[i][k] * a[i][k];
+    a[i][i] = std::sqrt(std::max(d, 1e-300));
+  }
+  for (int i = 0; i < kFigures; ++i) {
+    for (int k = 0; k < i; ++k) b[i] -= a[i][k] * b[k];
+    b[i] /= a[i][i];
+  }
+  for (int i = kFigures; i-- > 0;) {
+    for (int k = i + 1; k < kFigures; ++k) b[i] -= a[k][i] * b[k];
+    b[i] /= a[i][i];
+  }
+}
+
+class Fit {
+ public:
+  Fit(const CalibrationInputs& in, int type) : in_(in), type_(type), cluster_(*in.cluster) {
+    const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
+    start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
+              e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead)};
+    // A start of no overhead at all still needs a scale to search on.
+    start_[2] = std::max(start_[2], 1e-5);
+  }
+
+  // The figures at `x` (logarithms relative to the start), each within its range.
+  Figures values(const Figures& x) const {
+    Figures v;
+    for (int k = 0; k < kFigures; ++k) v[k] = start_[k] * std::exp(x[k]);
+    v[0] = std::clamp(v[0], 1e-3, 1.0);
+    v[1] = std::clamp(v[1], 1e-3, 1.0);
+    v[2] = std::clamp(v[2], 0.0, 1.0);
+    return v;
+  }
+  Figures clamp(const Figures& x) const {
+    const Figures v = values(x);
+    Figures out;
+    for (int k = 0; k < kFigures; ++k) out[k] = std::log(std::max(v[k], 1e-12) / start_[k]);
+    return out;
+  }
+
+  // Simulated seconds of each task (the median over the measured iterations; -1 not run).
+  std::vector<double> simulate(const Figures& x) {
+    const Figures v = values(x);
+    hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(type_)].efficiency;
+    e.training = v[0];
+    e.optimizer = v[1];
+    e.decode_step_overhead = v[2];
+    const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models);
+    sim::SimParams params;
+    params.iterations = in_.warmup + static_cast<int>(in_.measured.size());
+    params.seed = in_.seed;
+    const sim::PlanRun run = sim::run_plan(model, *in_.plan, params, "the plan");
+    std::vector<std::vector<double>> per_task(in_.graph->tasks.size());
+    for (const sim::TaskRun& r : run.recorder.tasks) {
+      if (r.iteration >= in_.warmup) per_task[static_cast<std::size_t>(r.task)].push_back(r.end - r.start);
+    }
+    std::vector<double> out(per_task.size(), -1.0);
+    for (std::size_t t = 0; t < per_task.size(); ++t) {
+      if (!per_task[t].empty()) out[t] = median(per_task[t]);
+    }
+    return out;
+  }
+
+  const Figures& start() const { return start_; }
+
+ private:
+  const CalibrationInputs& in_;
+  int type_;
+  hw::Cluster cluster_;  // the run's, its GPU type's figures set for each simulation
+  Figures start_{};
+};
+
+}  // namespace
+
+Calibration calibrate(const CalibrationInputs& in) {
+  const hw::Cluster& cluster = *in.cluster;
+  const workload::TaskGraph& graph = *in.graph;
+  std::set<int> types;
+  for (const plan::Group& g : in.plan->groups) {
+    for (const plan::Gpu& gpu : g.gpus) types.insert(cluster.nodes[static_cast<std::size_t>(gpu.node)].gpu_type);
+  }
+  if (types.size() != 1) {
+    throw core::InputError(fmt::format("the plan runs on {} GPU types; a fitted profile describes one", types.size()));
+  }
+  const int type = *types.begin();
+
+  // The GPU tasks measured, each its median over the iterations.
+  std::vector<int> tasks;
+  std::vector<double> measured(graph.tasks.size(), -1.0);
+  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+    const workload::TaskKind kind = graph.tasks[t].kind;
+    if (kind != workload::TaskKind::kGenerate && kind != workload::TaskKind::kForward &&
+        kind != workload::TaskKind::kTrain) {
+      continue;
+    }
+    std::vector<double> seconds;
+    for (const std::vector<double>& it : in.measured) {
+      if (t < it.size() && it[t] > 0) seconds.push_back(it[t]);
+    }
+    if (seconds.empty()) continue;
+    measured[t] = median(seconds);
+    tasks.push_back(static_cast<int>(t));
+  }
+  if (tasks.empty()) throw core::JobError("the run measured no GPU task to fit the profile on");
+
+  Fit fit(in, type);
+  const auto residuals = [&](const std::vector<double>& simulated) {
+    std::vector<double> r;
+    for (int t : tasks) {
+      const double s = simulated[static_cast<std::size_t>(t)];
+      r.push_back(s > 0 ? std::log(s / measured[static_cast<std::size_t>(t)]) : 0.0);
+    }
+    return r;
+  };
+  const auto objective = [&](const std::vector<double>& r, const Figures& x) {
+    double sum = 0;
+    for (double v : r) sum += v * v;
+    for (double v : x) sum += kPrior * v * v;
+    return sum;
+  };
+
+  Figures x{};
+  const std::vector<double> before = fit.simulate(x);
+  std::vector<double> r = residuals(before);
+  double best = objective(r, x);
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
+    // The Jacobian of the residuals in the figures' logarithms, by backward differences (an
+    // efficiency at its upper bound of 1 can only come down).
+    std::vector<Figures> jacobian(tasks.size());
+    for (int k = 0; k < kFigures; ++k) {
+      Figures moved = x;
+      moved[k] -= kStep;
+      const std::vector<double> rk = residuals(fit.simulate(moved));
+      for (std::size_t i = 0; i < tasks.size(); ++i) jacobian[i][k] = (r[i] - rk[i]) / kStep;
+    }
+    std::array<std::array<double, kFigures>, kFigures> normal{};
+    Figures gradient{};
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      for (int a = 0; a < kFigures; ++a) {
+        gradient[a] -= jacobian[i][a] * r[i];
+        for (int b = 0; b < kFigures; ++b) normal[a][b] += jacobian[i][a] * jacobian[i][b];
+      }
+    }
+    for (int a = 0; a < kFigures; ++a) {
+      normal[a][a] += kPrior;
+      gradient[a] -= kPrior * x[a];
+    }
+    solve(normal, gradient);
+    // Halve the step until it helps.
+    bool improved = false;
+    for (double scale = 1.0; scale > 1e-3 && !improved; scale *= 0.5) {
+      Figures next;
+      for (int k = 0; k < kFigures; ++k) next[k] = x[k] + scale * gradient[k];
+      next = fit.clamp(next);
+      const std::vector<double> rn = residuals(fit.simulate(next));
+      const double value = objective(rn, next);
+      if (value < best - 1e-12) {
+        improved = true;
+        x = next;
+        r = rn;
+        best = value;
+      }
+    }
+    if (!improved) break;
+  }
+
+  const Figures v = fit.values(x);
+  const std::vector<double> after = fit.simulate(x);
+  Calibration out;
+  out.gpu_type = type;
+  out.pass_efficiency = v[0];
+  out.optimizer_efficiency = v[1];
+  out.decode_step_overhead = v[2];
+  for (int t : tasks) {
+    const auto i = static_cast<std::size_t>(t);
+    out.rows.push_back({graph.tasks[i].name, measured[i], before[i], after[i]});
+  }
+  return out;
+}
+
+}  // namespace hetrl::exec

@@ -1,0 +1,61 @@
+#pragma once
+// Fitting a device's figures on a run of a plan: the calibration loop's second half
+// (hetrl-exec --fit-profile; docs/exec.md, "Calibrating the cost model").
+//
+// A profile measures kernels one at a time; a run measures what the tasks built of them take,
+// with what a profile cannot see: an engine's work between decode steps, a trainer's passes
+// falling short of its GEMMs' rate, an optimizer step bound by arithmetic instead of memory.
+// The fit adjusts three figures of the run's GPU type, each the coefficient of one term of the
+// cost model, so that the simulator (the run's own response lengths, hetrl-sim's draws for the
+// same seed) gives each task what was measured:
+//   - the passes' share of the kernel rates (hw::Efficiency::training): forward and training
+//     passes' compute;
+//   - the optimizer step's share of the memory bandwidth (hw::Efficiency::optimizer);
+//   - the engine's seconds a decode step outside its kernels (hw::Efficiency::
+//     decode_step_overhead).
+// It minimises the squared log ratios of simulated to measured task seconds (each task's median
+// over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
+// towards where they started (a figure no task informs stays put), each within its range.
+
+#include <string>
+#include <vector>
+
+#include "hw/cluster.h"
+#include "plan/plan.h"
+#include "workload/model.h"
+#include "workload/rl_graph.h"
+
+namespace hetrl::exec {
+
+struct CalibrationInputs {
+  const hw::Cluster* cluster = nullptr;  // the run's, whose GPU type is fitted
+  const workload::Workload* workload = nullptr;  // as it ran (scaled models, cut batch)
+  const workload::TaskGraph* graph = nullptr;
+  const workload::ModelCatalog* models = nullptr;
+  const plan::Plan* plan = nullptr;
+  // Seconds per measured iteration and task (indexed like the graph; negative: not run).
+  std::vector<std::vector<double>> measured;
+  int warmup = 0;          // iterations run before the measured ones
+  unsigned long long seed = 1;  // the run's: the simulator draws the same response lengths
+};
+
+struct CalibrationRow {
+  std::string task;
+  double measured = 0;  // median over the iterations
+  double before = 0;    // simulated, with the figures the run started from
+  double after = 0;     // simulated, with the fitted figures
+};
+
+struct Calibration {
+  int gpu_type = 0;  // index in the cluster's GPU types
+  double pass_efficiency = 0;
+  double optimizer_efficiency = 0;
+  double decode_step_overhead = 0;  // seconds
+  std::vector<CalibrationRow> rows;  // GPU tasks the run measured, graph order
+};
+
+// Throws core::InputError when the plan's GPUs are of more than one type (a profile describes
+// one) and core::JobError when the run measured no GPU task or the plan does not fit.
+Calibration calibrate(const CalibrationInputs& in);
+
+}  // namespace hetrl::exec
