@@ -515,12 +515,16 @@ class Runner {
     const std::vector<int> tokens = padded(mb);
     const int batch = static_cast<int>(mb.samples.size());
     // The language head scores the responses only: from the position before the first
-    // response token on.
+    // response token to each sample's end, not its padding.
     int first = mb.length;
-    for (const std::size_t i : mb.samples) first = std::min(first, samples_[i].prompt_length - 1);
+    std::vector<int> ends;
+    for (const std::size_t i : mb.samples) {
+      first = std::min(first, samples_[i].prompt_length - 1);
+      ends.push_back(static_cast<int>(samples_[i].tokens.size()));
+    }
     first = std::max(first, 0);
     const std::vector<float> out =
-        train ? m.forward(tokens, batch, mb.length, first) : m.score(tokens, batch, mb.length, first);
+        train ? m.forward(tokens, batch, mb.length, first, ends) : m.score(tokens, batch, mb.length, first, ends);
     const std::size_t row = m.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
                                                        : static_cast<std::size_t>(mb.length - 1);
     for (std::size_t j = 0; j < mb.samples.size(); ++j) {

@@ -501,31 +501,54 @@ int Transformer::logit_chunk() const {
   return static_cast<int>(std::max<std::size_t>(1, kLogitChunk / static_cast<std::size_t>(arch_.vocab)));
 }
 
-std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length, int first) {
-  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length, first);
+std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length, int first,
+                                      const std::vector<int>& ends) {
+  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length,
+                      scored_positions(batch, length, first, ends));
 }
 
-const Buffer& Transformer::scored_rows(const Buffer& final_states, int batch, int length, int first) {
+Transformer::Scored Transformer::scored_positions(int batch, int length, int first, const std::vector<int>& ends) {
+  if (!ends.empty() && ends.size() != static_cast<std::size_t>(batch)) {
+    throw core::InputError(fmt::format("score: {} sequence ends for {} sequences", ends.size(), batch));
+  }
+  Scored scored;
+  scored.length = length;
+  first = std::clamp(first, 0, length - 1);
+  for (int s = 0; s < batch; ++s) {
+    const int end = ends.empty() ? length : std::clamp(ends[static_cast<std::size_t>(s)], 0, length);
+    const int count = end - 1 - first;
+    if (count <= 0) continue;
+    scored.runs.push_back({s, first, count, scored.rows});
+    scored.rows += count;
+  }
+  return scored;
+}
+
+const Buffer& Transformer::scored_rows(const Buffer& final_states, const Scored& scored) {
   const std::size_t row = static_cast<std::size_t>(arch_.hidden) * device::dtype_bytes(options_.dtype);
-  const std::size_t per = static_cast<std::size_t>(length - 1 - first);
-  Buffer& rows = scratch("scored_rows", std::max<std::size_t>(1, static_cast<std::size_t>(batch) * per) * row);
-  if (per > 0) {
-    b_.copy_2d(rows.data(), per * row, static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(first) * row,
-               static_cast<std::size_t>(length) * row, per * row, static_cast<std::size_t>(batch));
+  Buffer& rows = scratch("scored_rows", std::max<std::size_t>(1, static_cast<std::size_t>(scored.rows)) * row);
+  for (const Scored::Run& r : scored.runs) {
+    b_.copy(static_cast<char*>(rows.data()) + static_cast<std::size_t>(r.at) * row,
+            static_cast<const char*>(final_states.data()) +
+                (static_cast<std::size_t>(r.sequence) * static_cast<std::size_t>(scored.length) +
+                 static_cast<std::size_t>(r.first)) * row,
+            static_cast<std::size_t>(r.count) * row);
   }
   return rows;
 }
 
-std::vector<int> Transformer::scored_targets(const std::vector<int>& tokens, int batch, int length, int first) {
+std::vector<int> Transformer::scored_targets(const std::vector<int>& tokens, const Scored& scored) {
   std::vector<int> targets;
-  for (int s = 0; s < batch; ++s) {
-    for (int p = first; p + 1 < length; ++p) targets.push_back(tokens[static_cast<std::size_t>(s * length + p + 1)]);
+  for (const Scored::Run& r : scored.runs) {
+    for (int p = r.first; p < r.first + r.count; ++p) {
+      targets.push_back(tokens[static_cast<std::size_t>(r.sequence * scored.length + p + 1)]);
+    }
   }
   return targets;
 }
 
 std::vector<float> Transformer::head_outputs(const Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                             int length, int first) {
+                                             int length, const Scored& scored) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = batch * length;
@@ -539,43 +562,41 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
     b_.download(out.data(), wide.data(), out.size() * sizeof(float));
     return out;
   }
-  // Log-probabilities of each next token from `first` on, in chunks of rows of the logits.
-  first = std::clamp(first, 0, length - 1);
-  const int per = length - 1 - first;
-  const int scored = batch * per;
+  // Log-probabilities of the scored positions' next tokens, in chunks of rows of the logits.
   out.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(length - 1), 0.0f);
-  if (scored == 0) return out;
-  const Buffer& states = scored_rows(final_states, batch, length, first);
-  Buffer& device_targets = upload_ints("targets", scored_targets(tokens, batch, length, first));
+  if (scored.rows == 0) return out;
+  const Buffer& states = scored_rows(final_states, scored);
+  Buffer& device_targets = upload_ints("targets", scored_targets(tokens, scored));
   const int chunk = logit_chunk();
-  Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored)) * arch_.vocab * e);
-  Buffer& losses = scratch("losses", static_cast<std::size_t>(scored) * sizeof(float));
-  for (int from = 0; from < scored; from += chunk) {
-    const int count = std::min(chunk, scored - from);
+  Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored.rows)) * arch_.vocab * e);
+  Buffer& losses = scratch("losses", static_cast<std::size_t>(scored.rows) * sizeof(float));
+  for (int from = 0; from < scored.rows; from += chunk) {
+    const int count = std::min(chunk, scored.rows - from);
     head_logits(states, from, count, logits);
     b_.cross_entropy(t, logits.data(), device_targets.as<int>() + from, losses.as<float>() + from, nullptr, count,
                      arch_.vocab, 1.0f, nullptr);
   }
-  std::vector<float> all(static_cast<std::size_t>(scored));
+  std::vector<float> all(static_cast<std::size_t>(scored.rows));
   b_.download(all.data(), losses.data(), all.size() * sizeof(float));
-  for (int s = 0; s < batch; ++s) {
-    for (int p = first; p + 1 < length; ++p) {
-      out[static_cast<std::size_t>(s * (length - 1) + p)] = -all[static_cast<std::size_t>(s * per + p - first)];
+  for (const Scored::Run& r : scored.runs) {
+    for (int i = 0; i < r.count; ++i) {
+      out[static_cast<std::size_t>(r.sequence * (length - 1) + r.first + i)] = -all[static_cast<std::size_t>(r.at + i)];
     }
   }
   return out;
 }
 
-std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length, int first) {
+std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length, int first,
+                                        const std::vector<int>& ends) {
   const Step step = whole_sequences(tokens, batch, length, "forward");
   pass_.batch = batch;
   pass_.length = length;
-  pass_.first = std::clamp(first, 0, length - 1);
+  pass_scored_ = scored_positions(batch, length, first, ends);
   pass_.tokens = tokens;
   pass_.positions = step.positions;
   pass_.lengths = step.lengths;
   pass_.active = true;
-  return head_outputs(run_layers(step, true), tokens, batch, length, pass_.first);
+  return head_outputs(run_layers(step, true), tokens, batch, length, pass_scored_);
 }
 
 Buffer& Transformer::grad(const std::string& name) {
@@ -644,27 +665,27 @@ void Transformer::backward(const std::vector<float>& doutput) {
   } else {
     // The cross-entropy kernel's gradient is d(-log p)/d logits times a row weight, so each
     // scored row's weight is -d loss / d log p; the rows the head did not score get none.
-    const int first = pass_.first, per = length - 1 - first, scored = batch * per;
-    std::vector<float> weights(static_cast<std::size_t>(std::max(1, scored)), 0.0f);
-    for (int s = 0; s < batch; ++s) {
-      for (int p = first; p + 1 < length; ++p) {
-        weights[static_cast<std::size_t>(s * per + p - first)] = -doutput[static_cast<std::size_t>(s * (length - 1) + p)];
+    const Scored& scored = pass_scored_;
+    std::vector<float> weights(static_cast<std::size_t>(std::max(1, scored.rows)), 0.0f);
+    for (const Scored::Run& r : scored.runs) {
+      for (int i = 0; i < r.count; ++i) {
+        weights[static_cast<std::size_t>(r.at + i)] = -doutput[static_cast<std::size_t>(r.sequence * (length - 1) + r.first + i)];
       }
     }
     b_.fill_zero(dfinal.data(), n * hidden * e);
-    if (scored > 0) {
+    if (scored.rows > 0) {
       Buffer& row_weights = upload_floats("row_weights", weights);
-      Buffer& targets = upload_ints("targets", scored_targets(pass_.tokens, batch, length, first));
-      const Buffer& states = scored_rows(final_states, batch, length, first);
-      Buffer& dstates = scratch("dscored_rows", static_cast<std::size_t>(scored) * hidden * e);
+      Buffer& targets = upload_ints("targets", scored_targets(pass_.tokens, scored));
+      const Buffer& states = scored_rows(final_states, scored);
+      Buffer& dstates = scratch("dscored_rows", static_cast<std::size_t>(scored.rows) * hidden * e);
       const int chunk = logit_chunk();
-      Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored)) * arch_.vocab * e);
-      Buffer& losses = scratch("losses", static_cast<std::size_t>(scored) * sizeof(float));
+      Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored.rows)) * arch_.vocab * e);
+      Buffer& losses = scratch("losses", static_cast<std::size_t>(scored.rows) * sizeof(float));
       const Buffer& head = language_head();
       const std::string head_name = arch_.tied_embeddings ? "embedding" : "head";
-      for (int from = 0; from < scored; from += chunk) {
+      for (int from = 0; from < scored.rows; from += chunk) {
         // The chunk's logits again (not kept: rows x vocab), their gradient in place.
-        const int count = std::min(chunk, scored - from);
+        const int count = std::min(chunk, scored.rows - from);
         const std::size_t offset = static_cast<std::size_t>(from) * hidden * e;
         head_logits(states, from, count, logits);
         b_.cross_entropy(t, logits.data(), targets.as<int>() + from, losses.as<float>() + from, logits.data(), count,
@@ -687,9 +708,12 @@ void Transformer::backward(const std::vector<float>& doutput) {
       }
       // Back to each sequence's rows of the final states.
       const std::size_t row = static_cast<std::size_t>(hidden) * e;
-      b_.copy_2d(static_cast<char*>(dfinal.data()) + static_cast<std::size_t>(first) * row,
-                 static_cast<std::size_t>(length) * row, dstates.data(), static_cast<std::size_t>(per) * row,
-                 static_cast<std::size_t>(per) * row, static_cast<std::size_t>(batch));
+      for (const Scored::Run& r : scored.runs) {
+        b_.copy(static_cast<char*>(dfinal.data()) +
+                    (static_cast<std::size_t>(r.sequence) * static_cast<std::size_t>(length) + static_cast<std::size_t>(r.first)) * row,
+                static_cast<const char*>(dstates.data()) + static_cast<std::size_t>(r.at) * row,
+                static_cast<std::size_t>(r.count) * row);
+      }
     }
   }
   b_.rmsnorm_backward(t, pass_.x_out.data(), final_norm_.data(), dfinal.data(), dx.data(), dnorm.as<float>(), rows,

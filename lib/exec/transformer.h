@@ -113,10 +113,12 @@ class Transformer {
 
   // The outputs of `batch` whole sequences of `length` tokens each (tokens [sequence][position],
   // positions from 0): for the language head the log-probability of each next token
-  // ([sequence][length - 1]) from position `first` on (0 before it: the head runs only over
-  // the positions scored, a response's), for the scalar head each token's value
-  // ([sequence][length]).
-  std::vector<float> score(const std::vector<int>& tokens, int batch, int length, int first = 0);
+  // ([sequence][length - 1]), for the scalar head each token's value ([sequence][length]).
+  // The language head runs only over the positions scored: from `first` (a response's first
+  // token's predecessor) to each sequence's own end (ends[s] tokens, padding after them; empty:
+  // `length` each); the other outputs are 0.
+  std::vector<float> score(const std::vector<int>& tokens, int batch, int length, int first = 0,
+                           const std::vector<int>& ends = {});
 
   // Runs a prompt into cache slot `slot` from position 0 and returns its last position's
   // logits (device buffer of vocab values in the model's dtype, valid until the next call).
@@ -137,7 +139,8 @@ class Transformer {
   // layout) and adds the parameters' gradients into fp32 accumulators, so several
   // micro-batches make one mini-batch; step applies AdamW to every parameter (fp32 master
   // weights and moments, kept from the first step on) and clears the gradients.
-  std::vector<float> forward(const std::vector<int>& tokens, int batch, int length, int first = 0);
+  std::vector<float> forward(const std::vector<int>& tokens, int batch, int length, int first = 0,
+                             const std::vector<int>& ends = {});
   void backward(const std::vector<float>& doutput);
   void step(const device::AdamW& options);
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
@@ -174,11 +177,22 @@ class Transformer {
   };
   // What a training forward leaves for backward.
   struct Pass {
-    int batch = 0, length = 0, first = 0;
+    int batch = 0, length = 0;
     std::vector<int> tokens, positions, lengths;
     device::Buffer x_out, final_states;  // the residual stream after the last layer, and its norm
     bool active = false;
   };
+  // The positions the language head scores: each sequence's [first, end) of the final states'
+  // rows, gathered one sequence after another.
+  struct Scored {
+    struct Run {
+      int sequence = 0, first = 0, count = 0, at = 0;  // rows [first, first + count) of the sequence, from row `at`
+    };
+    std::vector<Run> runs;
+    int rows = 0;
+    int length = 0;
+  };
+  static Scored scored_positions(int batch, int length, int first, const std::vector<int>& ends);
   // A parameter's optimiser state: fp32 gradient, and from the first step master weights and
   // moments.
   struct Optimizer {
@@ -203,11 +217,11 @@ class Transformer {
   int logit_chunk() const;
   // The head over the final states: log-probabilities of next tokens or scalars, as score.
   std::vector<float> head_outputs(const device::Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                  int length, int first);
-  // The language head's rows: positions [first, length - 1) of each sequence, gathered from
-  // the final states into one block (`per` rows a sequence), and their next tokens.
-  const device::Buffer& scored_rows(const device::Buffer& final_states, int batch, int length, int first);
-  static std::vector<int> scored_targets(const std::vector<int>& tokens, int batch, int length, int first);
+                                  int length, const Scored& scored);
+  // The language head's rows gathered from the final states into one block, and their next
+  // tokens.
+  const device::Buffer& scored_rows(const device::Buffer& final_states, const Scored& scored);
+  static std::vector<int> scored_targets(const std::vector<int>& tokens, const Scored& scored);
   void linear_backward(const device::Buffer& x, const device::Buffer& w, const device::Buffer& dy, device::Buffer* dx,
                        bool accumulate_dx, const std::string& weight, int rows, int in, int out);
   device::Buffer& grad(const std::string& name);
@@ -238,6 +252,7 @@ class Transformer {
   std::map<std::string, device::Buffer> workspace_;
   std::vector<Saved> saved_;
   Pass pass_;
+  Scored pass_scored_;  // the training forward's scored positions
   std::map<std::string, Optimizer> optimizer_;
   int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
 };
