@@ -196,6 +196,39 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
                        doctest::Contains("gemm_curve/0/efficiency"), core::InputError);
 }
 
+TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and written back") {
+  const auto cluster_with = [](const std::string& efficiency) {
+    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
+      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
+      "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
+  };
+  const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
+      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5})"), "x.json", catalog());
+  const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
+  CHECK(e.training == hetrl::testing::approx(0.5));
+  CHECK(e.attention == hetrl::testing::approx(0.3));
+  CHECK(e.optimizer == hetrl::testing::approx(0.2));
+  REQUIRE(e.gemm_width_half);
+  CHECK(*e.gemm_width_half == 0.0);
+  REQUIRE(e.decode_step_overhead);
+  CHECK(*e.decode_step_overhead == hetrl::testing::approx(2.5e-3));
+  const std::string json = io::cluster_to_json(c);
+  CHECK(io::cluster_to_json(io::parse_cluster(json, "y.json", catalog())) == json);
+  // Without them, the catalogue's (no optimizer figure of its own, the params' width half and overhead).
+  const hw::Cluster plain = io::parse_cluster(cluster_with("{}"), "x.json", catalog());
+  const hw::Efficiency& p = plain.gpu_types[plain.nodes[0].gpu_type].efficiency;
+  CHECK(p.optimizer == 0.0);
+  CHECK_FALSE(p.gemm_width_half);
+  CHECK_FALSE(p.decode_step_overhead);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 1.5})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/optimizer"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_step_overhead_ms": -1})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/decode_step_overhead_ms"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"gemm_width_half": -3})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/gemm_width_half"), core::InputError);
+}
+
 TEST_CASE("a profile turns measured rates into efficiencies") {
   hw::GpuProfile profile;
   profile.gpu_type = "H100-SXM";

@@ -479,6 +479,45 @@ TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in
   CHECK(seconds(cluster, "generate") > 1.2 * generate);
 }
 
+TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as the cap, optimizer and decode overhead") {
+  // Qwen2.5-0.5B (hidden 896) PPO on one A100: the actor's training pass and generation.
+  hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
+  const auto priced = [&](const hw::Cluster& c, const char* task_name) {
+    const Fixture f(c, w);
+    const std::vector<cost::Stage> one{{0, 1, 24}};
+    const std::vector<double> budget{60 * core::kGiB};
+    cost::Breakdown b(true);
+    f.model.replica_seconds(f.task(task_name), one, 64, 1, {1, cost::Recompute::kNone}, budget, b);
+    return b;
+  };
+  const cost::Breakdown train = priced(cluster, "actor_train"), generate = priced(cluster, "generate");
+  hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+  // No width dependence: the 896-wide GEMMs at the large-GEMM efficiency itself, not scaled
+  // by (896 / 1920) / (4096 / 5120).
+  e.gemm_width_half = 0.0;
+  const double scale = (896.0 / 1920) / (4096.0 / 5120);
+  const double gemm_before = term(train, "forward + backward compute");
+  const double gemm_after = term(priced(cluster, "actor_train"), "forward + backward compute");
+  CHECK(gemm_after < gemm_before);
+  CHECK(gemm_after > gemm_before * scale * 0.99);
+  // A type measured above the default cap keeps its measured rate: 0.95 at every size.
+  e.gemm_curve = {{1, 0.95}, {8192, 0.95}};
+  e.gemm_large = e.gemm_small = 0.95;
+  const double capped = term(priced(cluster, "actor_train"), "forward + backward compute");
+  e.gemm_curve = {{1, 0.85}, {8192, 0.85}};
+  e.gemm_large = e.gemm_small = 0.85;
+  CHECK(term(priced(cluster, "actor_train"), "forward + backward compute") > capped * 1.05);
+  // The optimizer step at its own share of the memory bandwidth: a third of 0.75 triples it.
+  e.optimizer = 0.25;
+  CHECK(term(priced(cluster, "actor_train"), "optimizer step") ==
+        hetrl::testing::approx(3 * term(train, "optimizer step")).epsilon(1e-9));
+  // The type's decode step overhead in place of the params' 3 ms: 4 times as much.
+  const char* overhead = "decode steps' engine overhead (scheduling, sampling)";
+  e.decode_step_overhead = 12e-3;
+  CHECK(term(priced(cluster, "generate"), overhead) == hetrl::testing::approx(4 * term(generate, overhead)).epsilon(1e-9));
+}
+
 TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {
   cost::StageMemory train{2, 2, 12, 5, 0};
   cost::StageMemory forward{4, 0, 0, 1, 0};

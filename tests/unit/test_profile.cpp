@@ -201,6 +201,71 @@ TEST_CASE("profile: fitting takes the reference width per token count, 256 token
   CHECK(*p.launch_overhead == hetrl::testing::approx(5e-6));
 }
 
+TEST_CASE("profile: the GEMM width half from two widths: none where the wider is no faster, solved where it is") {
+  const auto half = [](double narrow, double wide) {
+    hw::GpuProfile p;
+    // The most tokens measured at both widths decide; fewer tokens and fp32 do not.
+    p.gemms = {gemm("bf16", 16, 1024, 1), gemm("bf16", 16, 4096, 50), gemm("bf16", 64, 1024, narrow),
+               gemm("bf16", 64, 4096, wide), gemm("fp32", 2048, 1024, 30), gemm("bf16", 1024, 1024, 90)};
+    profile::fit(p);
+    REQUIRE(p.gemm_width_half);
+    return *p.gemm_width_half;
+  };
+  // Twice as fast at four times the width: w / (w + d) doubles from 1024 to 4096 at d = 2048.
+  CHECK(half(10, 20) == hetrl::testing::approx(2048));
+  CHECK(half(10, 9) == 0.0);
+  CHECK(half(10, 10) == 0.0);
+  CHECK(half(10, 41) == hetrl::testing::approx(16.0 * 4096));  // as much faster as wider: the cap
+  // One width only: nothing to fit.
+  hw::GpuProfile one;
+  one.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
+  profile::fit(one);
+  CHECK_FALSE(one.gemm_width_half);
+}
+
+TEST_CASE("profile: figures fitted on a run are read, written and adopted as the type's") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  p.gemm_large_flops = 2e11;
+  p.memory_bandwidth = 3e10;
+  p.gemm_width_half = 0.0;
+  p.pass_efficiency = 0.6;
+  p.optimizer_efficiency = 0.2;
+  p.decode_step_overhead = 4e-3;
+  p.calibration = hw::GpuProfile::Calibration{"plan.json", 5, {{"generate", 1.5, 0.7, 1.4}, {"actor_train", 2.0, 1.0, 1.9}}};
+  const std::string json = io::profile_to_json(p);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  CHECK(io::profile_to_json(q) == json);
+  REQUIRE(q.calibration);
+  CHECK(q.calibration->tasks.size() == 2);
+  CHECK(q.calibration->tasks[1].after == hetrl::testing::approx(1.9));
+  CHECK(*q.decode_step_overhead == hetrl::testing::approx(4e-3));
+  for (const char* type : {"cpu-test", "L4"}) {
+    CAPTURE(type);
+    hw::GpuProfile typed = q;
+    typed.gpu_type = type;
+    if (std::string(type) == "L4") typed.gemm_large_flops = 1e14;  // below the L4's peak
+    const hw::GpuSpec spec = hw::apply_override(testing::catalogs().hardware,
+                                                hw::override_from_profile(typed, testing::catalogs().hardware, "p.json"));
+    CHECK(spec.efficiency.training == hetrl::testing::approx(0.6));
+    CHECK(spec.efficiency.optimizer == hetrl::testing::approx(0.2));
+    REQUIRE(spec.efficiency.decode_step_overhead);
+    CHECK(*spec.efficiency.decode_step_overhead == hetrl::testing::approx(4e-3));
+    REQUIRE(spec.efficiency.gemm_width_half);
+    CHECK(*spec.efficiency.gemm_width_half == 0.0);
+  }
+  // Out of range: named.
+  hw::GpuProfile bad = q;
+  bad.pass_efficiency = 1.5;
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(bad, testing::catalogs().hardware, "p.json"),
+                       doctest::Contains("pass efficiency must be in (0, 1]"), core::InputError);
+  std::string text = json;
+  text.replace(text.find("\"optimizer_efficiency\": 0.2"), 27, "\"optimizer_efficiency\": 0.0");
+  CHECK_THROWS_WITH_AS(io::parse_profile(text, "p.json"), doctest::Contains("p.json: /fitted/optimizer_efficiency"),
+                       core::InputError);
+}
+
 TEST_CASE("profile: between devices, the median pair's largest transfer and smallest transfer's time") {
   hw::GpuProfile p;
   // Three pairs: 10, 20 and 40 GB/s at 64 MiB; 5, 9 and 30 us for 4 bytes.

@@ -1,0 +1,107 @@
+// Fitting a GPU type's figures on a run (exec/calibrate.h): "measurements" made by the
+// simulator with known figures are fitted back from other starting figures; a plan on two GPU
+// types is refused.
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "approx.h"
+#include "core/error.h"
+#include "cost/cost_model.h"
+#include "exec/calibrate.h"
+#include "io/catalog_io.h"
+#include "io/inputs.h"
+#include "io/plan_io.h"
+#include "sim/run_text.h"
+
+namespace hetrl::exec {
+namespace {
+
+struct Run {
+  io::Inputs in;
+  plan::Plan plan;
+};
+
+Run load() {
+  const std::string data = HETRL_TEST_DATA;
+  io::Inputs in = io::load_inputs(data + "/exec_cluster.json", data + "/exec_ppo.json", io::builtin_catalogs());
+  plan::Plan p = io::read_plan(data + "/plan_exec_ppo.json", in.cluster, in.graph, in.workload.models);
+  return {std::move(in), std::move(p)};
+}
+
+// Each measured iteration's task seconds as the simulator gives them on `cluster`.
+std::vector<std::vector<double>> simulate(const Run& run, const hw::Cluster& cluster, int warmup, int iterations,
+                                          unsigned long long seed) {
+  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models);
+  sim::SimParams params;
+  params.iterations = warmup + iterations;
+  params.seed = seed;
+  const sim::PlanRun s = sim::run_plan(model, run.plan, params, "plan");
+  std::vector<std::vector<double>> out(static_cast<std::size_t>(iterations),
+                                       std::vector<double>(run.in.graph.tasks.size(), -1.0));
+  for (const sim::TaskRun& r : s.recorder.tasks) {
+    if (r.iteration >= warmup) out[static_cast<std::size_t>(r.iteration - warmup)][static_cast<std::size_t>(r.task)] = r.end - r.start;
+  }
+  return out;
+}
+
+TEST_CASE("calibration: figures the runs were made with are fitted back from others") {
+  const Run run = load();
+  hw::Cluster truth = run.in.cluster;
+  REQUIRE(truth.gpu_types.size() == 1);
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  const double pass = 0.43, optimizer = 0.21, overhead = 7e-3;
+  REQUIRE(e.training != hetrl::testing::approx(pass).epsilon(0.1));
+  e.training = pass;
+  e.optimizer = optimizer;
+  e.decode_step_overhead = overhead;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
+                       simulate(run, truth, warmup, 3, seed), warmup, seed};
+  const Calibration fit = calibrate(in);
+  CHECK(fit.gpu_type == 0);
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+  CHECK(fit.optimizer_efficiency == hetrl::testing::approx(optimizer).epsilon(0.05));
+  CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+  // Every GPU task the run measured, each now simulated as measured and not before.
+  int generation = 0, passes = 0;
+  for (const CalibrationRow& row : fit.rows) {
+    CAPTURE(row.task);
+    CHECK(row.measured > 0);
+    CHECK(row.after == hetrl::testing::approx(row.measured).epsilon(0.01));
+    CHECK(row.before != hetrl::testing::approx(row.measured).epsilon(0.05));
+    generation += row.task == "generate";
+    ++passes;
+  }
+  CHECK(generation == 1);
+  CHECK(passes == 7);  // generate, four scoring tasks, two trainers
+
+  // A run whose tasks were not measured has nothing to fit on.
+  for (std::vector<double>& it : in.measured) it.assign(it.size(), -1.0);
+  CHECK_THROWS_AS(calibrate(in), core::JobError);
+}
+
+TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes one)") {
+  const Run run = load();
+  hw::Cluster two = run.in.cluster;
+  hw::GpuSpec other = two.gpu_types[0];
+  other.name = "L4-other";
+  two.gpu_types.push_back(other);
+  hw::Node second = two.nodes[0];
+  second.name = "lab-l4-other";
+  second.gpu_type = 1;
+  two.nodes.push_back(second);
+  plan::Plan p = run.plan;
+  // One of the group's GPUs on the second node.
+  REQUIRE(p.groups[0].gpus.size() == 2);
+  p.groups[0].gpus[1].node = 1;
+  CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1};
+  CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
+}
+
+}  // namespace
+}  // namespace hetrl::exec
