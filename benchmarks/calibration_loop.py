@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""The calibration loop on this machine's CPU, end to end (issue: hetrl-exec; docs/exec.md).
+
+Two processes (mpirun), each one core, stand for a node of two devices:
+  1. hetrl-profile measures them (--backend cpu --quick) and hetrl-cluster makes the cluster;
+  2. hetrl-plan plans the PPO workload of benchmarks/calibration_loop/ppo8.json on it, and
+     hetrl-exec runs that plan with --fit-profile: the fitted profile;
+  3. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster;
+  4. three other plans, each run by hetrl-exec against the measured cluster (before) and the
+     calibrated one (after): different grouping (generation on one device, every other task on
+     the other), different TP (every task TP 2 over both devices: verl's plan) and different
+     batch (the fitted plan's layout over 16 prompts instead of 8).
+Writes OUT/calibration-loop.csv (per plan and task: the prediction before and after, the
+simulator's seconds after, the measured seconds, each the median over the measured iterations
+of all the plan's runs) and prints the table with each ratio, and the iteration's: hetrl-exec
+runs a plan's tasks one after another, so its iteration is set beside the sum of the tasks'
+predictions; the plan's own predicted iteration, which may overlap a group's tasks with
+another's, is in the last column.
+
+Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--runs R] [--layers L] [--hidden H] [--vocab V]
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+APPS = os.path.join(ROOT, "build", "release", "apps")
+DATA = os.path.join(ROOT, "benchmarks", "calibration_loop")
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+MPI = ["mpirun", "--oversubscribe", "-n", "2"]
+
+
+def run(cmd):
+    result = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}")
+    return result.stdout
+
+
+def tool(name):
+    return os.path.join(APPS, name)
+
+
+def grouped(plan_path, out_path):
+    """The fitted plan's tasks in two groups: generation on the first device, the rest on the second."""
+    plan = json.load(open(plan_path))
+    gpus = sorted({g for group in plan["groups"] for g in group["gpus"]})
+    node = gpus[0].split(":")[0]
+    first, second = f"{node}:0", f"{node}:1"
+
+    def one(gpu, layers):
+        return {"share": 1.0, "stages": [{"gpus": [gpu], "layers": layers}]}
+
+    tasks = plan["groups"][0]["tasks"]
+    layers = tasks["generate"]["replicas"][0]["stages"][0]["layers"]
+    rest = {}
+    for name, task in tasks.items():
+        if name == "generate":
+            continue
+        t = dict(task)
+        t["replicas"] = [one(second, layers)]
+        if "zero_stage" in t:
+            t["zero_stage"] = 0
+        rest[name] = t
+    out = {"schema": plan["schema"],
+           "groups": [{"gpus": [first], "tasks": {"generate": {"replicas": [one(first, layers)]}}},
+                      {"gpus": [second], "tasks": rest}]}
+    json.dump(out, open(out_path, "w"), indent=1)
+
+
+def exec_run(args, cluster, workload, plan, report, extra=()):
+    run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
+               "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
+               "--iterations", str(args.iterations), "--report", report, *extra])
+    return json.load(open(report))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=1, help="runs of each plan against each cluster")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--hidden", type=int, default=896)
+    parser.add_argument("--vocab", type=int, default=16384)
+    args = parser.parse_args()
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    ppo8, ppo16 = os.path.join(DATA, "ppo8.json"), os.path.join(DATA, "ppo16.json")
+    p = lambda name: os.path.join(out, name)
+
+    run(MPI + [tool("hetrl-profile"), "--backend", "cpu", "--quick", "-o", p("profile.json")])
+    profile = json.load(open(p("profile.json")))
+    node = f"lab:2x{profile['gpu_type']}"
+    run([tool("hetrl-cluster"), "--from-profile", p("profile.json"), "--node", node, "-o", p("measured.json")])
+    run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "-o", p("plan-fit.json")])
+    fit = exec_run(args, p("measured.json"), ppo8, p("plan-fit.json"), p("fit-report.json"),
+                   ["--fit-profile", p("fitted.json")])
+    fitted = json.load(open(p("fitted.json")))["fitted"]
+    run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
+
+    grouped(p("plan-fit.json"), p("plan-groups.json"))
+    run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "--planner", "verl",
+         "-o", p("plan-tp2.json")])
+    plans = [("fit (hybrid: generation TP 2, the rest 2 replicas)", ppo8, p("plan-fit.json")),
+             ("grouping (generation on one device, the rest on the other)", ppo8, p("plan-groups.json")),
+             ("TP (every task TP 2: verl)", ppo8, p("plan-tp2.json")),
+             ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json"))]
+
+    rows = []
+    for index, (label, workload, plan) in enumerate(plans):
+        reports = {"before": [], "after": []}
+        if index == 0:
+            reports["before"].append(fit)
+        for r in range(args.runs):
+            for when, cluster in (("before", p("measured.json")), ("after", p("calibrated.json"))):
+                if index == 0 and when == "before" and r == 0:
+                    continue
+                reports[when].append(exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json")))
+        everything = reports["before"] + reports["after"]
+        iterations = []
+        for report in everything:
+            for i in range(len(next(iter(report["tasks"].values()))["seconds"])):
+                iterations.append(sum(t["seconds"][i] for t in report["tasks"].values()))
+        for task in everything[0]["tasks"]:
+            measured = statistics.median(s for rep in everything for s in rep["tasks"][task]["seconds"])
+            before = reports["before"][0]["tasks"][task]["predicted_seconds"]
+            after = reports["after"][0]["tasks"][task]["predicted_seconds"]
+            simulated = statistics.median(s for rep in reports["after"] for s in rep["tasks"][task].get("simulated_seconds", [0]))
+            rows.append([label, task, before, after, simulated, measured, ""])
+        # The executor runs the tasks one after another (its processes step through them
+        # together), so its iteration is set beside the predicted tasks' sum; the plan's own
+        # iteration, which may overlap one group's tasks with another's, in the last column.
+        sequential = {when: sum(t["predicted_seconds"] for t in reports[when][0]["tasks"].values())
+                      for when in ("before", "after")}
+        rows.append([label, "iteration (tasks in turn)", sequential["before"], sequential["after"], "",
+                     statistics.median(iterations), reports["after"][0]["predicted_iteration_seconds"]])
+
+    with open(p("calibration-loop.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["plan", "task", "predicted_before_s", "predicted_after_s", "simulated_after_s", "measured_s",
+                    "plan_iteration_after_s"])
+        w.writerows(rows)
+    print(f"fitted on the first plan: pass efficiency {fitted['pass_efficiency']:.3f}, optimizer efficiency "
+          f"{fitted['optimizer_efficiency']:.3f}, decode step overhead {fitted['decode_step_overhead_ms']:.3g} ms")
+    print(f"{'plan':<60} {'task':<26} {'before':>8} {'after':>8} {'measured':>9} {'m/before':>8} {'m/after':>8}")
+    for label, task, before, after, simulated, measured, overlapped in rows:
+        if task in ("advantage",):
+            continue
+        print(f"{label:<60} {task:<26} {before:>8.4f} {after:>8.4f} {measured:>9.4f} {measured / before:>8.2f} "
+              f"{measured / after:>8.2f}" + (f"   (the plan's iteration: {overlapped:.4f})" if overlapped else ""))
+
+
+if __name__ == "__main__":
+    main()
