@@ -6,9 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
 
 #include "common/tool.h"
 #include "core/error.h"
@@ -47,6 +53,66 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Ends this process when the run has made no progress (no task begun) for `limit` seconds:
+// under mpirun, a process waiting in a collective for one that died or hangs would wait
+// forever. It says so in one line and exits 1; mpirun then ends the others. Rank 0 waits
+// `limit`, the others two seconds more, so that the one that reports is the one that says why.
+class Watchdog {
+ public:
+  Watchdog(double limit, int rank) : limit_(limit + (rank == 0 ? 0.0 : 2.0)), rank_(rank) {
+    last_ = Clock::now();
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  void progress(std::string doing) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    last_ = Clock::now();
+    doing_ = std::move(doing);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!done_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      if (done_) return;
+      if (std::chrono::duration<double>(Clock::now() - last_).count() > limit_) {
+        std::fprintf(stderr,
+                     "hetrl-exec: error: rank %d: no progress for %g s (%s): a process has died or hangs; ending the "
+                     "run (--stall-timeout)\n",
+                     rank_, limit_, doing_.c_str());
+        std::fflush(stderr);
+        std::_Exit(apps::kExitFailure);
+      }
+    }
+  }
+  double limit_;
+  int rank_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  Clock::time_point last_;
+  std::string doing_ = "starting";
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// A test's stand-in for a process that hangs: the process of rank HETRL_EXEC_STALL_RANK stops
+// at its first task and waits forever (docs/exec.md).
+bool stalls(int rank) {
+  const char* text = std::getenv("HETRL_EXEC_STALL_RANK");
+  return text && *text && std::string(text) == std::to_string(rank);
 }
 
 // The measured iterations as hetrl-sim's recorder holds a simulated run, from the first one's
@@ -144,6 +210,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.execreport/v1) here ('-': standard output)");
   std::string trace_path, fit_path;
+  double stall_timeout = 1800;
+  app.add_option("--stall-timeout", stall_timeout,
+                 "Under mpirun: end the run when no task has begun for this many seconds (a process died or hangs)")
+      ->check(apps::finite_range(1, 1e6))->capture_default_str();
   app.add_option("--fit-profile", fit_path,
                  "Fit the run's GPU type's pass and optimizer efficiencies and decode step overhead on the measured "
                  "tasks, and write them with its figures as a profile (hetrl.profile/v2) for hetrl-cluster "
@@ -231,8 +301,14 @@ int main(int argc, char** argv) {
     exec::RunSettings all = settings;
     all.iterations = settings.iterations + warmup;
     exec::RunResult run;
+    std::unique_ptr<Watchdog> watchdog;
+    if (comm->size() > 1) watchdog = std::make_unique<Watchdog>(stall_timeout, comm->rank());
+    const bool stall = stalls(comm->rank());
     try {
       run = exec::run_plan(*backend, model, models, p, all, [&](int iteration, int task) {
+        const std::string& name = graph.tasks[static_cast<std::size_t>(task)].name;
+        if (watchdog) watchdog->progress(fmt::format("at task {} of iteration {}", name, iteration + 1));
+        while (stall) std::this_thread::sleep_for(std::chrono::seconds(1));
         if (!terminal) return;
         std::fprintf(stderr, "\r\033[K%s %d of %d: %s", iteration < warmup ? "warm-up" : "iteration",
                      iteration < warmup ? iteration + 1 : iteration - warmup + 1,
@@ -252,6 +328,7 @@ int main(int argc, char** argv) {
       }
       throw core::JobError(fmt::format("the device failed: {}", e.what()));
     }
+    watchdog.reset();
     if (terminal) std::fprintf(stderr, "\r\033[K");
     run.iterations.erase(run.iterations.begin(), run.iterations.begin() + warmup);
     if (!writer) return apps::kExitOk;

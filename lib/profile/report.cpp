@@ -87,6 +87,30 @@ std::string transfer_matrix(const hw::GpuProfile& m) {
   return out;
 }
 
+// What a run fitted (hetrl-exec --fit-profile), and each task's seconds before and after.
+std::string calibration_table(const hw::GpuProfile& m) {
+  if (!m.pass_efficiency && !m.optimizer_efficiency && !m.decode_step_overhead) return "";
+  std::string out = "\nfitted on a run";
+  if (m.calibration) {
+    out += fmt::format(" of {} ({} iteration{})", m.calibration->plan, m.calibration->iterations,
+                       m.calibration->iterations == 1 ? "" : "s");
+  }
+  out += "\n";
+  const auto figure = [&](const char* name, const std::optional<double>& value, double unit, const char* format) {
+    if (value) out += fmt::format("{:<34} {:>12}\n", name, fmt::format(fmt::runtime(format), *value / unit));
+  };
+  figure("pass efficiency", m.pass_efficiency, 1.0, "{:.3f}");
+  figure("optimizer efficiency", m.optimizer_efficiency, 1.0, "{:.3f}");
+  figure("decode step overhead (ms)", m.decode_step_overhead, core::kMillisecond, "{:.3g}");
+  if (m.calibration && !m.calibration->tasks.empty()) {
+    out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "task (seconds)", "measured", "before", "after");
+    for (const hw::GpuProfile::CalibrationRow& row : m.calibration->tasks) {
+      out += fmt::format("{:<34} {:>12.4g} {:>12.4g} {:>9.4g}\n", "  " + row.task, row.measured, row.before, row.after);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_profile_table(const hw::GpuProfile& m, const Reference& reference) {
@@ -126,6 +150,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("all-reduce bus (GB/s)", m.allreduce_bus_bandwidth, s.allreduce_bus_bandwidth, core::kGBps, "{:.4g}");
   row("host to device (GB/s)", m.host_to_device_bandwidth, s.host_to_device_bandwidth, core::kGBps, "{:.4g}");
   row("launch overhead (us)", m.launch_overhead, s.launch_overhead, 1e-6, "{:.3g}");
+  row("GEMM width half", m.gemm_width_half, s.gemm_width_half, 1.0, "{:.4g}");
   if (!m.gemm_curve.empty()) {
     out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "GEMM by tokens (TFLOP/s)", "measured", column, "ratio");
     for (const auto& [tokens, flops] : m.gemm_curve) {
@@ -137,6 +162,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   }
   out += collectives_table(m);
   out += transfer_matrix(m);
+  out += calibration_table(m);
   return out;
 }
 

@@ -3,7 +3,8 @@
 # the same tokens, scores, decode steps and gradient norms run by 2 processes as by one, and so
 # does one whose actor trains at TP 2 over both; a plan of two groups on
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
-# them) runs by 4; a run of another process count than the plan's GPUs says so.
+# them) runs by 4; a run of another process count than the plan's GPUs says so, and a process
+# that hangs ends the run after --stall-timeout.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
 include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 
@@ -93,4 +94,17 @@ string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
 list(LENGTH lines said)
 if(rc EQUAL 0 OR at EQUAL -1 OR NOT said EQUAL 1)
   message(FATAL_ERROR "3 processes for 2 GPUs: exit ${rc}, ${said} error lines\n${err}")
+endif()
+
+# A process that hangs (HETRL_EXEC_STALL_RANK stops rank 1 at its first task): rank 0, waiting
+# for it in a collective, ends the run after --stall-timeout with one line; no report.
+file(REMOVE ${OUT}/exec_stalled.json)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HETRL_EXEC_STALL_RANK=1 ${MPI} 2 ${EXEC} ${TP2} ${SCALE}
+                        --stall-timeout 4 --report ${OUT}/exec_stalled.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(FIND "${err}" "hetrl-exec: error: rank 0: no progress for 4 s (at task " at)
+string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
+list(LENGTH lines said)
+if(rc EQUAL 0 OR at EQUAL -1 OR NOT said EQUAL 1 OR EXISTS ${OUT}/exec_stalled.json)
+  message(FATAL_ERROR "a hung process: exit ${rc}, ${said} error lines\n${err}")
 endif()
