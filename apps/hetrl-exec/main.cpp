@@ -394,7 +394,8 @@ int main(int argc, char** argv) {
                                                   static_cast<int>(p.groups.size())));
     }
     files.commit();
-    std::FILE* text = report_path == io::kStdout || trace_path == io::kStdout ? stderr : stdout;
+    std::FILE* text =
+        report_path == io::kStdout || trace_path == io::kStdout || fit_path == io::kStdout ? stderr : stdout;
     fmt::print(text, "ran {} on {} ({} backend, {}{}): {} iteration{} after {} warm-up, {} samples an iteration\n",
                plan_path, backend->info().name, backend->info().backend, dtype_name,
                comm->size() > 1 ? fmt::format(", {} processes", comm->size()) : std::string(), settings.iterations,

@@ -71,3 +71,13 @@ foreach(pair "pass_efficiency:training" "optimizer_efficiency:optimizer" "decode
     message(FATAL_ERROR "${from} ${fitted} became ${to} ${adopted}")
   endif()
 endforeach()
+
+# To standard output: the profile alone there (the table on stderr).
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
+    --layers 1 --hidden 64 --vocab 512 --backend cpu --warmup 0 --fit-profile -)
+string(JSON schema ERROR_VARIABLE bad GET "${out}" schema)
+string(STRIP "${out}" stripped)
+string(FIND "${out}" "fitted on the measured tasks" table)
+if(bad OR NOT schema STREQUAL "hetrl.profile/v2" OR NOT stripped MATCHES "}$" OR NOT table EQUAL -1)
+  message(FATAL_ERROR "--fit-profile - wrote more than the profile to stdout (${bad}):\n${out}")
+endif()
