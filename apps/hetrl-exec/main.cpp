@@ -294,6 +294,32 @@ int main(int argc, char** argv) {
     }
     if (comm->size() > 1) settings.comm = comm.get();
     const bool writer = comm->rank() == 0;
+    // What the run holds at the least, whatever its layouts: every role's weights once (each
+    // process keeps a copy of each), and in one process the trained roles' fp32 gradients,
+    // master weights and Adam moments (16 bytes a parameter). A plan over that is refused
+    // before any model is made, rather than run out of memory half way.
+    {
+      double least = 0;
+      for (const workload::Role role : workload::kRoles) {
+        const workload::RoleModel& r = w.role(role);
+        if (r.kind != workload::RoleModel::Kind::kModel) continue;
+        const double params = cost::ModelShape(models.get(r.model, "workload")).total_params();
+        least += params * static_cast<double>(device::dtype_bytes(settings.dtype));
+        const bool trained = std::any_of(graph.tasks.begin(), graph.tasks.end(), [&](const workload::Task& t) {
+          return t.kind == workload::TaskKind::kTrain && t.role && *t.role == role;
+        });
+        if (trained && comm->size() == 1) least += 16.0 * params;
+      }
+      const double memory = backend->info().memory;
+      if (least > memory) {
+        if (!writer) return apps::kExitFailure;
+        throw core::JobError(fmt::format(
+            "the run would hold at least {:.1f} GiB (every role's weights{}) and the device ({}) has {:.1f} GiB: scale "
+            "the models down (--layers, --hidden, --vocab)",
+            least / core::kGiB, comm->size() == 1 ? ", the trained roles' gradients and optimizer state" : "",
+            backend->info().name, memory / core::kGiB));
+      }
+    }
     if (device_index != 0 && backend->info().backend == "cpu") {
       apps::usage_error(fmt::format("--device {}: the cpu backend is one device a process", device_index));
     }
