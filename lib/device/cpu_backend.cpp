@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "device/comm.h"
 
 namespace hetrl::device {
 namespace {
@@ -66,7 +67,10 @@ class CpuBackend final : public Backend {
     openblas_set_num_threads(threads);
     info_.name = cpu_model_name() + " (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
     info_.compute_units = threads;
-    info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+    // The processes a launcher started on this host share its memory as they share its cores:
+    // each device is its share.
+    info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) /
+                   std::max(1, launch_from_environment().local_size);
     utsname u{};
     if (uname(&u) == 0) info_.driver = std::string(u.sysname) + " " + u.release;
     info_.runtime = openblas_get_config();

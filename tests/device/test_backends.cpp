@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "device/backend.h"
@@ -19,6 +21,29 @@ TEST_CASE("backends: cpu is always built and describes the host") {
   CHECK(b->info().memory > 0);
   CHECK(b->info().compute_units >= 1);
   CHECK(b->info().runtime.rfind("OpenBLAS", 0) == 0);
+}
+
+TEST_CASE("backends: the cpu's processes under a launcher share the host's memory, each its part") {
+  // A process alone, then as Open MPI describes the second of two processes on this host.
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                         "OMPI_COMM_WORLD_LOCAL_RANK"};
+  const char* values[] = {"2", "1", "2", "1"};
+  std::vector<std::string> kept;
+  for (const char* name : names) {
+    kept.emplace_back(std::getenv(name) ? std::getenv(name) : "");
+    unsetenv(name);
+  }
+  const double alone = make_backend("cpu")->info().memory;
+  for (int i = 0; i < 4; ++i) setenv(names[i], values[i], 1);
+  const double shared = make_backend("cpu")->info().memory;
+  for (int i = 0; i < 4; ++i) {
+    if (kept[static_cast<std::size_t>(i)].empty()) {
+      unsetenv(names[i]);
+    } else {
+      setenv(names[i], kept[static_cast<std::size_t>(i)].c_str(), 1);
+    }
+  }
+  CHECK(shared == doctest::Approx(alone / 2));
 }
 
 TEST_CASE("backends: the cpu keeps a released large block for the next allocation of its size") {
