@@ -49,12 +49,6 @@ constexpr const char* kExamples = R"(Examples:
   hetrl-exec --cluster lab.json --workload w.json --plan p.json --iterations 5 --fit-profile fitted.json
   hetrl-cluster --from-profile fitted.json --node lab:2xcpu-amd-epyc -o calibrated.json)";
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Ends this process when the run has made no progress (no task begun) for `limit` seconds:
 // under mpirun, a process waiting in a collective for one that died or hangs would wait
 // forever. It says so in one line and exits 1; mpirun then ends the others. Rank 0 waits
@@ -262,18 +256,9 @@ int main(int argc, char** argv) {
     } catch (const core::InputError& e) {
       throw core::JobError(fmt::format("the plan cannot run the scaled models: {}", e.what()));
     }
-    if (!fit_path.empty()) {
-      std::vector<int> types;
-      for (const plan::Group& g : p.groups) {
-        for (const plan::Gpu& gpu : g.gpus) {
-          const int type = in.cluster.nodes[static_cast<std::size_t>(gpu.node)].gpu_type;
-          if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
-        }
-      }
-      if (types.size() > 1) {
-        apps::usage_error(fmt::format("--fit-profile: the plan runs on {} GPU types; a profile describes one: run a "
-                                      "plan on one type", types.size()));
-      }
+    if (const std::size_t types = exec::plan_gpu_types(p, in.cluster).size(); !fit_path.empty() && types > 1) {
+      apps::usage_error(fmt::format("--fit-profile: the plan runs on {} GPU types; a profile describes one: run a "
+                                    "plan on one type", types));
     }
     const cost::CostModel model(in.cluster, w, graph, models);
     plan::Evaluator evaluator(model);
@@ -445,12 +430,12 @@ int main(int argc, char** argv) {
       for (const std::vector<double>& it : simulated) {
         if (it[t] >= 0) sim_seconds.push_back(it[t]);
       }
-      const double measured = median(seconds), expected = predicted.tasks[t].seconds;
+      const double measured = exec::median(seconds), expected = predicted.tasks[t].seconds;
       fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12} {:>12.4g} {:>10}\n", graph.tasks[t].name,
                  graph.tasks[t].kind == workload::TaskKind::kCpu ? std::string("host")
                  : replicas > 0                                   ? fmt::format("{}", replicas)
                                                                   : std::string("-"),
-                 expected, sim_seconds.empty() ? std::string("-") : fmt::format("{:.4g}", median(sim_seconds)), measured,
+                 expected, sim_seconds.empty() ? std::string("-") : fmt::format("{:.4g}", exec::median(sim_seconds)), measured,
                  expected > 0 ? fmt::format("{:.2f}", measured / expected) : std::string("-"));
     }
     fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica ({}); simulated: "

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <set>
 
 #include "core/error.h"
 #include "cost/cost_model.h"
@@ -23,12 +22,6 @@ constexpr double kPrior = 1e-3;
 // Gauss-Newton's finite-difference step and its iterations.
 constexpr double kStep = 0.02;
 constexpr int kIterations = 12;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Solves the k x k system a x = b (a symmetric positive definite) in place.
 void solve(std::array<std::array<double, kFigures>, kFigures>& a, Figures& b) {
@@ -101,8 +94,6 @@ class Fit {
     return out;
   }
 
-  const Figures& start() const { return start_; }
-
  private:
   const CalibrationInputs& in_;
   int type_;
@@ -112,17 +103,30 @@ class Fit {
 
 }  // namespace
 
-Calibration calibrate(const CalibrationInputs& in) {
-  const hw::Cluster& cluster = *in.cluster;
-  const workload::TaskGraph& graph = *in.graph;
-  std::set<int> types;
-  for (const plan::Group& g : in.plan->groups) {
-    for (const plan::Gpu& gpu : g.gpus) types.insert(cluster.nodes[static_cast<std::size_t>(gpu.node)].gpu_type);
+std::vector<int> plan_gpu_types(const plan::Plan& plan, const hw::Cluster& cluster) {
+  std::vector<int> types;
+  for (const plan::Group& g : plan.groups) {
+    for (const plan::Gpu& gpu : g.gpus) {
+      const int type = cluster.nodes[static_cast<std::size_t>(gpu.node)].gpu_type;
+      if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+    }
   }
+  return types;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n == 0 ? 0 : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+Calibration calibrate(const CalibrationInputs& in) {
+  const workload::TaskGraph& graph = *in.graph;
+  const std::vector<int> types = plan_gpu_types(*in.plan, *in.cluster);
   if (types.size() != 1) {
     throw core::InputError(fmt::format("the plan runs on {} GPU types; a fitted profile describes one", types.size()));
   }
-  const int type = *types.begin();
+  const int type = types.front();
 
   // The GPU tasks measured, each its median over the iterations.
   std::vector<int> tasks;

@@ -54,6 +54,12 @@ struct Calibration {
   std::vector<CalibrationRow> rows;  // GPU tasks the run measured, graph order
 };
 
+// The GPU types (indices in the cluster's) of the plan's GPUs, in the order first met.
+std::vector<int> plan_gpu_types(const plan::Plan& plan, const hw::Cluster& cluster);
+
+// The median of measured seconds (0 for none).
+double median(std::vector<double> values);
+
 // Throws core::InputError when the plan's GPUs are of more than one type (a profile describes
 // one) and core::JobError when the run measured no GPU task or the plan does not fit.
 Calibration calibrate(const CalibrationInputs& in);

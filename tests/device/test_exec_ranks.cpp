@@ -11,6 +11,7 @@
 
 #include "device_test_backend.h"
 #include "exec/transformer.h"
+#include "tiny_model.h"
 
 namespace hetrl::exec {
 namespace {
@@ -21,16 +22,7 @@ TEST_CASE("tensor parallelism across processes: a shard a process gives the unsp
   auto b = device::test_backend();
   auto comm = device::test_communicator(*b);
   const int ranks = comm->size();
-  workload::ModelArch a;
-  a.name = "tiny";
-  a.layers = 2;
-  a.hidden = 32;
-  a.heads = 4;
-  a.kv_heads = 2;
-  a.head_dim = 8;
-  a.ffn_hidden = 48;
-  a.vocab = 300;
-  a.qk_norm = true;
+  const workload::ModelArch a = tiny(true, false, false);
   REQUIRE(a.kv_heads % std::max(ranks, 2) == 0);  // run alone or by 2 processes
   TransformerOptions one, split_options;
   one.dtype = split_options.dtype = DType::kF32;

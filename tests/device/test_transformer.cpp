@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "device_test_backend.h"
+#include "tiny_model.h"
 #include "exec/generate.h"
 #include "exec/transformer.h"
 
@@ -21,22 +22,6 @@ namespace hetrl::exec {
 namespace {
 
 using device::DType;
-
-workload::ModelArch tiny(bool qk_norm, bool qkv_bias, bool tied) {
-  workload::ModelArch a;
-  a.name = "tiny";
-  a.layers = 2;
-  a.hidden = 32;
-  a.heads = 4;
-  a.kv_heads = 2;
-  a.head_dim = 8;
-  a.ffn_hidden = 48;
-  a.vocab = 300;
-  a.qk_norm = qk_norm;
-  a.qkv_bias = qkv_bias;
-  a.tied_embeddings = tied;
-  return a;
-}
 
 // Every parameter redrawn uniform in [-0.5, 0.5) (norm scales around 1), so that each one
 // matters to the output, and read back as doubles by name.
