@@ -200,6 +200,8 @@ int main(int argc, char** argv) {
       ->check(apps::unsigned_integer())->capture_default_str();
   app.add_option("--temperature", settings.temperature, "Sampling temperature (0: greedy)")
       ->check(apps::finite_range(0, 100))->capture_default_str();
+  app.add_option("--learning-rate", settings.learning_rate, "AdamW's learning rate of every training step")
+      ->check(apps::finite_range(0, 1))->capture_default_str();
   app.add_option("--dtype", dtype_name, "Storage type of weights and activations: bf16, fp16 or fp32")
       ->check(CLI::IsMember({"bf16", "fp16", "fp32"}))->capture_default_str();
   app.add_option("--report", report_path, "Write the report (hetrl.execreport/v1) here ('-': standard output)");
@@ -218,6 +220,7 @@ int main(int argc, char** argv) {
 
   return apps::run_tool(app, argc, argv, [&] {
     if (batch_scale <= 0) apps::usage_error("--batch-scale must be above 0");
+    if (settings.learning_rate <= 0) apps::usage_error("--learning-rate must be above 0");
     io::check_outputs(std::vector<std::string>{report_path, trace_path, fit_path},
                       std::vector<std::string>{cluster_path, workload_path, plan_path});
     const io::Catalogs& catalogs = io::builtin_catalogs();
@@ -355,7 +358,10 @@ int main(int argc, char** argv) {
       simulated.assign(static_cast<std::size_t>(settings.iterations), std::vector<double>(graph.tasks.size(), -1.0));
       for (const sim::TaskRun& r : s.recorder.tasks) {
         if (r.iteration >= warmup) {
-          simulated[static_cast<std::size_t>(r.iteration - warmup)][static_cast<std::size_t>(r.task)] = r.end - r.start;
+          // The weight sync with the weights' transfer into it, as the run has it (the simulator
+          // moves them beforehand, as the cost model does).
+          simulated[static_cast<std::size_t>(r.iteration - warmup)][static_cast<std::size_t>(r.task)] =
+              r.end - r.start + predicted.tasks[static_cast<std::size_t>(r.task)].weights_in;
         }
       }
     } catch (const core::JobError&) {
@@ -430,7 +436,7 @@ int main(int argc, char** argv) {
       for (const std::vector<double>& it : simulated) {
         if (it[t] >= 0) sim_seconds.push_back(it[t]);
       }
-      const double measured = exec::median(seconds), expected = predicted.tasks[t].seconds;
+      const double measured = exec::median(seconds), expected = predicted.tasks[t].alone();
       fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12} {:>12.4g} {:>10}\n", graph.tasks[t].name,
                  graph.tasks[t].kind == workload::TaskKind::kCpu ? std::string("host")
                  : replicas > 0                                   ? fmt::format("{}", replicas)

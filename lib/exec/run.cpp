@@ -269,6 +269,62 @@ class Runner {
     held_[{i, source.tp, source.lead}] = version_[i];
   }
 
+  // Under mpirun, the weight sync: each of generation's shards takes its part of the trained
+  // actor, piece by piece, from the training replica its own process is part of where there is
+  // one (the pieces its own training shard holds are a copy on its device), else from the
+  // replicas in turn; each piece once, from the process holding it, straight into the
+  // engine's shard. Every process walks the same list, so sends and receives pair in order.
+  void sync_over_processes() {
+    const int actor = role_index(Role::kActor);
+    const int reader = graph_.weight_sync().reader;
+    const std::vector<std::vector<int>>& trainers = members_.at(trainer_task_.at(actor));
+    const std::vector<std::vector<int>>& readers = members_.at(reader);
+    const int from_tp = trainer_tp_[actor];
+    const auto holds = [](const std::vector<int>& ranks, int rank) {
+      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+    };
+    std::size_t turn = 0;
+    for (std::size_t r = 0; r < readers.size(); ++r) {
+      const int to_tp = static_cast<int>(readers[r].size());
+      for (int d = 0; d < to_tp; ++d) {
+        const int p = readers[r][static_cast<std::size_t>(d)];
+        std::size_t source = trainers.size();
+        for (std::size_t k = 0; k < trainers.size() && source == trainers.size(); ++k) {
+          if (holds(trainers[k], p)) source = k;
+        }
+        if (source == trainers.size()) source = turn++ % trainers.size();
+        const std::vector<int>& owners = trainers[source];
+        // The tensors every shard holds whole come from this process's own training shard,
+        // else from the replica's first.
+        const auto own = std::find(owners.begin(), owners.end(), p);
+        const int whole_from = own == owners.end() ? 0 : static_cast<int>(own - owners.begin());
+        for (int s = 0; s < from_tp; ++s) {
+          const int q = owners[static_cast<std::size_t>(s)];
+          const bool whole = s == whole_from;
+          if (rank_ != p && rank_ != q) continue;
+          if (q == p) {
+            rollout(layout(reader, r)).load_shard(model_for(Role::kActor, trainer_layout(Role::kActor)), s, d, whole);
+          } else if (rank_ == q) {
+            const std::size_t bytes =
+                model_for(Role::kActor, trainer_layout(Role::kActor)).pack(s, to_tp, d, whole, staging_);
+            if (bytes > 0) world().send(settings_.dtype, staging_.data(), bytes / device::dtype_bytes(settings_.dtype), p);
+          } else {
+            Transformer& engine = rollout(layout(reader, r));
+            const std::size_t bytes = engine.packed_bytes(from_tp, s, d, whole);
+            if (bytes == 0) continue;
+            if (staging_.bytes() < bytes) {
+              staging_ = Buffer();
+              staging_ = Buffer(b_, bytes);
+            }
+            world().recv(settings_.dtype, staging_.data(), bytes / device::dtype_bytes(settings_.dtype), q);
+            engine.unpack(from_tp, s, d, whole, staging_);
+          }
+        }
+      }
+    }
+    b_.synchronize();
+  }
+
   // Under mpirun, after a GPU task: each replica's results from its first process to all, so
   // that every process holds the iteration's samples, and its measurements.
   void share_results(int task, const std::vector<std::pair<std::size_t, std::size_t>>& ranges, TaskMeasurement& out,
@@ -552,13 +608,19 @@ class Runner {
     TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
     out.ran = true;
     if (t.kind == TaskKind::kWeightSync) {
-      // The trained actor's weights into each of generation's layouts (under mpirun from the
-      // training's process to every one first).
-      const Stopwatch watch(b_);
-      share_weights(Role::kActor);
-      Transformer& trained = model_for(Role::kActor, source_layout(Role::kActor));
-      for (auto& [where, engine] : rollouts_) engine->load(trained);
-      out.seconds = watch.seconds();
+      // The trained actor's weights into each of generation's layouts; under mpirun the
+      // processes start it together and it lasts as long as the slowest.
+      if (multi()) {
+        world().barrier();
+        const Stopwatch watch(b_);
+        sync_over_processes();
+        out.seconds = world().max(watch.seconds());
+      } else {
+        const Stopwatch watch(b_);
+        Transformer& trained = model_for(Role::kActor, trainer_layout(Role::kActor));
+        for (auto& [where, engine] : rollouts_) engine->load(trained);
+        out.seconds = watch.seconds();
+      }
       return;
     }
     if (t.kind == TaskKind::kCpu) {
@@ -680,7 +742,7 @@ class Runner {
     std::vector<double> seconds(shares.size(), 0.0);
     const int minis = std::max(1, w_.mini_batches);
     device::AdamW adam;
-    adam.lr = 1e-5f;
+    adam.lr = settings_.learning_rate;
     for (int epoch = 0; epoch < std::max(1, w_.epochs); ++epoch) {
       // Each replica's share in a seeded order, cut into the mini-batches.
       std::vector<std::vector<std::size_t>> order = shares;
@@ -787,6 +849,7 @@ class Runner {
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
   std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast
+  Buffer staging_;                     // the weight sync's pieces on their way
 
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;

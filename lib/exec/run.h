@@ -40,6 +40,7 @@ struct RunSettings {
   int iterations = 1;
   std::uint64_t seed = 1;
   float temperature = 1.0f;
+  float learning_rate = 1e-5f;  // AdamW's, every training step
   device::DType dtype = device::DType::kBf16;
   RlSettings rl;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/error.h"
 
@@ -73,7 +74,7 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
   }
   const int tp = options_.tp.size;
   // Fewer kv heads than shards: each kv head is copied to the shards whose query heads read
-  // it, as Megatron and vLLM do.
+  // it (shard_shape), as Megatron and vLLM do.
   const bool kv_split = tp >= 1 && arch_.kv_heads % tp == 0;
   const bool kv_copied = tp >= 1 && tp % arch_.kv_heads == 0;
   if (tp < 1 || arch_.heads % tp != 0 || (!kv_split && !kv_copied) || arch_.ffn_hidden < tp) {
@@ -87,15 +88,7 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
   }
   for (const int s : local) {
     if (s < 0 || s >= tp) throw core::InputError(fmt::format("TP shard {} of {}", s, tp));
-    ShardShape shape;
-    shape.index = s;
-    shape.heads = arch_.heads / tp;
-    shape.first_head = s * shape.heads;
-    shape.kv_heads = kv_split ? arch_.kv_heads / tp : 1;
-    shape.first_kv = kv_split ? s * shape.kv_heads : s * arch_.kv_heads / tp;
-    shape.first_ffn = arch_.ffn_hidden * s / tp;
-    shape.ffn = arch_.ffn_hidden * (s + 1) / tp - shape.first_ffn;
-    shards_.push_back(shape);
+    shards_.push_back(shard_shape(arch_, tp, s));
   }
   const std::size_t hidden = static_cast<std::size_t>(arch_.hidden);
   const std::size_t hd = static_cast<std::size_t>(arch_.head_dim);
@@ -190,69 +183,180 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
   return out;
 }
 
-void Transformer::load(const Transformer& from) {
-  if (from.arch_.name != arch_.name || from.arch_.layers != arch_.layers || from.arch_.hidden != arch_.hidden ||
-      from.arch_.vocab != arch_.vocab || from.head_ != head_ || from.options_.dtype != options_.dtype ||
-      static_cast<int>(from.shards_.size()) != from.options_.tp.size) {
-    throw std::logic_error("transformer: load needs the same model, every shard of it on the giving side");
-  }
-  const std::size_t e = device::dtype_bytes(options_.dtype);
+Transformer::ShardShape Transformer::shard_shape(const workload::ModelArch& arch, int tp, int index) {
+  // Fewer kv heads than shards: each kv head is copied to the shards whose query heads read
+  // it, as Megatron and vLLM do.
+  const bool kv_split = arch.kv_heads % tp == 0;
+  ShardShape shape;
+  shape.index = index;
+  shape.heads = arch.heads / tp;
+  shape.first_head = index * shape.heads;
+  shape.kv_heads = kv_split ? arch.kv_heads / tp : 1;
+  shape.first_kv = kv_split ? index * shape.kv_heads : index * arch.kv_heads / tp;
+  shape.first_ffn = arch.ffn_hidden * index / tp;
+  shape.ffn = arch.ffn_hidden * (index + 1) / tp - shape.first_ffn;
+  return shape;
+}
+
+std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, const ShardShape& to, bool whole) const {
+  std::vector<Piece> out;
   const std::size_t hidden = static_cast<std::size_t>(arch_.hidden), hd = static_cast<std::size_t>(arch_.head_dim);
-  const auto whole_copy = [&](Buffer& to, const Buffer& source) {
-    if (to.data()) b_.copy(to.data(), source.data(), to.bytes());
+  const auto whole_tensor = [&](Weight w, int layer, const Buffer& b) {
+    const std::size_t n = b.bytes() / device::dtype_bytes(options_.dtype);
+    if (whole && b.data()) out.push_back({w, layer, 0, n, 0, n, n, 1});
   };
-  whole_copy(embedding_, from.embedding_);
-  whole_copy(final_norm_, from.final_norm_);
-  whole_copy(lm_head_, from.lm_head_);
-  // A sharded tensor's slice [first, first + count) of the whole one, along its rows (by_rows:
-  // `width` elements a row) or along its columns (`width` rows).
+  // A sharded tensor's slice [first, first + count) of the whole one: along its rows (`width`
+  // elements a row), one contiguous run, or along its columns (`width` rows), a run a row.
   struct Slice {
     std::size_t first, count;
   };
-  const auto move = [&](Buffer& to, Slice d, const Buffer& source, Slice s, bool by_rows, std::size_t width) {
-    const std::size_t lo = std::max(d.first, s.first), hi = std::min(d.first + d.count, s.first + s.count);
+  const auto slice = [&](Weight w, int layer, Slice t, Slice f, bool by_rows, std::size_t width) {
+    const std::size_t lo = std::max(t.first, f.first), hi = std::min(t.first + t.count, f.first + f.count);
     if (lo >= hi) return;
-    char* out = static_cast<char*>(to.data());
-    const char* in = static_cast<const char*>(source.data());
     if (by_rows) {
-      b_.copy(out + (lo - d.first) * width * e, in + (lo - s.first) * width * e, (hi - lo) * width * e);
+      const std::size_t run = (hi - lo) * width;
+      out.push_back({w, layer, (lo - f.first) * width, run, (lo - t.first) * width, run, run, 1});
     } else {
-      b_.copy_2d(out + (lo - d.first) * e, d.count * e, in + (lo - s.first) * e, s.count * e, (hi - lo) * e, width);
+      out.push_back({w, layer, lo - f.first, f.count, lo - t.first, t.count, hi - lo, width});
     }
   };
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    Layer& w = layers_[l];
-    const Layer& src = from.layers_[l];
-    whole_copy(w.attn_norm, src.attn_norm);
-    whole_copy(w.q_norm, src.q_norm);
-    whole_copy(w.k_norm, src.k_norm);
-    whole_copy(w.mlp_norm, src.mlp_norm);
-    for (std::size_t d = 0; d < shards_.size(); ++d) {
-      const ShardShape& dsh = shards_[d];
-      ShardWeights& dw = w.shards[d];
-      const Slice dq{static_cast<std::size_t>(dsh.first_head) * hd, static_cast<std::size_t>(dsh.heads) * hd};
-      const Slice dk{static_cast<std::size_t>(dsh.first_kv) * hd, static_cast<std::size_t>(dsh.kv_heads) * hd};
-      const Slice df{static_cast<std::size_t>(dsh.first_ffn), static_cast<std::size_t>(dsh.ffn)};
-      for (std::size_t s = 0; s < from.shards_.size(); ++s) {
-        const ShardShape& ssh = from.shards_[s];
-        const ShardWeights& sw = src.shards[s];
-        const Slice sq{static_cast<std::size_t>(ssh.first_head) * hd, static_cast<std::size_t>(ssh.heads) * hd};
-        const Slice sk{static_cast<std::size_t>(ssh.first_kv) * hd, static_cast<std::size_t>(ssh.kv_heads) * hd};
-        const Slice sf{static_cast<std::size_t>(ssh.first_ffn), static_cast<std::size_t>(ssh.ffn)};
-        move(dw.wq, dq, sw.wq, sq, true, hidden);
-        move(dw.wk, dk, sw.wk, sk, true, hidden);
-        move(dw.wv, dk, sw.wv, sk, true, hidden);
-        if (arch_.qkv_bias) {
-          move(dw.bq, dq, sw.bq, sq, true, 1);
-          move(dw.bk, dk, sw.bk, sk, true, 1);
-          move(dw.bv, dk, sw.bv, sk, true, 1);
-        }
-        move(dw.wo, dq, sw.wo, sq, false, hidden);
-        move(dw.w_gate, df, sw.w_gate, sf, true, hidden);
-        move(dw.w_up, df, sw.w_up, sf, true, hidden);
-        move(dw.w_down, df, sw.w_down, sf, false, hidden);
-      }
+  const Slice tq{static_cast<std::size_t>(to.first_head) * hd, static_cast<std::size_t>(to.heads) * hd};
+  const Slice tk{static_cast<std::size_t>(to.first_kv) * hd, static_cast<std::size_t>(to.kv_heads) * hd};
+  const Slice tf{static_cast<std::size_t>(to.first_ffn), static_cast<std::size_t>(to.ffn)};
+  const Slice fq{static_cast<std::size_t>(from.first_head) * hd, static_cast<std::size_t>(from.heads) * hd};
+  const Slice fk{static_cast<std::size_t>(from.first_kv) * hd, static_cast<std::size_t>(from.kv_heads) * hd};
+  const Slice ff{static_cast<std::size_t>(from.first_ffn), static_cast<std::size_t>(from.ffn)};
+  whole_tensor(Weight::kEmbedding, -1, embedding_);
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
+    const Layer& w = layers_[static_cast<std::size_t>(l)];
+    whole_tensor(Weight::kAttnNorm, l, w.attn_norm);
+    whole_tensor(Weight::kQNorm, l, w.q_norm);
+    whole_tensor(Weight::kKNorm, l, w.k_norm);
+    whole_tensor(Weight::kMlpNorm, l, w.mlp_norm);
+    slice(Weight::kWq, l, tq, fq, true, hidden);
+    slice(Weight::kWk, l, tk, fk, true, hidden);
+    slice(Weight::kWv, l, tk, fk, true, hidden);
+    if (arch_.qkv_bias) {
+      slice(Weight::kBq, l, tq, fq, true, 1);
+      slice(Weight::kBk, l, tk, fk, true, 1);
+      slice(Weight::kBv, l, tk, fk, true, 1);
     }
+    slice(Weight::kWo, l, tq, fq, false, hidden);
+    slice(Weight::kGate, l, tf, ff, true, hidden);
+    slice(Weight::kUp, l, tf, ff, true, hidden);
+    slice(Weight::kDown, l, tf, ff, false, hidden);
+  }
+  whole_tensor(Weight::kFinalNorm, -1, final_norm_);
+  whole_tensor(Weight::kHead, -1, lm_head_);
+  return out;
+}
+
+std::size_t Transformer::local_shard(int index) const {
+  for (std::size_t s = 0; s < shards_.size(); ++s) {
+    if (shards_[s].index == index) return s;
+  }
+  throw std::logic_error(fmt::format("transformer: shard {} is not held here", index));
+}
+
+const Buffer& Transformer::weight(Weight w, int layer, int shard) const {
+  switch (w) {
+    case Weight::kEmbedding: return embedding_;
+    case Weight::kFinalNorm: return final_norm_;
+    case Weight::kHead: return lm_head_;
+    default: break;
+  }
+  const Layer& l = layers_.at(static_cast<std::size_t>(layer));
+  switch (w) {
+    case Weight::kAttnNorm: return l.attn_norm;
+    case Weight::kQNorm: return l.q_norm;
+    case Weight::kKNorm: return l.k_norm;
+    case Weight::kMlpNorm: return l.mlp_norm;
+    default: break;
+  }
+  const ShardWeights& s = l.shards[local_shard(shard)];
+  switch (w) {
+    case Weight::kWq: return s.wq;
+    case Weight::kWk: return s.wk;
+    case Weight::kWv: return s.wv;
+    case Weight::kBq: return s.bq;
+    case Weight::kBk: return s.bk;
+    case Weight::kBv: return s.bv;
+    case Weight::kWo: return s.wo;
+    case Weight::kGate: return s.w_gate;
+    case Weight::kUp: return s.w_up;
+    default: return s.w_down;
+  }
+}
+
+Buffer& Transformer::weight(Weight w, int layer, int shard) {
+  return const_cast<Buffer&>(std::as_const(*this).weight(w, layer, shard));
+}
+
+void Transformer::check_reshard(const Transformer& from) const {
+  if (from.arch_.name != arch_.name || from.arch_.layers != arch_.layers || from.arch_.hidden != arch_.hidden ||
+      from.arch_.vocab != arch_.vocab || from.head_ != head_ || from.options_.dtype != options_.dtype) {
+    throw std::logic_error("transformer: a reshard needs the same model on both sides");
+  }
+}
+
+void Transformer::load_shard(const Transformer& from, int from_shard, int to_shard, bool whole) {
+  check_reshard(from);
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  const ShardShape& f = from.shards_[from.local_shard(from_shard)];
+  for (const Piece& p : pieces(f, shards_[local_shard(to_shard)], whole)) {
+    const char* in = static_cast<const char*>(from.weight(p.weight, p.layer, from_shard).data());
+    char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data());
+    b_.copy_2d(out + p.to * e, p.to_pitch * e, in + p.from * e, p.from_pitch * e, p.run * e, p.rows);
+  }
+  optimizer_.clear();
+}
+
+void Transformer::load(const Transformer& from) {
+  check_reshard(from);
+  if (static_cast<int>(from.shards_.size()) != from.options_.tp.size) {
+    throw std::logic_error("transformer: load needs every shard of the giving model");
+  }
+  for (const ShardShape& to : shards_) {
+    // The tensors every shard holds whole once, with the first pair.
+    for (const ShardShape& f : from.shards_) {
+      load_shard(from, f.index, to.index, f.index == from.shards_.front().index && to.index == shards_.front().index);
+    }
+  }
+}
+
+std::size_t Transformer::pack(int from_shard, int to_tp, int to_shard, bool whole, Buffer& out) const {
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  const std::vector<Piece> list = pieces(shards_[local_shard(from_shard)], shard_shape(arch_, to_tp, to_shard), whole);
+  std::size_t bytes = 0;
+  for (const Piece& p : list) bytes += p.run * p.rows * e;
+  if (out.bytes() < bytes) {
+    out = Buffer();
+    out = Buffer(b_, bytes);
+  }
+  char* at = static_cast<char*>(out.data());
+  for (const Piece& p : list) {
+    const char* in = static_cast<const char*>(weight(p.weight, p.layer, from_shard).data());
+    b_.copy_2d(at, p.run * e, in + p.from * e, p.from_pitch * e, p.run * e, p.rows);
+    at += p.run * p.rows * e;
+  }
+  return bytes;
+}
+
+std::size_t Transformer::packed_bytes(int from_tp, int from_shard, int to_shard, bool whole) const {
+  std::size_t bytes = 0;
+  for (const Piece& p : pieces(shard_shape(arch_, from_tp, from_shard), shards_[local_shard(to_shard)], whole)) {
+    bytes += p.run * p.rows * device::dtype_bytes(options_.dtype);
+  }
+  return bytes;
+}
+
+void Transformer::unpack(int from_tp, int from_shard, int to_shard, bool whole, const Buffer& in) {
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  const char* at = static_cast<const char*>(in.data());
+  for (const Piece& p : pieces(shard_shape(arch_, from_tp, from_shard), shards_[local_shard(to_shard)], whole)) {
+    char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data());
+    b_.copy_2d(out + p.to * e, p.to_pitch * e, at, p.run * e, p.run * e, p.rows);
+    at += p.run * p.rows * e;
   }
   optimizer_.clear();
 }

@@ -98,6 +98,18 @@ class Transformer {
   // not the one being trained).
   void load(const Transformer& from);
 
+  // The reshard one pair of shards at a time, as a weight sync over processes moves it: what
+  // shard `to_shard` of one layout takes from shard `from_shard` of another (with `whole`, also
+  // the tensors every shard holds whole: the embedding, the norms, the head), piece by piece in
+  // a fixed order. load_shard copies it from a model in this process; pack copies it out of
+  // this model's shard into `out` (grown to fit) for a TP `to_tp` layout and returns its bytes;
+  // unpack copies a block pack made for a TP `from_tp` layout into this model's shard, and
+  // packed_bytes says how long that block is. Both sides hold their shard here.
+  void load_shard(const Transformer& from, int from_shard, int to_shard, bool whole);
+  std::size_t pack(int from_shard, int to_tp, int to_shard, bool whole, device::Buffer& out) const;
+  std::size_t packed_bytes(int from_tp, int from_shard, int to_shard, bool whole) const;
+  void unpack(int from_tp, int from_shard, int to_shard, bool whole, const device::Buffer& in);
+
   // The KV cache of `slots` sequences of at most `capacity` positions each.
   class Cache {
    public:
@@ -192,6 +204,21 @@ class Transformer {
     int rows = 0;
     int length = 0;
   };
+  static ShardShape shard_shape(const workload::ModelArch& arch, int tp, int index);
+  // The weight tensors, by kind, for the reshard.
+  enum class Weight { kEmbedding, kFinalNorm, kHead, kAttnNorm, kQNorm, kKNorm, kMlpNorm, kWq, kWk, kWv, kBq, kBk, kBv, kWo, kGate, kUp, kDown };
+  // One stretch of a tensor the reshard moves: `rows` runs of `run` elements, `from` and `to`
+  // elements into the tensors of the two shards, their rows `from_pitch` and `to_pitch` apart.
+  struct Piece {
+    Weight weight;
+    int layer;  // -1 for the embedding, the final norm and the head
+    std::size_t from, from_pitch, to, to_pitch, run, rows;
+  };
+  std::vector<Piece> pieces(const ShardShape& from, const ShardShape& to, bool whole) const;
+  std::size_t local_shard(int index) const;  // where shards_ holds shard `index`
+  const device::Buffer& weight(Weight w, int layer, int shard) const;
+  device::Buffer& weight(Weight w, int layer, int shard);
+  void check_reshard(const Transformer& from) const;
   static Scored scored_positions(int batch, int length, int first, const std::vector<int>& ends);
   // A parameter's optimiser state: fp32 gradient, and from the first step master weights and
   // moments.

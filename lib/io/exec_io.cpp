@@ -23,6 +23,7 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
   out["iterations"] = inputs.settings.iterations;
   out["seed"] = inputs.settings.seed;
   out["temperature"] = inputs.settings.temperature;
+  out["learning_rate"] = inputs.settings.learning_rate;
   out["batch_scale"] = inputs.batch_scale;
   OrderedJson models = OrderedJson::array();
   for (const workload::ModelArch& m : inputs.models) {
@@ -58,7 +59,7 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
     for (const std::vector<double>& it : simulated) {
       if (it[t] >= 0) sim.push_back(detail::file_units(it[t]));
     }
-    tasks[graph.tasks[t].name] = {{"predicted_seconds", detail::file_units(predicted.tasks[t].seconds)},
+    tasks[graph.tasks[t].name] = {{"predicted_seconds", detail::file_units(predicted.tasks[t].alone())},
                                   {"simulated_seconds", std::move(sim)},
                                   {"seconds", std::move(seconds)},
                                   {"replica_seconds", std::move(replicas)},

@@ -471,7 +471,7 @@ void Evaluator::start(const Plan& plan) {
   prediction_.tasks.resize(n);
   for (TaskPrediction& t : prediction_.tasks) {
     t.group = -1;
-    t.start = t.seconds = 0;
+    t.start = t.seconds = t.weights_in = 0;
     t.terms.clear();
     t.replica_seconds.clear();
     t.kv_budget.clear();
@@ -601,10 +601,12 @@ void Evaluator::schedule(const Plan& plan, bool explain) {
           // The trained weights cross to the generation group's host memory while it works on
           // earlier iterations: in the steady state only.
           edge_transfer_[i] = 0;
+          tp.weights_in = 0;
           if (from_group < 0 || sync_group < 0 || from_group == sync_group) continue;
           cost::Breakdown weights(explain);
           edge_transfer_[i] = model_.weight_transfer_seconds(sync_.bytes, group_sets_[from_group],
                                                              group_sets_[sync_group], weights);
+          tp.weights_in = edge_transfer_[i];
           if (explain) tp.terms.insert(tp.terms.end(), weights.terms().begin(), weights.terms().end());
           continue;
         }

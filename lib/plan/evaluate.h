@@ -46,6 +46,12 @@ struct TaskPrediction {
   // With explain, for generation: the memory per GPU left for the KV cache, per replica and
   // stage (what the simulator runs each replica with).
   std::vector<std::vector<double>> kv_budget;
+  // The weight sync: the trained weights' transfer from the training's group when that is
+  // another, before it. The schedule overlaps it with the generation group's earlier work; a
+  // run whose tasks follow one another pays it in the sync.
+  double weights_in = 0;
+  // The task with nothing overlapped: what a run whose tasks follow one another measures.
+  double alone() const { return seconds + weights_in; }
 };
 
 struct GroupPrediction {

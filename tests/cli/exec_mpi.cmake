@@ -3,7 +3,7 @@
 # the same tokens, scores, decode steps and gradient norms run by 2 processes as by one, and so
 # does one whose actor trains at TP 2 over both; a plan of two groups on
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
-# them) runs by 4; a run of another process count than the plan's GPUs says so, and a process
+# them) runs by 4 as by one; a run of another process count than the plan's GPUs says so, and a process
 # that hangs ends the run after --stall-timeout.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
 include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
@@ -77,8 +77,15 @@ run(${EXEC} ${TRAIN2} --report ${OUT}/exec_train_one.json)
 run(${MPI} 2 ${EXEC} ${TRAIN2} --report ${OUT}/exec_train_two.json)
 same_run(${OUT}/exec_train_one.json ${OUT}/exec_train_two.json "TP 2 training")
 
-run(${MPI} 4 ${EXEC} --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json
-    --plan ${DATA}/plan_exec_groups.json ${SCALE} --report ${OUT}/exec_four.json)
+# The two groups at a learning rate that moves the weights far in a step, so that the second
+# iteration's tokens tell whether each of generation's shards took the trained weights from
+# the other group's processes whole and in place: the same run as in one process.
+set(GROUPS --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_groups.json
+    ${SCALE} --learning-rate 0.01)
+file(REMOVE ${OUT}/exec_four_one.json)
+run(${EXEC} ${GROUPS} --report ${OUT}/exec_four_one.json)
+run(${MPI} 4 ${EXEC} ${GROUPS} --report ${OUT}/exec_four.json)
+same_run(${OUT}/exec_four_one.json ${OUT}/exec_four.json "two groups and the weight sync")
 file(READ ${OUT}/exec_four.json four)
 string(JSON generators LENGTH "${four}" tasks generate replica_seconds 1)
 string(JSON trainers LENGTH "${four}" tasks actor_train replica_seconds 1)

@@ -543,6 +543,77 @@ TEST_CASE("tensor parallelism: more shards than kv heads copy each kv head, and 
   same(split.score(tokens, batch, length), whole.score(tokens, batch, length));
 }
 
+TEST_CASE("the reshard pair by pair (what the weight sync sends between processes) gives what load gives") {
+  auto b = device::test_backend();
+  const DType t = DType::kBf16;
+  for (const bool variant : {false, true}) {
+    const workload::ModelArch a = tiny(variant, variant, !variant);  // 4 heads, 2 kv heads
+    for (const Head head : {Head::kLanguage, Head::kScalar}) {
+      for (const int from_tp : {1, 2, 4}) {
+        for (const int to_tp : {1, 2, 4}) {
+          CAPTURE(variant);
+          CAPTURE(from_tp);
+          CAPTURE(to_tp);
+          TransformerOptions from_options, to_options;
+          from_options.dtype = to_options.dtype = t;
+          from_options.tp.size = from_tp;
+          to_options.tp.size = to_tp;
+          to_options.seed = 99;
+          Transformer trained(*b, a, head, from_options);
+          randomise(*b, trained, t);  // every tensor its own values, norms and biases too
+          Transformer expected(*b, a, head, to_options), packed(*b, a, head, to_options), copied(*b, a, head, to_options);
+          expected.load(trained);
+          device::Buffer block;
+          std::size_t moved = 0;
+          for (int d = 0; d < to_tp; ++d) {
+            // The whole tensors from a shard other than the first where there is one.
+            const int whole_from = (d + 1) % from_tp;
+            for (int s = 0; s < from_tp; ++s) {
+              const std::size_t bytes = trained.pack(s, to_tp, d, s == whole_from, block);
+              CHECK(bytes == packed.packed_bytes(from_tp, s, d, s == whole_from));
+              moved += bytes;
+              packed.unpack(from_tp, s, d, s == whole_from, block);
+              copied.load_shard(trained, s, d, s == whole_from);
+            }
+          }
+          // Each shard of the new layout received its own bytes once: the model's, plus the
+          // copies of the tensors every shard holds whole (and of kv heads shared by shards).
+          CHECK(moved >= expected.parameter_bytes());
+          std::vector<Transformer::Tensor> want = expected.parameters(), got = packed.parameters(),
+                                           got_copied = copied.parameters();
+          REQUIRE(got.size() == want.size());
+          for (std::size_t i = 0; i < want.size(); ++i) {
+            CAPTURE(want[i].name);
+            const std::vector<double> w = device::get(*b, t, *want[i].buffer, want[i].count);
+            CHECK(device::get(*b, t, *got[i].buffer, got[i].count) == w);
+            CHECK(device::get(*b, t, *got_copied[i].buffer, got_copied[i].count) == w);
+          }
+        }
+      }
+    }
+  }
+  // Without the whole tensors the embedding, norms and head keep their own seed's values.
+  const workload::ModelArch a = tiny(true, false, false);
+  TransformerOptions two;
+  two.dtype = t;
+  two.tp.size = 2;
+  two.seed = 5;
+  Transformer trained(*b, a, Head::kLanguage, two);
+  randomise(*b, trained, t);
+  TransformerOptions one;
+  one.dtype = t;
+  Transformer engine(*b, a, Head::kLanguage, one);
+  device::Buffer block;
+  for (int s = 0; s < 2; ++s) {
+    trained.pack(s, 1, 0, false, block);
+    engine.unpack(2, s, 0, false, block);
+  }
+  const std::vector<Transformer::Tensor> from = trained.parameters(), to = engine.parameters();
+  CHECK(device::get(*b, t, *to.front().buffer, to.front().count) !=
+        device::get(*b, t, *from.front().buffer, from.front().count));  // the embedding
+  CHECK_THROWS_AS(engine.unpack(2, 0, 1, true, block), std::logic_error);  // a shard it does not hold
+}
+
 TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(true, false, false);
