@@ -305,19 +305,14 @@ class Runner {
           if (q == p) {
             rollout(layout(reader, r)).load_shard(model_for(Role::kActor, trainer_layout(Role::kActor)), s, d, whole);
           } else if (rank_ == q) {
-            const std::size_t bytes =
-                model_for(Role::kActor, trainer_layout(Role::kActor)).pack(s, to_tp, d, whole, staging_);
-            if (bytes > 0) world().send(settings_.dtype, staging_.data(), bytes / device::dtype_bytes(settings_.dtype), p);
+            model_for(Role::kActor, trainer_layout(Role::kActor))
+                .send_shard(s, to_tp, d, whole, [&](const void* data, std::size_t bytes) {
+                  world().send(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), p);
+                });
           } else {
-            Transformer& engine = rollout(layout(reader, r));
-            const std::size_t bytes = engine.packed_bytes(from_tp, s, d, whole);
-            if (bytes == 0) continue;
-            if (staging_.bytes() < bytes) {
-              staging_ = Buffer();
-              staging_ = Buffer(b_, bytes);
-            }
-            world().recv(settings_.dtype, staging_.data(), bytes / device::dtype_bytes(settings_.dtype), q);
-            engine.unpack(from_tp, s, d, whole, staging_);
+            rollout(layout(reader, r)).receive_shard(from_tp, s, d, whole, [&](void* data, std::size_t bytes) {
+              world().recv(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), q);
+            });
           }
         }
       }
@@ -849,7 +844,6 @@ class Runner {
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
   std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast
-  Buffer staging_;                     // the weight sync's pieces on their way
 
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;

@@ -324,39 +324,31 @@ void Transformer::load(const Transformer& from) {
   }
 }
 
-std::size_t Transformer::pack(int from_shard, int to_tp, int to_shard, bool whole, Buffer& out) const {
+void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole, const SendPiece& send) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  const std::vector<Piece> list = pieces(shards_[local_shard(from_shard)], shard_shape(arch_, to_tp, to_shard), whole);
-  std::size_t bytes = 0;
-  for (const Piece& p : list) bytes += p.run * p.rows * e;
-  if (out.bytes() < bytes) {
-    out = Buffer();
-    out = Buffer(b_, bytes);
+  for (const Piece& p : pieces(shards_[local_shard(from_shard)], shard_shape(arch_, to_tp, to_shard), whole)) {
+    const char* in = static_cast<const char*>(weight(p.weight, p.layer, from_shard).data()) + p.from * e;
+    if (p.rows == 1) {
+      send(in, p.run * e);
+    } else {
+      Buffer& block = scratch("reshard", p.run * p.rows * e);
+      b_.copy_2d(block.data(), p.run * e, in, p.from_pitch * e, p.run * e, p.rows);
+      send(block.data(), p.run * p.rows * e);
+    }
   }
-  char* at = static_cast<char*>(out.data());
-  for (const Piece& p : list) {
-    const char* in = static_cast<const char*>(weight(p.weight, p.layer, from_shard).data());
-    b_.copy_2d(at, p.run * e, in + p.from * e, p.from_pitch * e, p.run * e, p.rows);
-    at += p.run * p.rows * e;
-  }
-  return bytes;
 }
 
-std::size_t Transformer::packed_bytes(int from_tp, int from_shard, int to_shard, bool whole) const {
-  std::size_t bytes = 0;
-  for (const Piece& p : pieces(shard_shape(arch_, from_tp, from_shard), shards_[local_shard(to_shard)], whole)) {
-    bytes += p.run * p.rows * device::dtype_bytes(options_.dtype);
-  }
-  return bytes;
-}
-
-void Transformer::unpack(int from_tp, int from_shard, int to_shard, bool whole, const Buffer& in) {
+void Transformer::receive_shard(int from_tp, int from_shard, int to_shard, bool whole, const ReceivePiece& receive) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  const char* at = static_cast<const char*>(in.data());
   for (const Piece& p : pieces(shard_shape(arch_, from_tp, from_shard), shards_[local_shard(to_shard)], whole)) {
-    char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data());
-    b_.copy_2d(out + p.to * e, p.to_pitch * e, at, p.run * e, p.run * e, p.rows);
-    at += p.run * p.rows * e;
+    char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data()) + p.to * e;
+    if (p.rows == 1) {
+      receive(out, p.run * e);
+    } else {
+      Buffer& block = scratch("reshard", p.run * p.rows * e);
+      receive(block.data(), p.run * p.rows * e);
+      b_.copy_2d(out, p.to_pitch * e, block.data(), p.run * e, p.run * e, p.rows);
+    }
   }
   optimizer_.clear();
 }

@@ -101,14 +101,16 @@ class Transformer {
   // The reshard one pair of shards at a time, as a weight sync over processes moves it: what
   // shard `to_shard` of one layout takes from shard `from_shard` of another (with `whole`, also
   // the tensors every shard holds whole: the embedding, the norms, the head), piece by piece in
-  // a fixed order. load_shard copies it from a model in this process; pack copies it out of
-  // this model's shard into `out` (grown to fit) for a TP `to_tp` layout and returns its bytes;
-  // unpack copies a block pack made for a TP `from_tp` layout into this model's shard, and
-  // packed_bytes says how long that block is. Both sides hold their shard here.
+  // a fixed order. load_shard copies it from a model in this process. send_shard hands each
+  // piece of this model's shard, for a TP `to_tp` layout, to `send` (a stretch of a tensor
+  // straight from it, a block of a matrix's columns gathered first); receive_shard takes the
+  // same pieces, in the same order, from `receive` into this model's shard (a stretch straight
+  // into the tensor). Both sides hold their shard here.
+  using SendPiece = std::function<void(const void* data, std::size_t bytes)>;
+  using ReceivePiece = std::function<void(void* data, std::size_t bytes)>;
   void load_shard(const Transformer& from, int from_shard, int to_shard, bool whole);
-  std::size_t pack(int from_shard, int to_tp, int to_shard, bool whole, device::Buffer& out) const;
-  std::size_t packed_bytes(int from_tp, int from_shard, int to_shard, bool whole) const;
-  void unpack(int from_tp, int from_shard, int to_shard, bool whole, const device::Buffer& in);
+  void send_shard(int from_shard, int to_tp, int to_shard, bool whole, const SendPiece& send);
+  void receive_shard(int from_tp, int from_shard, int to_shard, bool whole, const ReceivePiece& receive);
 
   // The KV cache of `slots` sequences of at most `capacity` positions each.
   class Cache {

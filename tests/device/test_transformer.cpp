@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -563,16 +564,25 @@ TEST_CASE("the reshard pair by pair (what the weight sync sends between processe
           randomise(*b, trained, t);  // every tensor its own values, norms and biases too
           Transformer expected(*b, a, head, to_options), packed(*b, a, head, to_options), copied(*b, a, head, to_options);
           expected.load(trained);
-          device::Buffer block;
+          // The pieces on their way, as a pair of processes would pass them.
+          std::deque<std::vector<char>> wire;
           std::size_t moved = 0;
           for (int d = 0; d < to_tp; ++d) {
             // The whole tensors from a shard other than the first where there is one.
             const int whole_from = (d + 1) % from_tp;
             for (int s = 0; s < from_tp; ++s) {
-              const std::size_t bytes = trained.pack(s, to_tp, d, s == whole_from, block);
-              CHECK(bytes == packed.packed_bytes(from_tp, s, d, s == whole_from));
-              moved += bytes;
-              packed.unpack(from_tp, s, d, s == whole_from, block);
+              trained.send_shard(s, to_tp, d, s == whole_from, [&](const void* data, std::size_t bytes) {
+                std::vector<char>& piece = wire.emplace_back(bytes);
+                b->download(piece.data(), data, bytes);
+                moved += bytes;
+              });
+              packed.receive_shard(from_tp, s, d, s == whole_from, [&](void* data, std::size_t bytes) {
+                REQUIRE(!wire.empty());
+                REQUIRE(wire.front().size() == bytes);
+                b->upload(data, wire.front().data(), bytes);
+                wire.pop_front();
+              });
+              CHECK(wire.empty());
               copied.load_shard(trained, s, d, s == whole_from);
             }
           }
@@ -603,15 +613,11 @@ TEST_CASE("the reshard pair by pair (what the weight sync sends between processe
   TransformerOptions one;
   one.dtype = t;
   Transformer engine(*b, a, Head::kLanguage, one);
-  device::Buffer block;
-  for (int s = 0; s < 2; ++s) {
-    trained.pack(s, 1, 0, false, block);
-    engine.unpack(2, s, 0, false, block);
-  }
+  for (int s = 0; s < 2; ++s) engine.load_shard(trained, s, 0, false);
   const std::vector<Transformer::Tensor> from = trained.parameters(), to = engine.parameters();
   CHECK(device::get(*b, t, *to.front().buffer, to.front().count) !=
         device::get(*b, t, *from.front().buffer, from.front().count));  // the embedding
-  CHECK_THROWS_AS(engine.unpack(2, 0, 1, true, block), std::logic_error);  // a shard it does not hold
+  CHECK_THROWS_AS(engine.load_shard(trained, 0, 1, true), std::logic_error);  // a shard it does not hold
 }
 
 TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
