@@ -11,9 +11,11 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "io/catalog_io.h"
+#include "io/compare_io.h"
 #include "io/files.h"
 #include "io/inputs.h"
 #include "io/plan_io.h"
+#include "plan/compare.h"
 #include "plan/report.h"
 #include "planner/registry.h"
 
@@ -30,7 +32,8 @@ std::string footer() {
 Examples:
   hetrl-plan                                      plan the embedded default
   hetrl-plan --cluster c.json --workload w.json --planner streamrl -o plan.json
-  hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain)";
+  hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain
+  hetrl-plan compare --workload w.json a.json b.json --csv compare.csv)";
 }
 
 // hybrid's progress on a terminal, once a search takes more than a second.
@@ -42,6 +45,61 @@ std::function<void(const planner::SearchProgress&)> progress_line(bool& shown) {
     std::fprintf(stderr, "\rhybrid: round %d, %d candidates left, %lld evaluations, %.1f s   ", p.round,
                  p.candidates_left, p.evaluations, p.seconds);
   };
+}
+
+// hetrl-plan compare: every cluster loaded (a bad one stops the run before any planning), then
+// each planned in turn; a cluster with no feasible plan is a row saying why, and the run fails
+// only when none has one.
+int compare_clusters(const std::vector<std::string>& paths, const std::string& workload_path,
+                     const planner::PlannerEntry& entry, planner::PlanRequest request, const std::string& objective,
+                     const std::string& csv_path, const std::string& json_path) {
+  std::vector<std::string> inputs = paths;
+  inputs.push_back(workload_path);
+  io::check_outputs(std::vector<std::string>{csv_path, json_path}, inputs);
+  const io::Catalogs& catalogs = io::builtin_catalogs();
+  std::vector<io::Inputs> loaded;
+  for (const std::string& path : paths) loaded.push_back(io::load_inputs(path, workload_path, catalogs));
+  std::vector<plan::ClusterSummary> rows;
+  io::ComparisonInputs about{loaded.front().workload.name, loaded.front().workload_hash, std::string(entry.name), objective,
+                             request.goal.budget_per_hour, request.goal.min_throughput, {}};
+  bool any = false;
+  std::string why_none;
+  for (std::size_t i = 0; i < loaded.size(); ++i) {
+    const io::Inputs& in = loaded[i];
+    const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+    const core::SteadyClock clock;
+    bool shown = false;
+    request.progress = progress_line(shown);
+    const double start = clock.seconds();
+    planner::PlannerResult result = entry.run(model, in.workload.models, request, clock);
+    const double seconds = clock.seconds() - start;
+    if (shown) std::fprintf(stderr, "\n");
+    plan::ClusterSummary row;
+    if (result.found) {
+      plan::Evaluator evaluator(model);
+      const plan::Prediction& prediction = evaluator.evaluate(result.plan);
+      row = plan::summarise(result.plan, prediction, evaluator.edge_transfers(), in.cluster, in.graph);
+    } else {
+      row = plan::no_plan(in.cluster, result.why_not);
+    }
+    row.file = paths[i];
+    row.planning_seconds = seconds;
+    any = any || row.found;
+    if (!row.found) why_none += fmt::format("{}{}: {}", why_none.empty() ? "" : "; ", in.cluster.name, row.why_not);
+    rows.push_back(std::move(row));
+    about.cluster_hashes.push_back(in.cluster_hash);
+  }
+  if (!any) throw core::JobError(fmt::format("no feasible plan on any cluster ({} planner): {}", entry.name, why_none));
+  io::OutputFiles files;
+  if (!csv_path.empty()) files.add(csv_path, plan::comparison_csv(rows));
+  if (!json_path.empty()) files.add(json_path, io::comparison_json(about, rows));
+  files.commit();
+  std::FILE* table = csv_path == io::kStdout || json_path == io::kStdout ? stderr : stdout;
+  fmt::print(table, "{}", plan::format_comparison(rows, about.workload_name));
+  for (const std::string& path : {csv_path, json_path}) {
+    if (!path.empty() && path != io::kStdout) fmt::print(table, "wrote {}\n", path);
+  }
+  return apps::kExitOk;
 }
 
 }  // namespace
@@ -89,6 +147,17 @@ int main(int argc, char** argv) {
   CLI::App* evaluate = app.add_subcommand("evaluate", "Predict a plan written by hand or by a planner");
   evaluate->add_option("--plan", plan_path, "The plan file (hetrl.plan/v1)")->required();
   evaluate->fallthrough();
+  std::vector<std::string> compared;
+  std::string csv_path, json_path;
+  CLI::App* compare =
+      app.add_subcommand("compare", "The best plan for the workload on each of several clusters, side by side");
+  compare->add_option("clusters", compared, "Cluster files (hetrl.cluster/v1), the first the one compared against")
+      ->required();
+  compare->add_option("--csv", csv_path, "Write the comparison as CSV here ('-': standard output, the table then on "
+                                         "standard error)");
+  compare->add_option("--json", json_path, "Write the comparison (hetrl.compare/v1) here ('-': standard output, the "
+                                           "table then on standard error)");
+  compare->fallthrough();
   app.require_subcommand(0, 1);
 
   return apps::run_tool(app, argc, argv, [&] {
@@ -105,6 +174,15 @@ int main(int argc, char** argv) {
     request.goal.objective = objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
     if (budget > 0) request.goal.budget_per_hour = budget;
     if (min_throughput > 0) request.goal.min_throughput = min_throughput;
+    if (compare->parsed()) {
+      if (!cluster_path.empty()) apps::usage_error("'compare' takes its cluster files after it, not --cluster");
+      if (!output.empty()) apps::usage_error("-o does not apply to 'compare' (--csv, --json)");
+      if (explain) apps::usage_error("--explain does not apply to 'compare'");
+      if (csv_path == io::kStdout && json_path == io::kStdout) {
+        apps::usage_error("--csv and --json cannot both go to standard output");
+      }
+      return compare_clusters(compared, workload_path, entry, request, objective, csv_path, json_path);
+    }
     // Outputs that cannot be written, or would replace an input, fail now, not after minutes
     // of planning.
     io::check_outputs(std::vector<std::string>{output, request.export_lp, request.export_mps},

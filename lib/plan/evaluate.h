@@ -118,6 +118,11 @@ class Evaluator {
   // capacity otherwise. Valid until the next call.
   std::span<const MemoryUse> gpu_memory(int group);
 
+  // The seconds of each task graph edge's transfer in the last evaluation (0 inside a group):
+  // a data edge's, or the trained weights' into the weight sync or into another task that reads
+  // them, in the steady state. Valid until the next call.
+  std::span<const double> edge_transfers() const { return edge_transfer_; }
+
  private:
   // Fills the memory of every GPU and, for each placement, the slots of its GPUs in the
   // order of its replicas, stages and devices (what task_seconds reads).
