@@ -9,13 +9,17 @@
 
 #include "common/tool.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/version.h"
 #include "io/catalog_io.h"
+#include "io/cluster_io.h"
+#include "hw/cluster_builder.h"
 #include "io/compare_io.h"
 #include "io/files.h"
 #include "io/inputs.h"
 #include "io/plan_io.h"
 #include "plan/compare.h"
+#include "plan/replan.h"
 #include "plan/report.h"
 #include "planner/registry.h"
 
@@ -33,7 +37,8 @@ Examples:
   hetrl-plan                                      plan the embedded default
   hetrl-plan --cluster c.json --workload w.json --planner streamrl -o plan.json
   hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain
-  hetrl-plan compare --workload w.json a.json b.json --csv compare.csv)";
+  hetrl-plan compare --workload w.json a.json b.json --csv compare.csv
+  hetrl-plan replan --cluster c.json --workload w.json --plan plan.json --without a100-1 -o new.json)";
 }
 
 // hybrid's progress on a terminal, once a search takes more than a second.
@@ -158,11 +163,24 @@ int main(int argc, char** argv) {
   compare->add_option("--json", json_path, "Write the comparison (hetrl.compare/v1) here ('-': standard output, the "
                                            "table then on standard error)");
   compare->fallthrough();
+  std::vector<std::string> without, with_nodes, with_presets;
+  CLI::App* replan = app.add_subcommand("replan", "The plan again after the cluster loses or gains nodes, with what moved");
+  replan->add_option("--plan", plan_path, "The plan before (hetrl.plan/v1)")->required();
+  replan->add_option("--without", without, "Nodes lost, by name (NODE[,NODE...]; again for more)")->delimiter(',');
+  replan->add_option("--with", with_nodes, "Nodes gained, as hetrl-cluster --node gives them: ZONE:[N x]M x GPU[:key=value,...]");
+  replan->add_option("--with-preset", with_presets, "Nodes gained, as hetrl-cluster --preset-node gives them: ZONE:[N x]INSTANCE");
+  std::string cluster_output;
+  replan->add_option("--write-cluster", cluster_output, "Write the cluster as it is now (hetrl.cluster/v1) here, for the "
+                                                        "new plan to be read against");
+  replan->fallthrough();
   app.require_subcommand(0, 1);
 
   return apps::run_tool(app, argc, argv, [&] {
     const planner::PlannerEntry& entry = *planner::find_planner(name);
     if (evaluate->parsed() && planner_option->count() > 0) apps::usage_error("--planner does not apply to 'evaluate'");
+    if (replan->parsed() && without.empty() && with_nodes.empty() && with_presets.empty()) {
+      apps::usage_error("'replan' needs --without, --with or --with-preset");
+    }
     for (const auto& [option, setting] : settings) {
       if (option->count() == 0) continue;
       if (evaluate->parsed()) apps::usage_error(fmt::format("{} does not apply to 'evaluate'", option->get_name()));
@@ -185,10 +203,40 @@ int main(int argc, char** argv) {
     }
     // Outputs that cannot be written, or would replace an input, fail now, not after minutes
     // of planning.
-    io::check_outputs(std::vector<std::string>{output, request.export_lp, request.export_mps},
-                      std::vector<std::string>{cluster_path, workload_path, evaluate->parsed() ? plan_path : ""});
+    if (cluster_output == io::kStdout && output == io::kStdout) {
+      apps::usage_error("-o and --write-cluster cannot both go to standard output");
+    }
+    io::check_outputs(std::vector<std::string>{output, request.export_lp, request.export_mps, cluster_output},
+                      std::vector<std::string>{cluster_path, workload_path,
+                                               evaluate->parsed() || replan->parsed() ? plan_path : ""});
     const io::Catalogs& catalogs = io::builtin_catalogs();
-    const io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
+    io::Inputs inputs = io::load_inputs(cluster_path, workload_path, catalogs);
+    // replan: the plan before on the cluster as given, then the cluster as it is now.
+    std::optional<plan::Plan> before_plan;
+    std::optional<hw::Cluster> before_cluster;
+    std::string change;
+    if (replan->parsed()) {
+      before_plan = io::read_plan(plan_path, inputs.cluster, inputs.graph, inputs.workload.models);
+      before_cluster = inputs.cluster;
+      std::vector<hw::NodeGroup> added;
+      for (const std::string& spec : with_nodes) added.push_back(hw::parse_node_spec(spec, catalogs.hardware));
+      for (const std::string& spec : with_presets) added.push_back(hw::parse_preset_node_spec(spec, catalogs.hardware));
+      if (!without.empty()) {
+        inputs.cluster = inputs.cluster.without_nodes(without);
+        change = "without " + fmt::format("{}", fmt::join(without, ", "));
+      }
+      if (!added.empty()) {
+        const int nodes = static_cast<int>(inputs.cluster.nodes.size());
+        inputs.cluster = hw::with_nodes(inputs.cluster, added, catalogs.hardware);
+        std::vector<std::string> names;
+        for (std::size_t n = static_cast<std::size_t>(nodes); n < inputs.cluster.nodes.size(); ++n) {
+          names.push_back(inputs.cluster.nodes[n].name);
+        }
+        change += fmt::format("{}with {}", change.empty() ? "" : " and ", fmt::join(names, ", "));
+      }
+      // The new plan is made for the cluster as it is now (what --write-cluster writes).
+      inputs.cluster_hash = core::content_hash(io::cluster_to_json(inputs.cluster));
+    }
     const cost::CostModel model(inputs.cluster, inputs.workload.workload, inputs.graph, inputs.workload.models);
     plan::Plan chosen;
     std::vector<std::pair<std::string, std::string>> planner_files;  // the ILP's model, if asked
@@ -218,14 +266,25 @@ int main(int argc, char** argv) {
     io::OutputFiles files;
     for (const auto& [path, content] : planner_files) files.add(path, content);
     if (!output.empty()) files.add(output, io::plan_to_json(chosen, prediction, inputs.cluster, inputs.graph));
+    if (!cluster_output.empty()) files.add(cluster_output, io::cluster_to_json(inputs.cluster));
     files.commit();
     // With the plan on standard output the table goes to standard error.
-    std::FILE* table = output == io::kStdout ? stderr : stdout;
+    std::FILE* table = output == io::kStdout || cluster_output == io::kStdout ? stderr : stdout;
+    if (before_plan) {
+      const cost::CostModel before_model(*before_cluster, inputs.workload.workload, inputs.graph,
+                                         inputs.workload.models);
+      plan::Evaluator before_evaluator(before_model);
+      const plan::Prediction& before = before_evaluator.evaluate(*before_plan);
+      fmt::print(table, "{}\n", plan::format_replan({*before_plan, before, *before_cluster},
+                                                    {chosen, prediction, inputs.cluster}, inputs.graph, change));
+    }
     const plan::ReportContext context{inputs.workload.name, inputs.cluster, inputs.graph, inputs.workload.workload};
     fmt::print(table, "{}", plan::format_plan(chosen, prediction, context, explain));
     for (const auto& [path, content] : planner_files) fmt::print(table, "\nwrote {}", path);
-    if (!output.empty() && output != io::kStdout) fmt::print(table, "\nwrote {}", output);
-    if (!output.empty() || !planner_files.empty()) fmt::print(table, "\n");
+    for (const std::string& path : {output, cluster_output}) {
+      if (!path.empty() && path != io::kStdout) fmt::print(table, "\nwrote {}", path);
+    }
+    if (!output.empty() || !cluster_output.empty() || !planner_files.empty()) fmt::print(table, "\n");
     return apps::kExitOk;
   });
 }

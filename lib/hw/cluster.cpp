@@ -184,6 +184,23 @@ NodeClasses Cluster::node_classes() const {
   return out;
 }
 
+Cluster Cluster::without_nodes(const std::vector<std::string>& names) const {
+  std::vector<std::string> known;
+  for (const Node& node : nodes) known.push_back(node.name);
+  std::set<std::string> dropped;
+  for (const std::string& lost : names) {
+    if (std::find(known.begin(), known.end(), lost) == known.end()) {
+      throw core::InputError(fmt::format("cluster {} has no node {}{}", core::quoted(name), core::quoted(lost),
+                                         core::did_you_mean(lost, known)));
+    }
+    if (!dropped.insert(lost).second) throw core::InputError(fmt::format("node {} is named twice", core::quoted(lost)));
+  }
+  Cluster out = *this;
+  std::erase_if(out.nodes, [&](const Node& node) { return dropped.count(node.name) > 0; });
+  if (out.nodes.empty()) throw core::InputError(fmt::format("that is every node of cluster {}", core::quoted(name)));
+  return out;
+}
+
 int Cluster::total_gpus() const {
   int total = 0;
   for (const Node& node : nodes) total += node.gpu_count;

@@ -100,6 +100,10 @@ struct Cluster {
 
   NodeClasses node_classes() const;
 
+  // The cluster without the named nodes (a node lost, taken back or not yet delivered): the
+  // same zones, network and GPU types. Throws core::InputError for a name it does not have, a
+  // name given twice, or every node named.
+  Cluster without_nodes(const std::vector<std::string>& names) const;
   int find_zone(std::string_view name) const;  // -1 when absent
   int find_gpu_type(std::string_view name) const;  // -1 when absent
   std::vector<std::string> zone_names() const;

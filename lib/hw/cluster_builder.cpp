@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -278,6 +279,49 @@ std::vector<int> resolve_gpu_types(Cluster& cluster, const std::vector<std::stri
     indices.push_back(index);
   }
   return indices;
+}
+
+Cluster with_nodes(const Cluster& cluster, const std::vector<NodeGroup>& groups, const Catalog& catalog) {
+  Cluster out = cluster;
+  // A type the cluster has keeps its spec (overridden or profiled); a new one is the catalogue's.
+  std::vector<int> type_index;
+  for (const NodeGroup& group : groups) {
+    int index = out.find_gpu_type(group.gpu);
+    if (index < 0) {
+      out.gpu_types.push_back(catalog.gpu(group.gpu, ""));
+      index = static_cast<int>(out.gpu_types.size()) - 1;
+    }
+    type_index.push_back(index);
+  }
+  std::set<std::string> taken;
+  for (const Node& node : out.nodes) taken.insert(node.name);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const NodeGroup& group = groups[g];
+    const int zone = out.find_zone(group.zone);
+    if (zone < 0) {
+      throw core::InputError(fmt::format("cluster {} has no zone {}{}: a new zone needs its links (hetrl-cluster)",
+                                         core::quoted(cluster.name), core::quoted(group.zone),
+                                         core::did_you_mean(group.zone, out.zone_names())));
+    }
+    for (int i = 0, n = 0; i < group.node_count; ++i) {
+      Node node;
+      do {
+        node.name = fmt::format("{}-{}-{}", group.zone, group.name_stem, n++);
+      } while (taken.count(node.name) > 0);
+      taken.insert(node.name);
+      node.zone = zone;
+      node.gpu_type = type_index[g];
+      node.gpu_count = group.gpus_per_node;
+      node.nic_bandwidth = group.nic_bandwidth;
+      node.intra_node_link = group.intra_node_link;
+      node.intra_node = group.intra_node_link ? catalog.intra_node_link(*group.intra_node_link, "")
+                                              : out.gpu_types[static_cast<std::size_t>(type_index[g])].intra_node;
+      node.price_per_hour = group.price_per_hour;
+      out.nodes.push_back(std::move(node));
+    }
+  }
+  out.validate();
+  return out;
 }
 
 Cluster build_cluster(const ClusterBuildParams& params, const Catalog& catalog) {

@@ -83,6 +83,11 @@ void add_override(ClusterBuildParams& params, const GpuTypeOverride& override_sp
 // Builds and validates the cluster.
 Cluster build_cluster(const ClusterBuildParams& params, const Catalog& catalog);
 
+// The cluster with more nodes, in zones it has (a zone of its own needs links, which
+// hetrl-cluster gives): named ZONE-STEM-I as the builder names them, I past the names taken.
+// Throws core::InputError for a zone the cluster lacks.
+Cluster with_nodes(const Cluster& cluster, const std::vector<NodeGroup>& groups, const Catalog& catalog);
+
 // Resolves the effective GPU specs of `cluster.gpu_overrides` and of the named types into
 // cluster.gpu_types and returns the index of each name in `type_names`. Used by the builder
 // and the file reader so both resolve types the same way.

@@ -9,9 +9,7 @@
 #include "core/units.h"
 
 namespace hetrl::plan {
-namespace {
 
-// "8 x TP2 on A100-SXM-80G + 2 x TP1 PP2 on L40S/L4"
 std::string layout_text(const TaskPlacement& placement, const hw::Cluster& cluster) {
   std::vector<std::pair<std::string, int>> kinds;
   for (const Replica& replica : placement.replicas) {
@@ -37,6 +35,8 @@ std::string layout_text(const TaskPlacement& placement, const hw::Cluster& clust
   }
   return out;
 }
+
+namespace {
 
 std::string share_text(const TaskPlacement& placement) {
   double lo = 1, hi = 0;

@@ -16,6 +16,9 @@ struct ReportContext {
   const workload::Workload& workload;
 };
 
+// A task's layout: "8 x TP2 on A100-SXM-80G + 2 x TP1 PP2 on L40S/L4".
+std::string layout_text(const TaskPlacement& placement, const hw::Cluster& cluster);
+
 std::string format_plan(const Plan& plan, const Prediction& prediction, const ReportContext& context,
                         bool explain);
 
