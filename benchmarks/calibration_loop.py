@@ -17,7 +17,8 @@ runs a plan's tasks one after another, so its iteration is set beside the sum of
 predictions; the plan's own predicted iteration, which may overlap a group's tasks with
 another's, is in the last column.
 
-Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--runs R] [--layers L] [--hidden H] [--vocab V]
+Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--fit-iterations N] [--runs R] [--layers L] [--hidden H]
+       [--vocab V]
 """
 import argparse
 import csv
@@ -72,10 +73,10 @@ def grouped(plan_path, out_path):
     json.dump(out, open(out_path, "w"), indent=1)
 
 
-def exec_run(args, cluster, workload, plan, report, extra=()):
+def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
     run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
-               "--iterations", str(args.iterations), "--report", report, *extra])
+               "--iterations", str(iterations or args.iterations), "--report", report, *extra])
     return json.load(open(report))
 
 
@@ -83,6 +84,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--iterations", type=int, default=5)
+    parser.add_argument("--fit-iterations", type=int, default=15,
+                        help="iterations of the run the profile is fitted on (its medians steady the fit)")
     parser.add_argument("--runs", type=int, default=1, help="runs of each plan against each cluster")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=896)
@@ -99,7 +102,7 @@ def main():
     run([tool("hetrl-cluster"), "--from-profile", p("profile.json"), "--node", node, "-o", p("measured.json")])
     run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "-o", p("plan-fit.json")])
     fit = exec_run(args, p("measured.json"), ppo8, p("plan-fit.json"), p("fit-report.json"),
-                   ["--fit-profile", p("fitted.json")])
+                   ["--fit-profile", p("fitted.json")], args.fit_iterations)
     fitted = json.load(open(p("fitted.json")))["fitted"]
     run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
 
