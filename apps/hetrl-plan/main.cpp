@@ -52,6 +52,21 @@ std::function<void(const planner::SearchProgress&)> progress_line(bool& shown) {
   };
 }
 
+// Runs the planner, with hybrid's progress line on a terminal: its result and the seconds it took.
+std::pair<planner::PlannerResult, double> timed_plan(const planner::PlannerEntry& entry, const cost::CostModel& model,
+                                                     const workload::ModelCatalog& models,
+                                                     planner::PlanRequest& request) {
+  const core::SteadyClock clock;
+  bool shown = false;
+  request.progress = progress_line(shown);
+  const double start = clock.seconds();
+  planner::PlannerResult result = entry.run(model, models, request, clock);
+  const double seconds = clock.seconds() - start;
+  request.progress = {};  // it refers to `shown`
+  if (shown) std::fprintf(stderr, "\n");
+  return {std::move(result), seconds};
+}
+
 // hetrl-plan compare: every cluster loaded (a bad one stops the run before any planning), then
 // each planned in turn; a cluster with no feasible plan is a row saying why, and the run fails
 // only when none has one.
@@ -72,13 +87,7 @@ int compare_clusters(const std::vector<std::string>& paths, const std::string& w
   for (std::size_t i = 0; i < loaded.size(); ++i) {
     const io::Inputs& in = loaded[i];
     const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
-    const core::SteadyClock clock;
-    bool shown = false;
-    request.progress = progress_line(shown);
-    const double start = clock.seconds();
-    planner::PlannerResult result = entry.run(model, in.workload.models, request, clock);
-    const double seconds = clock.seconds() - start;
-    if (shown) std::fprintf(stderr, "\n");
+    auto [result, seconds] = timed_plan(entry, model, in.workload.models, request);
     plan::ClusterSummary row;
     if (result.found) {
       plan::Evaluator evaluator(model);
@@ -243,13 +252,7 @@ int main(int argc, char** argv) {
     if (evaluate->parsed()) {
       chosen = io::read_plan(plan_path, inputs.cluster, inputs.graph, inputs.workload.models);
     } else {
-      const core::SteadyClock clock;
-      bool shown = false;
-      request.progress = progress_line(shown);
-      const double start = clock.seconds();
-      planner::PlannerResult result = entry.run(model, inputs.workload.models, request, clock);
-      const double seconds = clock.seconds() - start;
-      if (shown) std::fprintf(stderr, "\n");
+      auto [result, seconds] = timed_plan(entry, model, inputs.workload.models, request);
       if (!result.found) throw core::JobError(fmt::format("no feasible plan ({} planner): {}", name, result.why_not));
       if (!result.summary.empty()) fmt::print(stderr, "{}\n", result.summary);
       chosen = std::move(result.plan);
