@@ -1,0 +1,38 @@
+# scripts/plot speedup on the committed paper benchmark CSV: a PNG and an SVG whose two panels'
+# legends each name every model and algorithm of the CSV and whose axes name the networks; a file that is not the
+# benchmark's CSV exits 2 with one line and writes nothing.
+#   PLOT: scripts/plot; CSV: benchmarks/results/paper.csv; DATA: tests/cli/data; OUT: a scratch folder.
+file(REMOVE ${OUT}/speedup.png ${OUT}/speedup.svg ${OUT}/speedup_bad.png ${OUT}/speedup_bad.svg)
+execute_process(COMMAND ${PLOT} speedup ${CSV} ${OUT}/speedup RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "scripts/plot speedup failed (${rc}): ${err}")
+endif()
+file(READ ${OUT}/speedup.png magic LIMIT 8 HEX)
+if(NOT magic STREQUAL "89504e470d0a1a0a")
+  message(FATAL_ERROR "speedup.png is not a PNG (starts ${magic})")
+endif()
+file(READ ${OUT}/speedup.svg svg)
+file(STRINGS ${CSV} rows)
+list(REMOVE_AT rows 0)
+foreach(row ${rows})
+  # Each model and algorithm is in both panels' legends: sync against verl, async against streamrl.
+  string(REGEX MATCH "^[^,]*,([^,]*)-(sync|async)," unused "${row}")
+  string(REGEX MATCHALL ">${CMAKE_MATCH_1}<" named "${svg}")
+  list(LENGTH named times)
+  if(NOT times EQUAL 2)
+    message(FATAL_ERROR "speedup.svg names the workload ${CMAKE_MATCH_1} ${times} times, expected once a panel")
+  endif()
+endforeach()
+foreach(network "one region" "multi-country" "multi-continent")
+  string(FIND "${svg}" "${network}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "speedup.svg does not name the network ${network}")
+  endif()
+endforeach()
+execute_process(COMMAND ${PLOT} speedup ${DATA}/valid.json ${OUT}/speedup_bad RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+string(REGEX MATCHALL "\n" lines "${err}")
+list(LENGTH lines said)
+if(NOT rc EQUAL 2 OR NOT said EQUAL 1 OR EXISTS ${OUT}/speedup_bad.png OR EXISTS ${OUT}/speedup_bad.svg)
+  message(FATAL_ERROR "a cluster file as the CSV: exit ${rc}, stderr '${err}'")
+endif()
