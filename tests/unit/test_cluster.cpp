@@ -282,3 +282,34 @@ TEST_CASE("the table of every zone pair's path agrees with the path of each pair
   }
   CHECK(kinds.size() == 4);  // every kind of path was compared
 }
+
+TEST_CASE("a cluster without some nodes, or with more: names past those taken, types kept, zones it has") {
+  const hw::Cluster c = build({"us-east-1a:2x8xA100-SXM-80G:price_per_hour_usd=30", "us-east-1b:1x8xL40S"});
+  const hw::Cluster less = c.without_nodes({"us-east-1a-a100-sxm-80g-0"});
+  REQUIRE(less.nodes.size() == 2);
+  CHECK(less.nodes[0].name == "us-east-1a-a100-sxm-80g-1");
+  CHECK(less.total_gpus() == 16);
+  CHECK(less.zones.size() == c.zones.size());
+  CHECK_THROWS_WITH_AS(c.without_nodes({"us-east-1a-a100-sxm-80g-7"}),
+                       doctest::Contains("has no node \"us-east-1a-a100-sxm-80g-7\" (did you mean"), core::InputError);
+  CHECK_THROWS_WITH_AS(c.without_nodes({"us-east-1b-l40s-0", "us-east-1b-l40s-0"}), doctest::Contains("named twice"),
+                       core::InputError);
+  CHECK_THROWS_WITH_AS(c.without_nodes({"us-east-1a-a100-sxm-80g-0", "us-east-1a-a100-sxm-80g-1", "us-east-1b-l40s-0"}),
+                       doctest::Contains("every node"), core::InputError);
+
+  // A node of a type the cluster has, in the zone whose first name the lost node left free:
+  // the names taken are skipped, the type's spec (here the catalogue's) is the cluster's own.
+  const hw::Cluster more = hw::with_nodes(less, {hw::parse_node_spec("us-east-1a:2x8xA100-SXM-80G", catalog()),
+                                                 hw::parse_node_spec("us-east-1b:1x4xL4", catalog())},
+                                          catalog());
+  REQUIRE(more.nodes.size() == 5);
+  CHECK(more.nodes[2].name == "us-east-1a-a100-sxm-80g-0");
+  CHECK(more.nodes[3].name == "us-east-1a-a100-sxm-80g-2");
+  CHECK(more.nodes[4].name == "us-east-1b-l4-0");
+  CHECK(more.nodes[2].gpu_type == less.nodes[0].gpu_type);
+  CHECK(more.gpu_types.size() == less.gpu_types.size() + 1);
+  CHECK(more.gpu_types[static_cast<std::size_t>(more.nodes[4].gpu_type)].name == "L4");
+  CHECK(more.nodes[0].name == less.nodes[0].name);  // the nodes it had keep their place
+  CHECK_THROWS_WITH_AS(hw::with_nodes(less, {hw::parse_node_spec("eu-west-1a:1x8xL4", catalog())}, catalog()),
+                       doctest::Contains("has no zone \"eu-west-1a\""), core::InputError);
+}
