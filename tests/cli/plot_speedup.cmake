@@ -2,16 +2,8 @@
 # legends each name every model and algorithm of the CSV and whose axes name the networks; a file that is not the
 # benchmark's CSV exits 2 with one line and writes nothing.
 #   PLOT: scripts/plot; CSV: benchmarks/results/paper.csv; DATA: tests/cli/data; OUT: a scratch folder.
-file(REMOVE ${OUT}/speedup.png ${OUT}/speedup.svg ${OUT}/speedup_bad.png ${OUT}/speedup_bad.svg)
-execute_process(COMMAND ${PLOT} speedup ${CSV} ${OUT}/speedup RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/plot speedup failed (${rc}): ${err}")
-endif()
-file(READ ${OUT}/speedup.png magic LIMIT 8 HEX)
-if(NOT magic STREQUAL "89504e470d0a1a0a")
-  message(FATAL_ERROR "speedup.png is not a PNG (starts ${magic})")
-endif()
-file(READ ${OUT}/speedup.svg svg)
+include(${CMAKE_CURRENT_LIST_DIR}/plot_checks.cmake)
+plot_ok(speedup ${CSV} speedup)
 file(STRINGS ${CSV} rows)
 list(REMOVE_AT rows 0)
 foreach(row ${rows})
@@ -29,10 +21,4 @@ foreach(network "one region" "multi-country" "multi-continent")
     message(FATAL_ERROR "speedup.svg does not name the network ${network}")
   endif()
 endforeach()
-execute_process(COMMAND ${PLOT} speedup ${DATA}/valid.json ${OUT}/speedup_bad RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                ERROR_VARIABLE err)
-string(REGEX MATCHALL "\n" lines "${err}")
-list(LENGTH lines said)
-if(NOT rc EQUAL 2 OR NOT said EQUAL 1 OR EXISTS ${OUT}/speedup_bad.png OR EXISTS ${OUT}/speedup_bad.svg)
-  message(FATAL_ERROR "a cluster file as the CSV: exit ${rc}, stderr '${err}'")
-endif()
+plot_refused(speedup ${DATA}/valid.json)  # a cluster file, not the benchmark's CSV
