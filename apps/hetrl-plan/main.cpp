@@ -67,6 +67,29 @@ std::pair<planner::PlannerResult, double> timed_plan(const planner::PlannerEntry
   return {std::move(result), seconds};
 }
 
+// replan: the cluster without the nodes lost and with those gained (node specs and preset node
+// specs); returns what changed in words ("without a100-1 and with us-east-1b-l40s-0").
+std::string change_cluster(hw::Cluster& cluster, const std::vector<std::string>& without,
+                           const std::vector<std::string>& with_nodes, const std::vector<std::string>& with_presets,
+                           const hw::Catalog& catalog) {
+  std::vector<hw::NodeGroup> added;
+  for (const std::string& spec : with_nodes) added.push_back(hw::parse_node_spec(spec, catalog));
+  for (const std::string& spec : with_presets) added.push_back(hw::parse_preset_node_spec(spec, catalog));
+  std::string change;
+  if (!without.empty()) {
+    cluster = cluster.without_nodes(without);
+    change = fmt::format("without {}", fmt::join(without, ", "));
+  }
+  if (!added.empty()) {
+    const std::size_t kept = cluster.nodes.size();
+    cluster = hw::with_nodes(cluster, added, catalog);
+    std::vector<std::string> names;
+    for (std::size_t n = kept; n < cluster.nodes.size(); ++n) names.push_back(cluster.nodes[n].name);
+    change += fmt::format("{}with {}", change.empty() ? "" : " and ", fmt::join(names, ", "));
+  }
+  return change;
+}
+
 // hetrl-plan compare: every cluster loaded (a bad one stops the run before any planning), then
 // each planned in turn; a cluster with no feasible plan is a row saying why, and the run fails
 // only when none has one.
@@ -227,22 +250,7 @@ int main(int argc, char** argv) {
     if (replan->parsed()) {
       before_plan = io::read_plan(plan_path, inputs.cluster, inputs.graph, inputs.workload.models);
       before_cluster = inputs.cluster;
-      std::vector<hw::NodeGroup> added;
-      for (const std::string& spec : with_nodes) added.push_back(hw::parse_node_spec(spec, catalogs.hardware));
-      for (const std::string& spec : with_presets) added.push_back(hw::parse_preset_node_spec(spec, catalogs.hardware));
-      if (!without.empty()) {
-        inputs.cluster = inputs.cluster.without_nodes(without);
-        change = "without " + fmt::format("{}", fmt::join(without, ", "));
-      }
-      if (!added.empty()) {
-        const int nodes = static_cast<int>(inputs.cluster.nodes.size());
-        inputs.cluster = hw::with_nodes(inputs.cluster, added, catalogs.hardware);
-        std::vector<std::string> names;
-        for (std::size_t n = static_cast<std::size_t>(nodes); n < inputs.cluster.nodes.size(); ++n) {
-          names.push_back(inputs.cluster.nodes[n].name);
-        }
-        change += fmt::format("{}with {}", change.empty() ? "" : " and ", fmt::join(names, ", "));
-      }
+      change = change_cluster(inputs.cluster, without, with_nodes, with_presets, catalogs.hardware);
       // The new plan is made for the cluster as it is now (what --write-cluster writes).
       inputs.cluster_hash = core::content_hash(io::cluster_to_json(inputs.cluster));
     }

@@ -281,6 +281,30 @@ std::vector<int> resolve_gpu_types(Cluster& cluster, const std::vector<std::stri
   return indices;
 }
 
+namespace {
+
+// The n-th node of a group's zone and stem: ZONE-STEM-N.
+std::string node_name(const NodeGroup& group, int n) { return fmt::format("{}-{}-{}", group.zone, group.name_stem, n); }
+
+// A node of `group` in zone `zone` with the cluster's GPU type `type`: the group's link, or the
+// type's where the group names none.
+Node node_of(const NodeGroup& group, std::string name, int zone, int type, const Cluster& cluster,
+             const Catalog& catalog) {
+  Node node;
+  node.name = std::move(name);
+  node.zone = zone;
+  node.gpu_type = type;
+  node.gpu_count = group.gpus_per_node;
+  node.nic_bandwidth = group.nic_bandwidth;
+  node.intra_node_link = group.intra_node_link;
+  node.intra_node = group.intra_node_link ? catalog.intra_node_link(*group.intra_node_link, "")
+                                          : cluster.gpu_types[static_cast<std::size_t>(type)].intra_node;
+  node.price_per_hour = group.price_per_hour;
+  return node;
+}
+
+}  // namespace
+
 Cluster with_nodes(const Cluster& cluster, const std::vector<NodeGroup>& groups, const Catalog& catalog) {
   Cluster out = cluster;
   // A type the cluster has keeps its spec (overridden or profiled); a new one is the catalogue's.
@@ -304,20 +328,12 @@ Cluster with_nodes(const Cluster& cluster, const std::vector<NodeGroup>& groups,
                                          core::did_you_mean(group.zone, out.zone_names())));
     }
     for (int i = 0, n = 0; i < group.node_count; ++i) {
-      Node node;
+      std::string name;
       do {
-        node.name = fmt::format("{}-{}-{}", group.zone, group.name_stem, n++);
-      } while (taken.count(node.name) > 0);
-      taken.insert(node.name);
-      node.zone = zone;
-      node.gpu_type = type_index[g];
-      node.gpu_count = group.gpus_per_node;
-      node.nic_bandwidth = group.nic_bandwidth;
-      node.intra_node_link = group.intra_node_link;
-      node.intra_node = group.intra_node_link ? catalog.intra_node_link(*group.intra_node_link, "")
-                                              : out.gpu_types[static_cast<std::size_t>(type_index[g])].intra_node;
-      node.price_per_hour = group.price_per_hour;
-      out.nodes.push_back(std::move(node));
+        name = node_name(group, n++);
+      } while (taken.count(name) > 0);
+      taken.insert(name);
+      out.nodes.push_back(node_of(group, std::move(name), zone, type_index[g], out, catalog));
     }
   }
   out.validate();
@@ -372,19 +388,8 @@ Cluster build_cluster(const ClusterBuildParams& params, const Catalog& catalog) 
     const NodeGroup& group = params.node_groups[g];
     const int zone = zone_index(group.zone);
     for (int i = 0; i < group.node_count; ++i) {
-      Node node;
       const int n = next_index[{group.zone, group.name_stem}]++;
-      node.name = fmt::format("{}-{}-{}", group.zone, group.name_stem, n);
-      node.zone = zone;
-      node.gpu_type = type_index[g];
-      node.gpu_count = group.gpus_per_node;
-      node.nic_bandwidth = group.nic_bandwidth;
-      node.intra_node_link = group.intra_node_link;
-      node.intra_node = group.intra_node_link
-                            ? catalog.intra_node_link(*group.intra_node_link, "")
-                            : cluster.gpu_types[type_index[g]].intra_node;
-      node.price_per_hour = group.price_per_hour;
-      cluster.nodes.push_back(std::move(node));
+      cluster.nodes.push_back(node_of(group, node_name(group, n), zone, type_index[g], cluster, catalog));
     }
   }
   for (const auto& [zone, region] : region_of) {

@@ -104,31 +104,27 @@ ClusterSummary summarise(const Plan& plan, const Prediction& prediction, std::sp
   }
   leave_out_absent_types(s);
   if (!s.found) return s;
+  // The group a task runs in: the weight sync runs on generation's (-1 for a CPU task).
+  const auto group_of = [&](int task) {
+    return graph.tasks[static_cast<std::size_t>(task)].kind == workload::TaskKind::kWeightSync
+               ? plan.group_of(graph.weight_sync().reader)
+               : plan.group_of(task);
+  };
   // The busiest group's longest task.
-  int busiest = -1;
-  for (std::size_t g = 0; g < prediction.groups.size(); ++g) {
-    if (busiest < 0 || prediction.groups[g].busy_seconds > prediction.groups[static_cast<std::size_t>(busiest)].busy_seconds) {
-      busiest = static_cast<int>(g);
-    }
-  }
+  const auto busiest = static_cast<int>(
+      std::max_element(prediction.groups.begin(), prediction.groups.end(),
+                       [](const GroupPrediction& a, const GroupPrediction& b) { return a.busy_seconds < b.busy_seconds; }) -
+      prediction.groups.begin());
   for (std::size_t t = 0; t < prediction.tasks.size(); ++t) {
-    const TaskPrediction& task = prediction.tasks[t];
-    const bool in_busiest = task.group == busiest || (busiest >= 0 && graph.tasks[t].kind == workload::TaskKind::kWeightSync &&
-                                                      plan.group_of(graph.weight_sync().reader) == busiest);
-    if (!in_busiest || task.seconds <= s.bottleneck_task_seconds) continue;
+    const double seconds = prediction.tasks[t].seconds;
+    if (group_of(static_cast<int>(t)) != busiest || seconds <= s.bottleneck_task_seconds) continue;
     s.bottleneck_task = fmt::format("{} (group {})", graph.tasks[t].name, busiest);  // numbered as plans print them
-    s.bottleneck_task_seconds = task.seconds;
+    s.bottleneck_task_seconds = seconds;
   }
-  // The slowest transfer between groups.
+  // The slowest transfer between groups (the trained weights cross to the weight sync's).
   for (std::size_t e = 0; e < edge_transfers.size() && e < graph.edges.size(); ++e) {
     if (edge_transfers[e] <= s.bottleneck_link_seconds) continue;
     const workload::Edge& edge = graph.edges[e];
-    // The weight sync runs on generation's group: the trained weights cross to it.
-    const auto group_of = [&](int task) {
-      return graph.tasks[static_cast<std::size_t>(task)].kind == workload::TaskKind::kWeightSync
-                 ? plan.group_of(graph.weight_sync().reader)
-                 : plan.group_of(task);
-    };
     const int from = group_of(edge.from), to = group_of(edge.to);
     if (from < 0 || to < 0 || from == to) continue;
     s.bottleneck_link = fmt::format("{} to {} ({} to {})", graph.tasks[static_cast<std::size_t>(edge.from)].name,

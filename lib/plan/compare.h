@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/units.h"
 #include "plan/evaluate.h"
 #include "plan/plan.h"
 
@@ -42,7 +43,7 @@ struct ClusterSummary {
   // USD per 1,000 samples at the plan's GPUs' price.
   std::optional<double> dollars_per_1k_samples() const {
     if (!found || !plan_price_per_hour || samples_per_second <= 0) return std::nullopt;
-    return *plan_price_per_hour / 3.6 / samples_per_second;
+    return *plan_price_per_hour / core::kHour * 1000 / samples_per_second;
   }
 };
 
