@@ -17,10 +17,12 @@
 #include "io/compare_io.h"
 #include "io/files.h"
 #include "io/inputs.h"
+#include "io/market_io.h"
 #include "io/plan_io.h"
 #include "plan/compare.h"
 #include "plan/replan.h"
 #include "plan/report.h"
+#include "planner/capacity.h"
 #include "planner/registry.h"
 
 namespace {
@@ -38,7 +40,8 @@ Examples:
   hetrl-plan --cluster c.json --workload w.json --planner streamrl -o plan.json
   hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain
   hetrl-plan compare --workload w.json a.json b.json --csv compare.csv
-  hetrl-plan replan --cluster c.json --workload w.json --plan plan.json --without a100-1 -o new.json)";
+  hetrl-plan replan --cluster c.json --workload w.json --plan plan.json --without a100-1 -o new.json
+  hetrl-plan capacity --workload w.json --market market.json --target-samples-per-s 4 --pareto)";
 }
 
 // hybrid's progress on a terminal, once a search takes more than a second.
@@ -139,6 +142,107 @@ int compare_clusters(const std::vector<std::string>& paths, const std::string& w
   return apps::kExitOk;
 }
 
+struct CapacityArgs {
+  std::string market_path, workload_path;
+  double target = 0;
+  bool pareto = false;
+  std::string output, cluster_output, csv_path, json_path;
+};
+
+// hetrl-plan capacity: the cheapest cluster of a market whose best plan reaches the target, each
+// cluster the search looks at planned with the planner and settings given, within --time-limit
+// for the whole search; then that cluster planned again, its plan printed and written.
+int plan_capacity(const CapacityArgs& args, const planner::PlannerEntry& entry, const planner::PlanRequest& request) {
+  io::check_outputs(std::vector<std::string>{args.output, args.cluster_output, args.csv_path, args.json_path},
+                    std::vector<std::string>{args.market_path, args.workload_path});
+  const io::Catalogs& catalogs = io::builtin_catalogs();
+  const planner::Market market = io::read_market(args.market_path, catalogs.hardware);
+  const std::string market_hash = core::content_hash(io::read_text_file(args.market_path));
+  const io::WorkloadInputs in = io::load_workload(args.workload_path, catalogs);
+  const workload::ModelCatalog& models = in.workload.models;
+  const core::SteadyClock clock;
+  const double start = clock.seconds();
+  const core::Deadline deadline{&clock, start + request.time_limit};
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  long long planned = 0;
+  std::string why_none;  // the largest cluster's reason, when none has a plan
+  int why_none_gpus = -1;
+  const auto plan_on = [&](const hw::Cluster& cluster, double time_limit) {
+    const cost::CostModel model(cluster, in.workload.workload, in.graph, models);
+    planner::PlanRequest r = request;
+    r.time_limit = time_limit;
+    return entry.run(model, models, r, clock);
+  };
+  planner::CapacitySearch search(
+      market,
+      planner::planning_oracle(market, catalogs.hardware,
+                               [&](const hw::Cluster& cluster) {
+                                 const double left = deadline.at - clock.seconds();
+                                 const planner::PlannerResult result =
+                                     plan_on(cluster, std::max(1.0, std::min(request.time_limit, left)));
+                                 if (terminal) {
+                                   std::fprintf(stderr, "\rcapacity: %lld clusters planned, %.1f s   ", ++planned,
+                                                clock.seconds() - start);
+                                 }
+                                 if (!result.found && cluster.total_gpus() > why_none_gpus) {
+                                   why_none_gpus = cluster.total_gpus();
+                                   why_none = result.why_not;
+                                 }
+                                 return result.found ? result.prediction.samples_per_second : 0.0;
+                               }),
+      deadline);
+  planner::CapacityReport report{in.workload.name, std::string(entry.name), args.target, {}, args.pareto, {}, 0};
+  report.result = search.cheapest(args.target);
+  if (args.pareto) {
+    bool proven = true;
+    report.front = search.front(args.target, &proven);
+    report.result.proven = report.result.proven && proven;
+    report.result.planned = search.planned();
+  }
+  report.seconds = clock.seconds() - start;
+  if (terminal && planned > 0) std::fprintf(stderr, "\n");
+  const planner::CapacityResult& r = report.result;
+  const std::string within = r.proven ? "" : fmt::format(" within the time limit of {:g} s", request.time_limit);
+  if (!r.fastest) {
+    throw core::JobError(fmt::format("no cluster of market {} has a plan for the workload{}: {}", core::quoted(market.name),
+                                     within, why_none.empty() ? "none was planned" : why_none));
+  }
+  if (!r.cheapest) {
+    const planner::CapacityPoint& f = *r.fastest;
+    throw core::JobError(fmt::format(
+        "no cluster of market {} reaches {:g} samples/s{}: the fastest found reaches {:.4g} samples/s ({} GPUs: {}; ${:.2f}/h)",
+        core::quoted(market.name), args.target, within, f.samples_per_second, planner::market_gpus(market, f.counts),
+        planner::gpus_text(market, f.counts), f.usd_per_hour));
+  }
+  // The cheapest cluster, named as the market, planned again for its plan.
+  hw::Cluster cluster = planner::market_cluster(market, r.cheapest->counts, catalogs.hardware, market.name);
+  planner::PlannerResult result = plan_on(cluster, request.time_limit);
+  if (!result.found) throw core::JobError("the cheapest cluster planned again has no plan: " + result.why_not);
+  plan::Plan chosen = std::move(result.plan);
+  chosen.cluster_hash = core::content_hash(io::cluster_to_json(cluster));
+  chosen.workload_hash = in.hash;
+  const cost::CostModel model(cluster, in.workload.workload, in.graph, models);
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& prediction = evaluator.evaluate(chosen);
+  io::OutputFiles files;
+  if (!args.output.empty()) files.add(args.output, io::plan_to_json(chosen, prediction, cluster, in.graph));
+  if (!args.cluster_output.empty()) files.add(args.cluster_output, io::cluster_to_json(cluster));
+  const std::vector<planner::CapacityPoint> rows = args.pareto ? report.front : std::vector{*r.cheapest};
+  if (!args.csv_path.empty()) files.add(args.csv_path, planner::capacity_csv(market, rows, args.target));
+  if (!args.json_path.empty()) files.add(args.json_path, io::capacity_json(market, report, market_hash, in.hash));
+  files.commit();
+  const bool to_stdout = args.output == io::kStdout || args.cluster_output == io::kStdout ||
+                         args.csv_path == io::kStdout || args.json_path == io::kStdout;
+  std::FILE* table = to_stdout ? stderr : stdout;
+  fmt::print(table, "{}\n", planner::format_capacity(market, report));
+  const plan::ReportContext context{in.workload.name, cluster, in.graph, in.workload.workload};
+  fmt::print(table, "{}", plan::format_plan(chosen, prediction, context, false));
+  for (const std::string& path : {args.output, args.cluster_output, args.csv_path, args.json_path}) {
+    if (!path.empty() && path != io::kStdout) fmt::print(table, "wrote {}\n", path);
+  }
+  return apps::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +309,19 @@ int main(int argc, char** argv) {
   replan->add_option("--write-cluster", cluster_output, "Write the cluster as it is now (hetrl.cluster/v1) here, for the "
                                                         "new plan to be read against");
   replan->fallthrough();
+  CapacityArgs capacity_args;
+  CLI::App* capacity = app.add_subcommand(
+      "capacity", "The cheapest cluster of a market whose best plan reaches a target throughput (--time-limit: the whole search's)");
+  capacity->add_option("--market", capacity_args.market_path, "The market (hetrl.market/v1): what can be rented, where, at what price")
+      ->required();
+  capacity->add_option("--target-samples-per-s", capacity_args.target, "The samples/s the cluster's best plan must reach")
+      ->required()->check(apps::finite_positive());
+  capacity->add_flag("--pareto", capacity_args.pareto,
+                     "Also the front of throughput against price, from the cheapest cluster with a plan up to the target");
+  capacity->add_option("--csv", capacity_args.csv_path, "Write the cluster found (with --pareto, the front) as CSV here");
+  capacity->add_option("--json", capacity_args.json_path, "Write the search's answer (hetrl.capacity/v1) here");
+  capacity->add_option("--write-cluster", capacity_args.cluster_output, "Write the cheapest cluster (hetrl.cluster/v1) here");
+  capacity->fallthrough();
   app.require_subcommand(0, 1);
 
   return apps::run_tool(app, argc, argv, [&] {
@@ -224,6 +341,22 @@ int main(int argc, char** argv) {
     request.goal.objective = objective == "cost" ? planner::Objective::kCostPerSample : planner::Objective::kThroughput;
     if (budget > 0) request.goal.budget_per_hour = budget;
     if (min_throughput > 0) request.goal.min_throughput = min_throughput;
+    if (capacity->parsed()) {
+      if (!cluster_path.empty()) apps::usage_error("'capacity' takes a --market, not --cluster");
+      if (explain) apps::usage_error("--explain does not apply to 'capacity'");
+      if (request.goal.objective != planner::Objective::kThroughput || request.goal.constrained()) {
+        apps::usage_error("'capacity' plans each cluster for throughput: --objective, --budget-per-hour and "
+                          "--min-throughput do not apply");
+      }
+      int to_stdout = 0;
+      for (const std::string* path : {&output, &capacity_args.cluster_output, &capacity_args.csv_path, &capacity_args.json_path}) {
+        to_stdout += *path == io::kStdout ? 1 : 0;
+      }
+      if (to_stdout > 1) apps::usage_error("only one of -o, --write-cluster, --csv and --json can go to standard output");
+      capacity_args.workload_path = workload_path;
+      capacity_args.output = output;
+      return plan_capacity(capacity_args, entry, request);
+    }
     if (compare->parsed()) {
       if (!cluster_path.empty()) apps::usage_error("'compare' takes its cluster files after it, not --cluster");
       if (!output.empty()) apps::usage_error("-o does not apply to 'compare' (--csv, --json)");

@@ -19,6 +19,14 @@ struct Inputs {
   std::string workload_hash;
 };
 
+// The workload alone (the embedded default when `path` is empty), its task graph and hash.
+struct WorkloadInputs {
+  LoadedWorkload workload;
+  workload::TaskGraph graph;
+  std::string hash;
+};
+WorkloadInputs load_workload(const std::string& path, const Catalogs& catalogs);
+
 Inputs load_inputs(const std::string& cluster_path, const std::string& workload_path,
                    const Catalogs& catalogs);
 
