@@ -37,11 +37,12 @@ planner::Offer read_offer(ObjectReader& reader, const hw::Catalog& catalog) {
   }
   offer.max_new = static_cast<int>(reader.optional_integer("max_nodes", 0, kMaxOfferNodes).value_or(0));
   offer.existing = static_cast<int>(reader.optional_integer("existing_nodes", 0, kMaxOfferNodes).value_or(0));
+  std::optional<double> price = reader.optional_number("price_per_hour_usd", Range::kNonNegative);
+  reader.finish();
   if (offer.max_new + offer.existing == 0) reader.fail("max_nodes", "an offer needs max_nodes or existing_nodes above 0");
   if (offer.max_new + static_cast<long long>(offer.existing) > kMaxOfferNodes) {
     reader.fail("max_nodes", fmt::format("an offer has at most {} nodes in all", kMaxOfferNodes));
   }
-  std::optional<double> price = reader.optional_number("price_per_hour_usd", Range::kNonNegative);
   if (!price) price = offer.node.price_per_hour;
   if (!price) {
     const hw::GpuSpec* gpu = catalog.find_gpu(offer.node.gpu);
@@ -51,7 +52,6 @@ planner::Offer read_offer(ObjectReader& reader, const hw::Catalog& catalog) {
     reader.fail("price_per_hour_usd", fmt::format("no price for a node of {}: give price_per_hour_usd", offer.node.gpu));
   }
   offer.price = price.value_or(0);
-  reader.finish();
   return offer;
 }
 

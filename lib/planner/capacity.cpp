@@ -177,18 +177,23 @@ CapacityResult CapacitySearch::cheapest(double target) {
   };
 
   // A first cluster to bound the search by: each offer alone, the fewest of its nodes that
-  // reach the target (doubling, then halving the gap), while its clusters are small enough.
+  // reach the target (doubling, then halving the gap), while its clusters are small enough and
+  // doubling still pays (a plan's throughput levels off when its batch is spread thin).
   for (std::size_t i = 0; i < offers && !deadline_.passed(); ++i) {
     Counts counts(offers, 0);
     int low = 0, high = -1;  // low misses; high reaches
+    double before = 0;
     for (int n = 1; n <= market_.offers[i].max_new; n = std::min(2 * n, market_.offers[i].max_new)) {
       counts[i] = n;
       if (market_gpus(market_, counts) > max_bound_gpus_ || deadline_.passed()) break;
       if (best && !cheaper(rent_per_hour(market_, counts), best->usd_per_hour)) break;
-      if (reaches(throughput(counts), target)) {
+      const double now = throughput(counts);
+      if (reaches(now, target)) {
         high = n;
         break;
       }
+      if (n > 1 && now < before * 1.02) break;
+      before = now;
       low = n;
       if (n == market_.offers[i].max_new) break;
     }
@@ -203,6 +208,41 @@ CapacityResult CapacitySearch::cheapest(double target) {
     if (high > 0) {
       counts[i] = high;
       consider(counts, throughput(counts));
+    }
+  }
+  // Then cheaper neighbours while one reaches the target: a node fewer, or a node traded for a
+  // cheaper one in a zone the cluster has (another GPU type beside the first).
+  for (bool moved = best.has_value(); moved && !deadline_.passed();) {
+    moved = false;
+    const Counts at = best->counts;
+    std::set<std::string> zones;
+    for (std::size_t i = 0; i < offers; ++i) {
+      if (at[i] + market_.offers[i].existing > 0) zones.insert(market_.offers[i].node.zone);
+    }
+    std::vector<Counts> next;
+    for (std::size_t i = 0; i < offers; ++i) {
+      if (at[i] == 0) continue;
+      next.push_back(at);
+      --next.back()[i];
+    }
+    for (std::size_t i = 0; i < offers; ++i) {
+      for (std::size_t j = 0; j < offers && at[i] > 0; ++j) {
+        const Offer& to = market_.offers[j];
+        if (j == i || at[j] == to.max_new || !(to.price < market_.offers[i].price) || zones.count(to.node.zone) == 0) continue;
+        next.push_back(at);
+        --next.back()[i];
+        ++next.back()[j];
+      }
+    }
+    for (const Counts& counts : next) {
+      if (deadline_.passed()) break;
+      if (!has_nodes(market_, counts)) continue;
+      const double samples_per_second = throughput(counts);
+      if (reaches(samples_per_second, target)) {
+        consider(counts, samples_per_second);
+        moved = true;
+        break;
+      }
     }
   }
 
@@ -392,7 +432,8 @@ std::string format_capacity(const Market& market, const CapacityReport& report) 
     out += "\n";
   }
   if (report.pareto) {
-    out += fmt::format("\nThe front of throughput against price ({} clusters, cheapest first):\n", report.front.size());
+    out += fmt::format("\nThe front of throughput against price ({} cluster{}, cheapest first):\n", report.front.size(),
+                       report.front.size() == 1 ? "" : "s");
     out += fmt::format("{:>10} {:>12} {:>10}  {}\n", "$/h", "samples/s", "$ per 1k", "nodes");
     for (const CapacityPoint& p : report.front) {
       out += fmt::format("{:>10.2f} {:>12.4g} {:>10}  {}\n", p.usd_per_hour, p.samples_per_second, usd_per_1k(p),
