@@ -210,8 +210,10 @@ CapacityResult CapacitySearch::cheapest(double target) {
       consider(counts, throughput(counts));
     }
   }
-  // Then cheaper neighbours while one reaches the target: a node fewer, or a node traded for a
-  // cheaper one in a zone the cluster has (another GPU type beside the first).
+  // Then cheaper neighbours while one reaches the target, the cheapest first: a node fewer; a
+  // node traded for as many cheaper ones as cost less, in a zone the cluster has (another GPU
+  // type beside the first, two small nodes for a large one); an offer's nodes moved to the
+  // same node in a zone where it is cheaper.
   for (bool moved = best.has_value(); moved && !deadline_.passed();) {
     moved = false;
     const Counts at = best->counts;
@@ -222,21 +224,35 @@ CapacityResult CapacitySearch::cheapest(double target) {
     std::vector<Counts> next;
     for (std::size_t i = 0; i < offers; ++i) {
       if (at[i] == 0) continue;
+      const Offer& from = market_.offers[i];
       next.push_back(at);
       --next.back()[i];
-    }
-    for (std::size_t i = 0; i < offers; ++i) {
-      for (std::size_t j = 0; j < offers && at[i] > 0; ++j) {
+      for (std::size_t j = 0; j < offers; ++j) {
         const Offer& to = market_.offers[j];
-        if (j == i || at[j] == to.max_new || !(to.price < market_.offers[i].price) || zones.count(to.node.zone) == 0) continue;
-        next.push_back(at);
-        --next.back()[i];
-        ++next.back()[j];
+        if (j == i || at[j] == to.max_new || !(to.price < from.price)) continue;
+        if (zones.count(to.node.zone) > 0) {
+          const int most = to.price > 0 ? static_cast<int>(std::ceil(from.price / to.price)) - 1 : 1;
+          next.push_back(at);
+          --next.back()[i];
+          next.back()[j] += std::min(std::max(most, 1), to.max_new - at[j]);
+        }
+        const bool same_node = to.node.gpu == from.node.gpu && to.node.gpus_per_node == from.node.gpus_per_node &&
+                               to.node.nic_bandwidth == from.node.nic_bandwidth &&
+                               to.node.intra_node_link == from.node.intra_node_link;
+        if (same_node && to.node.zone != from.node.zone && at[j] + at[i] <= to.max_new) {
+          next.push_back(at);
+          next.back()[j] += at[i];
+          next.back()[i] = 0;
+        }
       }
     }
+    std::stable_sort(next.begin(), next.end(), [&](const Counts& a, const Counts& b) {
+      return rent_per_hour(market_, a) < rent_per_hour(market_, b);
+    });
     for (const Counts& counts : next) {
       if (deadline_.passed()) break;
-      if (!has_nodes(market_, counts)) continue;
+      if (!has_nodes(market_, counts) || !cheaper(rent_per_hour(market_, counts), best->usd_per_hour)) continue;
+      if (market_gpus(market_, counts) > max_bound_gpus_) continue;
       const double samples_per_second = throughput(counts);
       if (reaches(samples_per_second, target)) {
         consider(counts, samples_per_second);
@@ -246,7 +262,9 @@ CapacityResult CapacitySearch::cheapest(double target) {
     }
   }
 
-  // Branch and bound over boxes of counts, the cheapest lower corner first.
+  // Branch and bound over boxes of counts within `top`, the cheapest lower corner first, until
+  // `until`: the least a cluster reaching the target costs in `top` when stopped, nullopt when
+  // it ran to its end.
   struct Box {
     Counts lo, hi;
     double usd = 0;  // the lower corner's rent
@@ -256,53 +274,61 @@ CapacityResult CapacitySearch::cheapest(double target) {
     if (a.usd != b.usd) return a.usd > b.usd;
     return a.order > b.order;
   };
-  std::priority_queue<Box, std::vector<Box>, decltype(later)> boxes(later);
-  long long order = 0;
-  Box root{Counts(offers, 0), Counts(offers, 0), 0, order++};
-  for (std::size_t i = 0; i < offers; ++i) root.hi[i] = market_.offers[i].max_new;
-  boxes.push(std::move(root));
-  while (!boxes.empty()) {
-    Box box = boxes.top();
-    if (best && cheaper(best->usd_per_hour, box.usd)) break;
-    if (deadline_.passed()) {
-      result.proven = false;
-      result.lower_bound = box.usd;
-      break;
-    }
-    boxes.pop();
-    if (best) {  // no cluster dearer than the best so far
+  const auto bound = [&](const Counts& top, const core::Deadline& until) -> std::optional<double> {
+    std::priority_queue<Box, std::vector<Box>, decltype(later)> boxes(later);
+    long long order = 0;
+    boxes.push(Box{Counts(offers, 0), top, 0, order++});
+    while (!boxes.empty()) {
+      Box box = boxes.top();
+      if (best && cheaper(best->usd_per_hour, box.usd)) break;
+      if (until.passed()) return box.usd;
+      boxes.pop();
+      if (best) {  // no cluster dearer than the best so far
+        for (std::size_t i = 0; i < offers; ++i) {
+          const double price = market_.offers[i].price;
+          if (price <= 0) continue;
+          const double room = std::floor((best->usd_per_hour - box.usd) / price + 1e-9);
+          if (room < box.hi[i] - box.lo[i]) box.hi[i] = box.lo[i] + static_cast<int>(std::max(0.0, room));
+        }
+      }
+      const double at_lo = throughput(box.lo);
+      if (reaches(at_lo, target)) {  // the rest of the box costs more
+        consider(box.lo, at_lo);
+        continue;
+      }
+      if (box.lo == box.hi) continue;
+      // The upper corner, planned where it is small enough to be worth it (one far larger than
+      // the best cluster so far reaches the target all but always, and takes long to plan).
+      const long long hi_gpus = market_gpus(market_, box.hi);
+      const bool worth = hi_gpus <= max_bound_gpus_ && (!best || hi_gpus <= 2 * market_gpus(market_, best->counts));
+      if (worth && !reaches(throughput(box.hi), target)) continue;
+      // Split the widest side, in dollars.
+      std::size_t side = 0;
+      double widest = -1;
       for (std::size_t i = 0; i < offers; ++i) {
-        const double price = market_.offers[i].price;
-        if (price <= 0) continue;
-        const double room = std::floor((best->usd_per_hour - box.usd) / price + 1e-9);
-        if (room < box.hi[i] - box.lo[i]) box.hi[i] = box.lo[i] + static_cast<int>(std::max(0.0, room));
+        const double width = (box.hi[i] - box.lo[i]) * std::max(market_.offers[i].price, 1e-9);
+        if (box.hi[i] > box.lo[i] && width > widest) {
+          widest = width;
+          side = i;
+        }
       }
+      const int middle = box.lo[side] + (box.hi[side] - box.lo[side]) / 2;
+      Box low{box.lo, box.hi, box.usd, order++};
+      low.hi[side] = middle;
+      Box high{box.lo, box.hi, 0, order++};
+      high.lo[side] = middle + 1;
+      high.usd = rent_per_hour(market_, high.lo);
+      boxes.push(std::move(low));
+      boxes.push(std::move(high));
     }
-    const double at_lo = throughput(box.lo);
-    if (reaches(at_lo, target)) {  // the rest of the box costs more
-      consider(box.lo, at_lo);
-      continue;
-    }
-    if (box.lo == box.hi) continue;
-    if (market_gpus(market_, box.hi) <= max_bound_gpus_ && !reaches(throughput(box.hi), target)) continue;
-    // Split the widest side, in dollars.
-    std::size_t side = 0;
-    double widest = -1;
-    for (std::size_t i = 0; i < offers; ++i) {
-      const double width = (box.hi[i] - box.lo[i]) * std::max(market_.offers[i].price, 1e-9);
-      if (box.hi[i] > box.lo[i] && width > widest) {
-        widest = width;
-        side = i;
-      }
-    }
-    const int middle = box.lo[side] + (box.hi[side] - box.lo[side]) / 2;
-    Box low{box.lo, box.hi, box.usd, order++};
-    low.hi[side] = middle;
-    Box high{box.lo, box.hi, 0, order++};
-    high.lo[side] = middle + 1;
-    high.usd = rent_per_hour(market_, high.lo);
-    boxes.push(std::move(low));
-    boxes.push(std::move(high));
+    return std::nullopt;
+  };
+
+  Counts all(offers, 0);
+  for (std::size_t i = 0; i < offers; ++i) all[i] = market_.offers[i].max_new;
+  if (const std::optional<double> left = bound(all, deadline_)) {
+    result.proven = false;
+    result.lower_bound = *left;
   }
   if (result.proven) result.lower_bound = best ? best->usd_per_hour : kInfinity;
   result.cheapest = best;
