@@ -95,12 +95,17 @@ planner::Market parse_market(std::string_view text, std::string_view file, const
       market.network.regions.push_back(parse("regions", [&] { return hw::parse_region_spec(spec); }));
       for (const std::string& zone : market.network.regions.back().zones) zone_known("regions", zone);
     }
-    const std::pair<const char*, hw::LinkSpec*> defaults[] = {{"intra_zone", &market.network.intra_zone},
-                                                              {"cross_zone", &market.network.cross_zone},
-                                                              {"cross_region", &market.network.cross_region}};
-    for (const auto& [key, link] : defaults) {
-      if (std::optional<std::string> spec = network->optional_string(key)) {
-        *link = parse(key, [&] { return hw::parse_network_spec(*spec, catalog, std::string("--") + key); });
+    struct Default {
+      const char* key;
+      const char* flag;  // hetrl-cluster's, which takes the same spec
+      hw::LinkSpec* link;
+    };
+    const Default defaults[] = {{"intra_zone", "--intra-zone", &market.network.intra_zone},
+                                {"cross_zone", "--cross-zone", &market.network.cross_zone},
+                                {"cross_region", "--cross-region", &market.network.cross_region}};
+    for (const Default& d : defaults) {
+      if (std::optional<std::string> spec = network->optional_string(d.key)) {
+        *d.link = parse(d.key, [&] { return hw::parse_network_spec(*spec, catalog, d.flag); });
       }
     }
     network->finish();

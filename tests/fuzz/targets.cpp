@@ -10,6 +10,7 @@
 //   specs     hetrl-cluster's flags, one a line: "node SPEC", "preset SPEC", "link SPEC",
 //             "region SPEC", "price SPEC", "intra SPEC", "cross-zone SPEC",
 //             "cross-region SPEC"                       (io::build_cluster)
+//   market    hetrl.market/v1 JSON                      (io::parse_market)
 
 #include "targets.h"
 
@@ -23,6 +24,7 @@
 #include "io/cluster_io.h"
 #include "io/cluster_specs.h"
 #include "io/inputs.h"
+#include "io/market_io.h"
 #include "io/plan_io.h"
 #include "io/profile_io.h"
 #include "io/workload_io.h"
@@ -106,6 +108,8 @@ void load_unchecked(std::string_view target, std::string_view text) {
     io::parse_model_catalog(text, "fuzz.json", true);
   } else if (target == "specs") {
     load_specs(text, catalogs);
+  } else if (target == "market") {
+    io::parse_market(text, "fuzz.json", catalogs.hardware);
   } else {
     throw std::invalid_argument("unknown fuzz target \"" + std::string(target) + "\"");
   }
@@ -115,7 +119,7 @@ void load_unchecked(std::string_view target, std::string_view text) {
 
 const std::vector<std::string_view>& targets() {
   static const std::vector<std::string_view> names{"cluster", "workload", "plan", "profile",
-                                                   "trace",   "models",   "specs"};
+                                                   "trace",   "models",   "specs",  "market"};
   return names;
 }
 
