@@ -167,53 +167,54 @@ double CapacitySearch::throughput(const Counts& counts) {
   return best;
 }
 
-CapacityResult CapacitySearch::cheapest(double target) {
-  const std::size_t offers = market_.offers.size();
-  CapacityResult result;
-  std::optional<CapacityPoint> best;
-  const auto consider = [&](const Counts& counts, double samples_per_second) {
-    const CapacityPoint point{counts, rent_per_hour(market_, counts), samples_per_second};
-    if (!best || better_point(point, *best)) best = point;
-  };
+// The better of the best so far and this cluster, which reaches the target.
+void CapacitySearch::consider(const Counts& counts, double samples_per_second, std::optional<CapacityPoint>& best) const {
+  const CapacityPoint point{counts, rent_per_hour(market_, counts), samples_per_second};
+  if (!best || better_point(point, *best)) best = point;
+}
 
-  // A first cluster to bound the search by: each offer alone, the fewest of its nodes that
-  // reach the target (doubling, then halving the gap), while its clusters are small enough and
-  // doubling still pays (a plan's throughput levels off when its batch is spread thin).
-  for (std::size_t i = 0; i < offers && !deadline_.passed(); ++i) {
-    Counts counts(offers, 0);
-    int low = 0, high = -1;  // low misses; high reaches
-    double before = 0;
-    for (int n = 1; n <= market_.offers[i].max_new; n = std::min(2 * n, market_.offers[i].max_new)) {
-      counts[i] = n;
-      if (market_gpus(market_, counts) > max_bound_gpus_ || deadline_.passed()) break;
-      if (best && !cheaper(rent_per_hour(market_, counts), best->usd_per_hour)) break;
-      const double now = throughput(counts);
-      if (reaches(now, target)) {
-        high = n;
-        break;
-      }
-      if (n > 1 && now < before * 1.02) break;
-      before = now;
-      low = n;
-      if (n == market_.offers[i].max_new) break;
+// Each offer alone (with the nodes already paid for): the fewest of its nodes that reach the
+// target, doubling then halving the gap, while its clusters are small enough and doubling still
+// pays (a plan's throughput levels off when its batch is spread thin).
+void CapacitySearch::offer_alone(std::size_t i, double target, std::optional<CapacityPoint>& best) {
+  const std::size_t offers = market_.offers.size();
+  Counts counts(offers, 0);
+  int low = 0, high = -1;  // low misses; high reaches
+  double before = 0;
+  for (int n = 1; n <= market_.offers[i].max_new; n = std::min(2 * n, market_.offers[i].max_new)) {
+    counts[i] = n;
+    if (market_gpus(market_, counts) > max_bound_gpus_ || deadline_.passed()) break;
+    if (best && !cheaper(rent_per_hour(market_, counts), best->usd_per_hour)) break;
+    const double now = throughput(counts);
+    if (reaches(now, target)) {
+      high = n;
+      break;
     }
-    while (high > low + 1 && !deadline_.passed()) {
-      counts[i] = (low + high) / 2;
-      if (reaches(throughput(counts), target)) {
-        high = counts[i];
-      } else {
-        low = counts[i];
-      }
-    }
-    if (high > 0) {
-      counts[i] = high;
-      consider(counts, throughput(counts));
+    if (n > 1 && now < before * 1.02) break;
+    before = now;
+    low = n;
+    if (n == market_.offers[i].max_new) break;
+  }
+  while (high > low + 1 && !deadline_.passed()) {
+    counts[i] = (low + high) / 2;
+    if (reaches(throughput(counts), target)) {
+      high = counts[i];
+    } else {
+      low = counts[i];
     }
   }
-  // Then cheaper neighbours while one reaches the target, the cheapest first: a node fewer; a
-  // node traded for as many cheaper ones as cost less, in a zone the cluster has (another GPU
-  // type beside the first, two small nodes for a large one); an offer's nodes moved to the
-  // same node in a zone where it is cheaper.
+  if (high > 0) {
+    counts[i] = high;
+    consider(counts, throughput(counts), best);
+  }
+}
+
+// Cheaper neighbours of the best while one reaches the target, the cheapest first: a node fewer;
+// a node traded for as many cheaper ones as cost less, in a zone the cluster has (another GPU
+// type beside the first, two small nodes for a large one); an offer's nodes moved to the same
+// node in a zone where it is cheaper.
+void CapacitySearch::cheaper_neighbours(double target, std::optional<CapacityPoint>& best) {
+  const std::size_t offers = market_.offers.size();
   for (bool moved = best.has_value(); moved && !deadline_.passed();) {
     moved = false;
     const Counts at = best->counts;
@@ -255,16 +256,18 @@ CapacityResult CapacitySearch::cheapest(double target) {
       if (market_gpus(market_, counts) > max_bound_gpus_) continue;
       const double samples_per_second = throughput(counts);
       if (reaches(samples_per_second, target)) {
-        consider(counts, samples_per_second);
+        consider(counts, samples_per_second, best);
         moved = true;
         break;
       }
     }
   }
+}
 
-  // Branch and bound over boxes of counts within `top`, the cheapest lower corner first, until
-  // `until`: the least a cluster reaching the target costs in `top` when stopped, nullopt when
-  // it ran to its end.
+// Branch and bound over boxes of counts, the cheapest lower corner first: the least a cluster
+// reaching the target costs when the deadline stopped it, nullopt when it ran to its end.
+std::optional<double> CapacitySearch::branch_and_bound(double target, std::optional<CapacityPoint>& best) {
+  const std::size_t offers = market_.offers.size();
   struct Box {
     Counts lo, hi;
     double usd = 0;  // the lower corner's rent
@@ -274,63 +277,69 @@ CapacityResult CapacitySearch::cheapest(double target) {
     if (a.usd != b.usd) return a.usd > b.usd;
     return a.order > b.order;
   };
-  const auto bound = [&](const Counts& top, const core::Deadline& until) -> std::optional<double> {
-    std::priority_queue<Box, std::vector<Box>, decltype(later)> boxes(later);
-    long long order = 0;
-    boxes.push(Box{Counts(offers, 0), top, 0, order++});
-    while (!boxes.empty()) {
-      Box box = boxes.top();
-      if (best && cheaper(best->usd_per_hour, box.usd)) break;
-      if (until.passed()) return box.usd;
-      boxes.pop();
-      if (best) {  // no cluster dearer than the best so far
-        for (std::size_t i = 0; i < offers; ++i) {
-          const double price = market_.offers[i].price;
-          if (price <= 0) continue;
-          const double room = std::floor((best->usd_per_hour - box.usd) / price + 1e-9);
-          if (room < box.hi[i] - box.lo[i]) box.hi[i] = box.lo[i] + static_cast<int>(std::max(0.0, room));
-        }
-      }
-      const double at_lo = throughput(box.lo);
-      if (reaches(at_lo, target)) {  // the rest of the box costs more
-        consider(box.lo, at_lo);
-        continue;
-      }
-      if (box.lo == box.hi) continue;
-      // The upper corner, planned where it is small enough to be worth it (one far larger than
-      // the best cluster so far reaches the target all but always, and takes long to plan).
-      const long long hi_gpus = market_gpus(market_, box.hi);
-      const bool worth = hi_gpus <= max_bound_gpus_ && (!best || hi_gpus <= 2 * market_gpus(market_, best->counts));
-      if (worth && !reaches(throughput(box.hi), target)) continue;
-      // Split the widest side, in dollars.
-      std::size_t side = 0;
-      double widest = -1;
-      for (std::size_t i = 0; i < offers; ++i) {
-        const double width = (box.hi[i] - box.lo[i]) * std::max(market_.offers[i].price, 1e-9);
-        if (box.hi[i] > box.lo[i] && width > widest) {
-          widest = width;
-          side = i;
-        }
-      }
-      const int middle = box.lo[side] + (box.hi[side] - box.lo[side]) / 2;
-      Box low{box.lo, box.hi, box.usd, order++};
-      low.hi[side] = middle;
-      Box high{box.lo, box.hi, 0, order++};
-      high.lo[side] = middle + 1;
-      high.usd = rent_per_hour(market_, high.lo);
-      boxes.push(std::move(low));
-      boxes.push(std::move(high));
-    }
-    return std::nullopt;
-  };
-
   Counts all(offers, 0);
   for (std::size_t i = 0; i < offers; ++i) all[i] = market_.offers[i].max_new;
-  if (const std::optional<double> left = bound(all, deadline_)) {
+  std::priority_queue<Box, std::vector<Box>, decltype(later)> boxes(later);
+  long long order = 0;
+  boxes.push(Box{Counts(offers, 0), all, 0, order++});
+  while (!boxes.empty()) {
+    Box box = boxes.top();
+    if (best && cheaper(best->usd_per_hour, box.usd)) break;
+    if (deadline_.passed()) return box.usd;
+    boxes.pop();
+    if (best) {  // no cluster dearer than the best so far
+      for (std::size_t i = 0; i < offers; ++i) {
+        const double price = market_.offers[i].price;
+        if (price <= 0) continue;
+        const double room = std::floor((best->usd_per_hour - box.usd) / price + 1e-9);
+        if (room < box.hi[i] - box.lo[i]) box.hi[i] = box.lo[i] + static_cast<int>(std::max(0.0, room));
+      }
+    }
+    const double at_lo = throughput(box.lo);
+    if (reaches(at_lo, target)) {  // the rest of the box costs more
+      consider(box.lo, at_lo, best);
+      continue;
+    }
+    if (box.lo == box.hi) continue;
+    // The upper corner, planned where it is small enough to be worth it (one far larger than
+    // the best cluster so far reaches the target all but always, and takes long to plan).
+    const long long hi_gpus = market_gpus(market_, box.hi);
+    const bool worth = hi_gpus <= max_bound_gpus_ && (!best || hi_gpus <= 2 * market_gpus(market_, best->counts));
+    if (worth && !reaches(throughput(box.hi), target)) continue;
+    // Split the widest side, in dollars.
+    std::size_t side = 0;
+    double widest = -1;
+    for (std::size_t i = 0; i < offers; ++i) {
+      const double width = (box.hi[i] - box.lo[i]) * std::max(market_.offers[i].price, 1e-9);
+      if (box.hi[i] > box.lo[i] && width > widest) {
+        widest = width;
+        side = i;
+      }
+    }
+    const int middle = box.lo[side] + (box.hi[side] - box.lo[side]) / 2;
+    Box low{box.lo, box.hi, box.usd, order++};
+    low.hi[side] = middle;
+    Box high{box.lo, box.hi, 0, order++};
+    high.lo[side] = middle + 1;
+    high.usd = rent_per_hour(market_, high.lo);
+    boxes.push(std::move(low));
+    boxes.push(std::move(high));
+  }
+  return std::nullopt;
+}
+
+CapacityResult CapacitySearch::cheapest(double target) {
+  // A first answer to bound the search by, then the branch and bound.
+  std::optional<CapacityPoint> best;
+  for (std::size_t i = 0; i < market_.offers.size() && !deadline_.passed(); ++i) offer_alone(i, target, best);
+  cheaper_neighbours(target, best);
+  CapacityResult result;
+  if (const std::optional<double> left = branch_and_bound(target, best)) {
     result.proven = false;
     result.lower_bound = *left;
+  } else {
+    result.lower_bound = best ? best->usd_per_hour : kInfinity;
   }
-  if (result.proven) result.lower_bound = best ? best->usd_per_hour : kInfinity;
   result.cheapest = best;
   result.fastest = fastest_;
   result.planned = planned_;

@@ -99,6 +99,10 @@ class CapacitySearch {
 
  private:
   double throughput(const Counts& counts);
+  void consider(const Counts& counts, double samples_per_second, std::optional<CapacityPoint>& best) const;
+  void offer_alone(std::size_t offer, double target, std::optional<CapacityPoint>& best);
+  void cheaper_neighbours(double target, std::optional<CapacityPoint>& best);
+  std::optional<double> branch_and_bound(double target, std::optional<CapacityPoint>& best);
 
   const Market& market_;
   Oracle oracle_;
