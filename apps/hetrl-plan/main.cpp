@@ -156,8 +156,9 @@ int plan_capacity(const CapacityArgs& args, const planner::PlannerEntry& entry, 
   io::check_outputs(std::vector<std::string>{args.output, args.cluster_output, args.csv_path, args.json_path},
                     std::vector<std::string>{args.market_path, args.workload_path});
   const io::Catalogs& catalogs = io::builtin_catalogs();
-  const planner::Market market = io::read_market(args.market_path, catalogs.hardware);
-  const std::string market_hash = core::content_hash(io::read_text_file(args.market_path));
+  const std::string market_text = io::read_text_file(args.market_path);
+  const planner::Market market = io::parse_market(market_text, args.market_path, catalogs.hardware);
+  const std::string market_hash = core::content_hash(market_text);
   const io::WorkloadInputs in = io::load_workload(args.workload_path, catalogs);
   const workload::ModelCatalog& models = in.workload.models;
   const core::SteadyClock clock;

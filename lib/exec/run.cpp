@@ -112,11 +112,9 @@ class Runner {
 
  private:
   const plan::TaskPlacement& placement(int task) const {
-    const int g = plan_.group_of(task);
-    for (const plan::TaskPlacement& p : plan_.groups[static_cast<std::size_t>(g)].tasks) {
-      if (p.task == task) return p;
-    }
-    throw std::logic_error("run: a GPU task without a placement");
+    const plan::TaskPlacement* p = plan_.placement(task);
+    if (p == nullptr) throw std::logic_error("run: a GPU task without a placement");
+    return *p;
   }
 
   static int role_index(Role role) { return static_cast<int>(role); }

@@ -122,10 +122,6 @@ planner::Market parse_market(std::string_view text, std::string_view file, const
   return market;
 }
 
-planner::Market read_market(const std::string& path, const hw::Catalog& catalog) {
-  return parse_market(read_text_file(path), path, catalog);
-}
-
 namespace {
 
 detail::OrderedJson point_json(const planner::Market& market, const planner::CapacityPoint& point, double target) {

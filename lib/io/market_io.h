@@ -26,7 +26,6 @@ namespace hetrl::io {
 
 // Parses and validates. Errors name `file` and the JSON pointer of the value at fault.
 planner::Market parse_market(std::string_view text, std::string_view file, const hw::Catalog& catalog);
-planner::Market read_market(const std::string& path, const hw::Catalog& catalog);
 
 // What hetrl-plan capacity writes with --json: hetrl.capacity/v1, the market and workload (by
 // name and content hash), the target, how the search ended, the cheapest cluster reaching the

@@ -24,6 +24,21 @@ std::optional<double> PlannerInfo::stat(std::string_view key) const {
   return std::nullopt;
 }
 
+const TaskPlacement* Plan::placement(int task) const {
+  for (const Group& g : groups) {
+    for (const TaskPlacement& p : g.tasks) {
+      if (p.task == task) return &p;
+    }
+  }
+  return nullptr;
+}
+
+int Plan::gpu_count() const {
+  int gpus = 0;
+  for (const Group& g : groups) gpus += static_cast<int>(g.gpus.size());
+  return gpus;
+}
+
 int Plan::group_of(int task) const {
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (const TaskPlacement& placement : groups[g].tasks) {

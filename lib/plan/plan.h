@@ -82,6 +82,10 @@ struct Plan {
 
   // The group a task is in, or -1.
   int group_of(int task) const;
+  // Where a task is placed, or nullptr when the plan leaves it out.
+  const TaskPlacement* placement(int task) const;
+  // The GPUs the plan's groups hold.
+  int gpu_count() const;
 };
 
 }  // namespace hetrl::plan

@@ -10,15 +10,6 @@
 namespace hetrl::plan {
 namespace {
 
-const TaskPlacement* placement_of(const Plan& plan, int task) {
-  for (const Group& g : plan.groups) {
-    for (const TaskPlacement& t : g.tasks) {
-      if (t.task == task) return &t;
-    }
-  }
-  return nullptr;
-}
-
 // The task's GPUs by node name and device, in each replica and stage's order.
 std::vector<std::tuple<std::string, int>> gpus_of(const TaskPlacement& t, const hw::Cluster& cluster) {
   std::vector<std::tuple<std::string, int>> out;
@@ -43,12 +34,6 @@ std::string describe(const TaskPlacement* t, const hw::Cluster& cluster) {
   return fmt::format("{}: {}", layout_text(*t, cluster), names);
 }
 
-int gpus_used(const Plan& plan) {
-  int n = 0;
-  for (const Group& g : plan.groups) n += static_cast<int>(g.gpus.size());
-  return n;
-}
-
 std::string change(double before, double after) {
   return before > 0 ? fmt::format("{:+.1f}%", (after / before - 1) * 100) : std::string("-");
 }
@@ -59,8 +44,8 @@ std::vector<TaskMove> task_moves(const Plan& before, const hw::Cluster& before_c
                                  const hw::Cluster& after_cluster, const workload::TaskGraph& graph) {
   std::vector<TaskMove> out;
   for (const int task : graph.gpu_tasks()) {
-    const TaskPlacement* a = placement_of(before, task);
-    const TaskPlacement* b = placement_of(after, task);
+    const TaskPlacement* a = before.placement(task);
+    const TaskPlacement* b = after.placement(task);
     TaskMove m;
     m.task = graph.tasks[static_cast<std::size_t>(task)].name;
     m.before = describe(a, before_cluster);
@@ -73,8 +58,8 @@ std::vector<TaskMove> task_moves(const Plan& before, const hw::Cluster& before_c
 
 std::string format_replan(const ReplanSides& before, const ReplanSides& after, const workload::TaskGraph& graph,
                           const std::string& what) {
-  std::string out = fmt::format("replanned {}: {} of {} GPUs before, {} of {} after\n", what, gpus_used(before.plan),
-                                before.cluster.total_gpus(), gpus_used(after.plan), after.cluster.total_gpus());
+  std::string out = fmt::format("replanned {}: {} of {} GPUs before, {} of {} after\n", what, before.plan.gpu_count(),
+                                before.cluster.total_gpus(), after.plan.gpu_count(), after.cluster.total_gpus());
   const Prediction& p = before.prediction;
   const Prediction& q = after.prediction;
   out += fmt::format("  {:<16} {:>12} {:>12} {:>9}\n", "", "before", "after", "change");

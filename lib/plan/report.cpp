@@ -58,8 +58,7 @@ void print_terms(std::string& out, const TaskPrediction& task) {
 std::string format_plan(const Plan& plan, const Prediction& prediction, const ReportContext& c,
                         bool explain) {
   const hw::Cluster& cluster = c.cluster;
-  int gpus = 0;
-  for (const Group& g : plan.groups) gpus += static_cast<int>(g.gpus.size());
+  const int gpus = plan.gpu_count();
   std::string out = fmt::format("plan for {} ({}, {} samples of {}+{:.0f} tokens) on {}, by {}\n",
                                 c.workload_name, c.graph.algorithm, c.workload.samples_per_iteration(),
                                 c.workload.prompt_length_tokens, c.workload.response.mean(),

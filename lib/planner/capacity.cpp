@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/units.h"
 
 namespace hetrl::planner {
 
@@ -417,7 +418,7 @@ std::string gpus_text(const Market& market, const Counts& counts) {
 
 namespace {
 
-// "us-east-1a p4de.24xlarge x2 (+1 paid)" for each offer with nodes, joined by ", ".
+// "us-east-1a:p4de.24xlarge x2 (+1 paid)" for each offer with nodes, joined by ", ".
 std::string nodes_text(const Market& market, const Counts& counts) {
   std::string out;
   for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -429,9 +430,15 @@ std::string nodes_text(const Market& market, const Counts& counts) {
   return out;
 }
 
+// USD per 1,000 samples at the cluster's rent; nullopt without a plan.
+std::optional<double> usd_per_1k_samples(const CapacityPoint& p) {
+  if (p.samples_per_second <= 0) return std::nullopt;
+  return p.usd_per_hour / core::kHour * 1000 / p.samples_per_second;
+}
+
 std::string usd_per_1k(const CapacityPoint& p) {
-  if (p.samples_per_second <= 0) return "-";
-  return fmt::format("{:.3f}", p.usd_per_hour / 3600 * 1000 / p.samples_per_second);
+  const std::optional<double> usd = usd_per_1k_samples(p);
+  return usd ? fmt::format("{:.3f}", *usd) : "-";
 }
 
 }  // namespace
@@ -483,8 +490,9 @@ std::string capacity_csv(const Market& market, const std::vector<CapacityPoint>&
   for (const Offer& offer : market.offers) out += fmt::format(",\"{}\"", offer.what);
   out += "\n";
   for (const CapacityPoint& p : points) {
+    const std::optional<double> per_1k = usd_per_1k_samples(p);
     out += fmt::format("{:.12g},{:.12g},{},{},{}", p.usd_per_hour, p.samples_per_second,
-                       p.samples_per_second > 0 ? fmt::format("{:.12g}", p.usd_per_hour / 3.6 / p.samples_per_second) : "",
+                       per_1k ? fmt::format("{:.12g}", *per_1k) : "",
                        market_gpus(market, p.counts), reaches(p.samples_per_second, target) ? 1 : 0);
     for (int count : p.counts) out += fmt::format(",{}", count);
     out += "\n";

@@ -164,11 +164,8 @@ class Run {
     const std::vector<int> lengths = w.response.sample(samples, params_.seed * 7919 + static_cast<std::uint64_t>(iteration));
     tokens_[iteration] = static_cast<double>(samples) * w.prompt_length_tokens +
                          std::accumulate(lengths.begin(), lengths.end(), 0.0);
-    const plan::TaskPlacement* placement = nullptr;
     const int g = plan_.group_of(task);
-    for (const plan::TaskPlacement& p : plan_.groups[g].tasks) {
-      if (p.task == task) placement = &p;
-    }
+    const plan::TaskPlacement* placement = plan_.placement(task);
     const auto& replicas = placement->replicas;
     auto pending = std::make_shared<int>(static_cast<int>(replicas.size()));
     std::size_t next = 0;

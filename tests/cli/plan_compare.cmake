@@ -3,6 +3,7 @@
 # with each other, a cluster with no feasible plan is a row saying why (the run still succeeds),
 # and with no feasible plan anywhere the run fails with one line and writes nothing.
 #   TOOL: hetrl-plan; DATA: tests/cli/data; OUT: a scratch folder.
+include(${CMAKE_CURRENT_LIST_DIR}/sps_checks.cmake)
 set(WORKLOAD grpo_small.json)
 set(CLUSTERS valid.json small3.json)
 file(REMOVE ${OUT}/compare.json ${OUT}/compare.csv)
@@ -47,13 +48,7 @@ foreach(cluster ${CLUSTERS})
     message(FATAL_ERROR "${cluster}: ${csv_sps} samples/s in the CSV, ${compared} in the JSON")
   endif()
   # The same samples/s: planning alone prints hundredths, to which the comparison's rounds.
-  string(REGEX REPLACE "^([0-9]+)\\.([0-9][0-9]).*" "\\1\\2" alone_hundredths "${sps}")
-  string(REGEX MATCH "^([0-9]+)\\.([0-9]*)" parts "${compared}000")
-  string(SUBSTRING "${CMAKE_MATCH_2}" 0 3 thousandths)
-  math(EXPR rounded "(${CMAKE_MATCH_1}${thousandths} + 5) / 10")
-  if(NOT rounded EQUAL alone_hundredths)
-    message(FATAL_ERROR "${cluster}: compare says ${compared} samples/s, planning alone ${sps}")
-  endif()
+  check_same_hundredths("${sps}" "${compared}" "${cluster}: compare")
   set(compared_used 0)
   set(compared_total 0)
   string(JSON types LENGTH "${json}" clusters ${index} gpus)
