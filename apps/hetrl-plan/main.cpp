@@ -20,6 +20,7 @@
 #include "io/market_io.h"
 #include "io/plan_io.h"
 #include "plan/compare.h"
+#include "plan/export.h"
 #include "plan/replan.h"
 #include "plan/report.h"
 #include "planner/capacity.h"
@@ -41,7 +42,8 @@ Examples:
   hetrl-plan evaluate --cluster c.json --workload w.json --plan plan.json --explain
   hetrl-plan compare --workload w.json a.json b.json --csv compare.csv
   hetrl-plan replan --cluster c.json --workload w.json --plan plan.json --without a100-1 -o new.json
-  hetrl-plan capacity --workload w.json --market market.json --target-samples-per-s 4 --pareto)";
+  hetrl-plan capacity --workload w.json --market market.json --target-samples-per-s 4 --pareto
+  hetrl-plan export --cluster c.json --workload w.json --plan plan.json --to verl -o run-verl.sh)";
 }
 
 // hybrid's progress on a terminal, once a search takes more than a second.
@@ -244,6 +246,32 @@ int plan_capacity(const CapacityArgs& args, const planner::PlannerEntry& entry, 
   return apps::kExitOk;
 }
 
+// hetrl-plan export: the plan read against its cluster and workload, predicted (the rollout's
+// memory share comes from it), and written as the runtime's configuration, or refused with
+// every reason the runtime cannot run it.
+int export_plan(const std::string& cluster_path, const std::string& workload_path, const std::string& plan_path,
+                plan::Runtime runtime, const std::string& output) {
+  io::check_outputs(std::vector<std::string>{output}, std::vector<std::string>{cluster_path, workload_path, plan_path});
+  const io::Catalogs& catalogs = io::builtin_catalogs();
+  const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
+  const plan::Plan chosen = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& prediction = evaluator.evaluate(chosen, true);
+  if (!prediction.feasible) throw core::JobError("the plan does not fit: " + prediction.infeasible);
+  const plan::ExportInputs inputs{chosen, in.cluster, in.workload.workload, in.graph, in.workload.models, model, prediction};
+  const std::string text = plan::format_export(plan::export_plan(runtime, inputs), inputs, in.workload.name);
+  if (output.empty() || output == io::kStdout) {
+    fmt::print("{}", text);
+    return apps::kExitOk;
+  }
+  io::OutputFiles files;
+  files.add(output, text);
+  files.commit();
+  fmt::print("wrote {}\n", output);
+  return apps::kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,17 +351,28 @@ int main(int argc, char** argv) {
   capacity->add_option("--json", capacity_args.json_path, "Write the search's answer (hetrl.capacity/v1) here");
   capacity->add_option("--write-cluster", capacity_args.cluster_output, "Write the cheapest cluster (hetrl.cluster/v1) here");
   capacity->fallthrough();
+  std::string runtime;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "The configuration of the runtime that deploys a plan: verl's overrides or OpenRLHF's flags");
+  export_cmd->add_option("--plan", plan_path, "The plan (hetrl.plan/v1)")->required();
+  export_cmd->add_option("--to", runtime, "The runtime: verl (0.8), openrlhf (0.11)")
+      ->required()->check(CLI::IsMember({"verl", "openrlhf"}));
+  export_cmd->fallthrough();
   app.require_subcommand(0, 1);
 
   return apps::run_tool(app, argc, argv, [&] {
     const planner::PlannerEntry& entry = *planner::find_planner(name);
-    if (evaluate->parsed() && planner_option->count() > 0) apps::usage_error("--planner does not apply to 'evaluate'");
+    const bool reads_plan = evaluate->parsed() || export_cmd->parsed();
+    const std::string plan_command = evaluate->parsed() ? "evaluate" : "export";
+    if (reads_plan && planner_option->count() > 0) {
+      apps::usage_error(fmt::format("--planner does not apply to '{}'", plan_command));
+    }
     if (replan->parsed() && without.empty() && with_nodes.empty() && with_presets.empty()) {
       apps::usage_error("'replan' needs --without, --with or --with-preset");
     }
     for (const auto& [option, setting] : settings) {
       if (option->count() == 0) continue;
-      if (evaluate->parsed()) apps::usage_error(fmt::format("{} does not apply to 'evaluate'", option->get_name()));
+      if (reads_plan) apps::usage_error(fmt::format("{} does not apply to '{}'", option->get_name(), plan_command));
       if (!entry.takes(setting)) {
         apps::usage_error(fmt::format("{} applies to {} only", option->get_name(),
                                       planner::planners_taking(setting)));
@@ -366,6 +405,10 @@ int main(int argc, char** argv) {
         apps::usage_error("--csv and --json cannot both go to standard output");
       }
       return compare_clusters(compared, workload_path, entry, request, objective, csv_path, json_path);
+    }
+    if (export_cmd->parsed()) {
+      if (explain) apps::usage_error("--explain does not apply to 'export'");
+      return export_plan(cluster_path, workload_path, plan_path, *plan::runtime_from_name(runtime), output);
     }
     // Outputs that cannot be written, or would replace an input, fail now, not after minutes
     // of planning.

@@ -131,9 +131,11 @@ workload::ModelCatalog parse_model_catalog(std::string_view text, std::string_vi
     if (user) {
       m.published_params = r.optional_integer("published_params", 1, 1LL << 50).value_or(0);
       m.source = r.optional_string("source").value_or("");
+      m.repository = r.optional_string("repository").value_or("");
     } else {
       m.published_params = r.integer("published_params", 1, 1LL << 50);
       m.source = r.string("source");
+      m.repository = r.string("repository");
     }
     r.finish();
     try {

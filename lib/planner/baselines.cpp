@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "plan/export.h"
 #include "planner/layout.h"
 
 namespace hetrl::planner {
@@ -17,6 +18,14 @@ const Goal kFastest{};
 
 std::vector<TaskChoice> strategies(std::span<const int> tps, bool training) {
   return planner::strategies(kBaselineSpace, tps, training);
+}
+
+// The training and scoring strategies verl's trainers run (FSDP: ZeRO-3 alone; Megatron: TP
+// and PP with ZeRO-1), as hetrl-plan export writes them.
+std::vector<TaskChoice> verl_strategies(std::span<const int> tps) {
+  std::vector<TaskChoice> out = strategies(tps, true);
+  std::erase_if(out, [](const TaskChoice& s) { return plan::verl_trainer_refusal(s.tp, s.pp, s.train).has_value(); });
+  return out;
 }
 
 std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& graph,
@@ -108,7 +117,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   // engine runs them).
   const bool generates = !gpu_tasks(graph, true).empty();
   const std::vector<TaskChoice> rollouts = generates ? strategies(tps, false) : std::vector<TaskChoice>(1);
-  for (const TaskChoice& strategy : strategies(tps, true)) {
+  for (const TaskChoice& strategy : verl_strategies(tps)) {
     for (const TaskChoice& rollout : rollouts) {
       if (late(deadline, result)) break;
       plan::Plan candidate;
@@ -192,8 +201,8 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
       ++splits;
       const auto gen_strategies =
           strategies(tp_choices(cluster, gen_nodes, archs_of(graph, models, gen_tasks)), false);
-      const auto train_strategies =
-          strategies(tp_choices(cluster, train_nodes, archs_of(graph, models, train_tasks)), true);
+      const std::vector<int> train_tps = tp_choices(cluster, train_nodes, archs_of(graph, models, train_tasks));
+      const auto train_strategies = policy.balance ? strategies(train_tps, true) : verl_strategies(train_tps);
       plan::Plan candidate;
       candidate.groups.resize(2);
       candidate.planner.name = policy.name;

@@ -25,6 +25,9 @@ struct ModelArch {
   bool qk_norm = false;
   std::int64_t published_params = 0;  // as the publisher states it, for checking
   std::string source;
+  // Where the weights are published (a Hugging Face repository id, "Qwen/Qwen3-8B"): what a
+  // runtime's configuration names as the model's path. Empty when unknown.
+  std::string repository;
 
   std::int64_t params_per_layer() const;
   std::int64_t embedding_params() const;  // input embeddings

@@ -6,7 +6,8 @@
 // For a scenario it plans with every baseline and with hybrid (seed 1, a clock that never
 // advances, so the time limit never binds), with the ILP where it proves optimality quickly,
 // and with the variants the table below names; each plan is written as the plan file and as
-// the table hetrl-plan prints with --explain. For some scenarios hybrid's plan is also
+// the table hetrl-plan prints with --explain, and (but for the ILP's) as hetrl-plan export
+// writes it for verl and for OpenRLHF, or the reasons it refuses. For some scenarios hybrid's plan is also
 // simulated (3 iterations, seed 1) and its report kept. Seconds the search took are the one
 // thing that differs between runs: they are set to 0 before writing. Every plan file is also
 // read back and evaluated: it must predict, bit for bit, what the planner's plan predicted.
@@ -27,6 +28,7 @@
 #include "io/plan_io.h"
 #include "io/sim_io.h"
 #include "plan/evaluate.h"
+#include "plan/export.h"
 #include "plan/report.h"
 #include "planner/baselines.h"
 #include "planner/hybrid.h"
@@ -180,6 +182,18 @@ int run(const std::string& mode, const fs::path& golden, const fs::path& scenari
     plan::Evaluator again(model);
     const std::string differs = first_difference(prediction, again.evaluate(back, true), in.graph);
     if (!differs.empty()) out.mismatch(label + ".plan.json read back predicts another " + differs);
+    // The plan as each runtime's configuration, or the reasons it cannot run it.
+    if (label.starts_with("ilp")) return;
+    const plan::ExportInputs inputs{p, in.cluster, in.workload.workload, in.graph, catalogs.models, model, prediction};
+    for (const plan::Runtime runtime : {plan::Runtime::kVerl, plan::Runtime::kOpenRlhf}) {
+      std::string text;
+      try {
+        text = plan::format_export(plan::export_plan(runtime, inputs), inputs, in.workload.name);
+      } catch (const core::JobError& e) {
+        text = fmt::format("refused: {}\n", e.what());
+      }
+      out.file(fmt::format("{}.{}.sh", label, plan::runtime_name(runtime)), text);
+    }
   };
   const std::vector<int> nodes = planner::all_nodes(in.cluster);
   keep("verl", planner::plan_verl(model, catalogs.models, nodes));

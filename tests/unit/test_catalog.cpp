@@ -116,6 +116,22 @@ TEST_CASE("a user's model: a plain MLP counts two projections, implausible shape
                        core::InputError);
 }
 
+TEST_CASE("every built-in model names the repository its weights are published in") {
+  for (const workload::ModelArch& m : catalogs().models.models) {
+    CAPTURE(m.name);
+    // "Org/Name", the name the catalogue gives it, and the repository its source cites.
+    const std::size_t slash = m.repository.find('/');
+    REQUIRE(slash != std::string::npos);
+    CHECK(m.repository.substr(slash + 1) == m.name);
+    CHECK(m.source.starts_with(m.repository + " "));
+  }
+  // A user's catalogue need not say.
+  const std::string own = R"({"schema": "hetrl.models/v1", "models": {
+      "M": {"layers": 2, "hidden": 1024, "heads": 8, "kv_heads": 8, "head_dim": 128, "ffn_hidden": 4096,
+            "vocab": 32000, "tied_embeddings": true, "qkv_bias": false, "qk_norm": false}}})";
+  CHECK(io::parse_model_catalog(own, "own.json", true).get("M", "").repository.empty());
+}
+
 TEST_CASE("every model's count from its shape matches the published count within 1%") {
   // Published counts, as stated by the publishers (model cards, safetensors metadata).
   const std::vector<std::pair<const char*, double>> published = {
@@ -157,7 +173,7 @@ TEST_CASE("broken catalogues are rejected with the place of the fault") {
   const std::string models = R"({"schema": "hetrl.models/v1", "models": {"M": {"layers": 2,
     "hidden": 64, "heads": 6, "kv_heads": 4, "head_dim": 16, "ffn_hidden": 128, "vocab": 100,
     "tied_embeddings": true, "qkv_bias": false, "qk_norm": false, "published_params": 1,
-    "source": "s"}}})";
+    "repository": "o/M", "source": "s"}}})";
   CHECK_THROWS_WITH_AS(io::parse_model_catalog(models, "models.json"),
                        "models.json: /models/M: model \"M\": heads (6) must be a multiple of "
                        "kv_heads (4)",

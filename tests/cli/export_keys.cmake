@@ -1,0 +1,23 @@
+# Every setting of every golden export (GOLDEN/*/*.verl.sh, *.openrlhf.sh) is a key its runtime
+# documents (KEYS); each runtime has exports and refusals among them, so neither side is empty.
+#   KEYS: tests/cli/data/export; GOLDEN: tests/golden/data.
+cmake_minimum_required(VERSION 3.20)  # quoted words in if() are words (CMP0054)
+include(${CMAKE_CURRENT_LIST_DIR}/export_checks.cmake)
+foreach(runtime verl openrlhf)
+  file(GLOB scripts ${GOLDEN}/*/*.${runtime}.sh)
+  set(exported 0)
+  set(refused 0)
+  foreach(script IN LISTS scripts)
+    file(STRINGS ${script} first LIMIT_COUNT 1)
+    if(first MATCHES "^refused: ")
+      math(EXPR refused "${refused} + 1")
+      continue()
+    endif()
+    settings_of(${script} ${runtime} items)
+    math(EXPR exported "${exported} + 1")
+  endforeach()
+  message(STATUS "${runtime}: ${exported} exported, ${refused} refused")
+  if(exported EQUAL 0 OR refused EQUAL 0)
+    message(FATAL_ERROR "${runtime}: ${exported} golden exports and ${refused} refusals: expected some of each")
+  endif()
+endforeach()

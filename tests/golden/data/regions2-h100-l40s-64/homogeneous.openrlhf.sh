@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# OpenRLHF 0.11.0: plan by homogeneous for grpo-qwen3-8b-async on regions2-h100-l40s-64: 27.95 samples/s predicted
+# keys as documented in the flags of openrlhf.cli.train_ppo_ray (its --help and README)
+# the reward is a rule: give it as --reward.remote_url or --train.agent_func_path
+# give the prompts as --data.prompt_dataset, and submit it with ray job submit
+# run it on a Ray cluster of the plan's 4 nodes: us-east-1a-p5.48xlarge-0, us-east-1a-p5.48xlarge-1, us-east-1a-p5.48xlarge-2, us-east-1a-p5.48xlarge-3
+python3 -m openrlhf.cli.train_ppo_ray \
+  --actor.num_nodes 2 \
+  --actor.num_gpus_per_node 8 \
+  --ref.num_nodes 2 \
+  --ref.num_gpus_per_node 8 \
+  --train.colocate_actor_ref \
+  --vllm.num_engines 4 \
+  --vllm.tensor_parallel_size 4 \
+  --vllm.gpu_memory_utilization 0.90 \
+  --train.async_enable \
+  --train.async_queue_size 1 \
+  --ds.zero_stage 1 \
+  --actor.gradient_checkpointing_enable \
+  --ds.packing_samples \
+  --train.dynamic_batch_enable \
+  --train.max_tokens_per_gpu 8192 \
+  --rollout.max_tokens_per_gpu 8192 \
+  --actor.model_name_or_path Qwen/Qwen3-8B \
+  --algo.advantage.estimator group_norm \
+  --rollout.batch_size 128 \
+  --rollout.n_samples_per_prompt 8 \
+  --train.batch_size 256 \
+  --train.max_epochs 1 \
+  --rollout.max_new_tokens 4096 \
+  --data.max_len 4608

@@ -1,0 +1,1 @@
+refused: OpenRLHF 0.11.0 cannot run this plan as planned: generate's replicas carry uneven batch shares (0.001 to 0.055): OpenRLHF splits a batch evenly over its data-parallel ranks; its pools are on different GPU types (A100-SXM-80G, H100-SXM, L4, L40S): OpenRLHF asks Ray for GPU counts, not for GPU types

@@ -1,0 +1,1 @@
+refused: verl 0.8.0.dev cannot run this plan as planned: ref_logprob runs apart from actor_train: verl runs the actor, reference and critic on one resource pool; ref_logprob's replicas carry uneven batch shares (0.016 to 0.047): verl splits a batch evenly over its data-parallel ranks

@@ -1,0 +1,1 @@
+refused: verl 0.8.0.dev cannot run this plan as planned: generation runs apart from training synchronously: verl runs the rollout on a pool of its own only one step off policy (its one_step_off_policy recipe); its pools are on different GPU types (A100-SXM-80G, L4): verl asks Ray for GPU counts, not for GPU types

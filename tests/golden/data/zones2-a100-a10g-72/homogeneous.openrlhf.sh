@@ -1,0 +1,1 @@
+refused: OpenRLHF 0.11.0 cannot run this plan as planned: generation runs pipeline stages: OpenRLHF's vLLM engines take a TP size only; actor_train runs 8 pipeline stages: OpenRLHF's DeepSpeed workers have none; actor_logprob runs 8 pipeline stages: OpenRLHF's DeepSpeed workers have none; ref_logprob runs 8 pipeline stages: OpenRLHF's DeepSpeed workers have none

@@ -1,0 +1,1 @@
+refused: verl 0.8.0.dev cannot run this plan as planned: generate's pipeline stages hold 12 to 52 layers: verl splits them evenly; actor_train's pipeline stages hold 12 to 52 layers: verl splits them evenly; actor_logprob's pipeline stages hold 12 to 52 layers: verl splits them evenly; ref_logprob's pipeline stages hold 12 to 52 layers: verl splits them evenly

@@ -1,0 +1,1 @@
+refused: verl 0.8.0.dev cannot run this plan as planned: critic_train's pipeline stages hold 3 to 4 layers: verl splits them evenly; critic_value's pipeline stages hold 3 to 4 layers: verl splits them evenly; reward's pipeline stages hold 3 to 4 layers: verl splits them evenly
