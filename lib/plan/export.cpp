@@ -153,6 +153,13 @@ class Reader {
         fewest = std::min(fewest, s.layers);
         most = std::max(most, s.layers);
       }
+      std::set<std::string> types;
+      for (const Stage& s : r.stages) types.insert(in_.cluster.gpu_types[in_.cluster.nodes[s.node].gpu_type].name);
+      if (types.size() > 1) {
+        refuse(fmt::format("{}'s pipeline stages are on different GPU types ({}): {} places pipeline ranks in rank "
+                           "order, not by GPU type",
+                           name(task), fmt::join(types, ", "), runtime));
+      }
       if (most - fewest > spread) {
         refuse(fmt::format("{}'s pipeline stages hold {} to {} layers: {} splits them evenly", name(task), fewest, most,
                            runtime));
@@ -267,6 +274,15 @@ class Reader {
   Tasks tasks_;
   std::vector<std::string> refusals_;
 };
+
+// The Ray cluster the runtime needs: the pools' nodes, each once.
+std::string ray_cluster_note(const std::vector<const Pool*>& pools) {
+  std::vector<std::string> nodes;
+  for (const Pool* p : pools) nodes.insert(nodes.end(), p->nodes.begin(), p->nodes.end());
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return fmt::format("run it on a Ray cluster of the plan's {} nodes: {}", nodes.size(), fmt::join(nodes, ", "));
+}
 
 std::string flag(bool on) { return on ? "True" : "False"; }
 
@@ -501,13 +517,7 @@ Export export_verl(Reader& reader) {
   }
   out.settings = s.take();
   out.notes.push_back("give the data as data.train_files and data.val_files");
-  std::vector<std::string> nodes = trainer_pool.nodes;
-  for (const Pool* p : pools) {
-    if (p != &trainer_pool) nodes.insert(nodes.end(), p->nodes.begin(), p->nodes.end());
-  }
-  std::sort(nodes.begin(), nodes.end());
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  out.notes.push_back(fmt::format("run it on a Ray cluster of the plan's {} nodes: {}", nodes.size(), fmt::join(nodes, ", ")));
+  out.notes.push_back(ray_cluster_note(pools));
   return out;
 }
 
@@ -670,11 +680,7 @@ Export export_openrlhf(Reader& reader) {
   s.set("--data.max_len", w.prompt_length_tokens + w.response.max());
   out.settings = s.take();
   out.notes.push_back("give the prompts as --data.prompt_dataset, and submit it with ray job submit");
-  std::vector<std::string> nodes;
-  for (const auto& [g, p] : pools) nodes.insert(nodes.end(), p.nodes.begin(), p.nodes.end());
-  std::sort(nodes.begin(), nodes.end());
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  out.notes.push_back(fmt::format("run it on a Ray cluster of the plan's {} nodes: {}", nodes.size(), fmt::join(nodes, ", ")));
+  out.notes.push_back(ray_cluster_note(pool_list));
   return out;
 }
 

@@ -240,5 +240,21 @@ TEST_CASE("pools on different GPU types, and a pool with uneven nodes, are refus
   CHECK(xu.refusal(plan::Runtime::kVerl, p).find("uses 4 GPUs on some nodes and 8 on others") != std::string::npos);
 }
 
+TEST_CASE("pipeline stages on different GPU types are refused") {
+  Fixture f(testing::make_cluster({"us-east-1a:1x8xH100-SXM", "us-east-1a:1x8xA100-SXM-80G"}),
+            testing::ppo("Llama-3.1-8B", 256, 512, 512, 2));
+  Exporter x{f};
+  // TP8 x PP2: each replica's first stage on the H100 node, its second on the A100 node.
+  const plan::Plan p = colocated(f, 8, 8, 2, {1, cost::Recompute::kFull, false});
+  const std::string why = x.refusal(plan::Runtime::kVerl, p);
+  CHECK(why.find("actor_train's pipeline stages are on different GPU types (A100-SXM-80G, H100-SXM)") !=
+        std::string::npos);
+  // The same layout on one GPU type exports.
+  Fixture same(testing::make_cluster({"us-east-1a:2x8xH100-SXM"}), testing::ppo("Llama-3.1-8B", 256, 512, 512, 2));
+  Exporter xs{same};
+  CHECK(value(xs.run(plan::Runtime::kVerl, colocated(same, 8, 8, 2, {1, cost::Recompute::kFull, false})),
+              "actor_rollout_ref.actor.megatron.pipeline_model_parallel_size") == "2");
+}
+
 }  // namespace
 }  // namespace hetrl
