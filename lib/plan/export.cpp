@@ -9,7 +9,6 @@
 #include <set>
 
 #include "core/error.h"
-#include "plan/report.h"
 
 namespace hetrl::plan {
 
@@ -109,10 +108,11 @@ struct Pool {
   std::vector<std::string> nodes;
 };
 
-// Reads a plan against what every runtime here can run, collecting each reason it cannot.
+// Reads a plan against what a runtime can run, collecting each reason it cannot.
 class Reader {
  public:
-  explicit Reader(const ExportInputs& in) : in_(in), tasks_(find_tasks(in.graph)) {}
+  Reader(const ExportInputs& in, Runtime runtime)
+      : in_(in), runtime_(runtime), name_(runtime_docs(runtime).runtime), tasks_(find_tasks(in.graph)) {}
 
   const Tasks& tasks() const { return tasks_; }
   const ExportInputs& in() const { return in_; }
@@ -120,9 +120,9 @@ class Reader {
     if (std::find(refusals_.begin(), refusals_.end(), why) == refusals_.end()) refusals_.push_back(std::move(why));
   }
   // Throws core::JobError with every reason found, if any.
-  void finish(Runtime runtime) const {
+  void finish() const {
     if (refusals_.empty()) return;
-    const RuntimeDocs& docs = runtime_docs(runtime);
+    const RuntimeDocs& docs = runtime_docs(runtime_);
     throw core::JobError(fmt::format("{} {} cannot run this plan as planned: {}", docs.runtime, docs.version,
                                      fmt::join(refusals_, "; ")));
   }
@@ -130,60 +130,13 @@ class Reader {
   const std::string& name(int task) const { return in_.graph.tasks[task].name; }
   int group(int task) const { return task < 0 ? -1 : in_.plan.group_of(task); }
 
-  // The task's layout, refusing replicas of different layouts, uneven shares, pipeline stages
-  // of different lengths and a task that leaves some of its group's GPUs to others.
-  Layout layout(int task, std::string_view runtime) {
-    Layout out;
-    const TaskPlacement* placement = in_.plan.placement(task);
-    if (placement == nullptr || placement->replicas.empty()) return out;
-    const Replica& first = placement->replicas.front();
-    out.tp = static_cast<int>(first.stages.front().devices.size());
-    out.pp = static_cast<int>(first.stages.size());
-    out.replicas = static_cast<int>(placement->replicas.size());
-    out.train = placement->train;
-    std::set<std::pair<int, int>> shapes;
-    double low = 1, high = 0;
-    // Stages hold equal runs of layers (Megatron); an inference engine's take the remainder one
-    // layer at a time.
-    const int spread = in_.graph.tasks[task].kind == TaskKind::kGenerate ? 1 : 0;
-    for (const Replica& r : placement->replicas) {
-      int fewest = r.stages.front().layers, most = fewest;
-      for (const Stage& s : r.stages) {
-        shapes.emplace(static_cast<int>(s.devices.size()), static_cast<int>(r.stages.size()));
-        fewest = std::min(fewest, s.layers);
-        most = std::max(most, s.layers);
-      }
-      std::set<std::string> types;
-      for (const Stage& s : r.stages) types.insert(in_.cluster.gpu_types[in_.cluster.nodes[s.node].gpu_type].name);
-      if (types.size() > 1) {
-        refuse(fmt::format("{}'s pipeline stages are on different GPU types ({}): {} places pipeline ranks in rank "
-                           "order, not by GPU type",
-                           name(task), fmt::join(types, ", "), runtime));
-      }
-      if (most - fewest > spread) {
-        refuse(fmt::format("{}'s pipeline stages hold {} to {} layers: {} splits them evenly", name(task), fewest, most,
-                           runtime));
-      }
-      low = std::min(low, r.share);
-      high = std::max(high, r.share);
-    }
-    if (shapes.size() > 1) {
-      std::vector<std::string> texts;
-      for (const auto& [tp, pp] : shapes) texts.push_back(pp > 1 ? fmt::format("TP{} PP{}", tp, pp) : fmt::format("TP{}", tp));
-      refuse(fmt::format("{}'s replicas have different layouts ({}): {} gives a role one layout", name(task),
-                         fmt::join(texts, ", "), runtime));
-    }
-    if (high - low > kEvenShare) {
-      refuse(fmt::format("{}'s replicas carry uneven batch shares ({:.3f} to {:.3f}): {} splits a batch evenly over "
-                         "its data-parallel ranks",
-                         name(task), low, high, runtime));
-    }
-    const int group_gpus = static_cast<int>(in_.plan.groups[group(task)].gpus.size());
-    if (out.gpus() != group_gpus) {
-      refuse(fmt::format("{} runs on {} of its group's {} GPUs: {} runs a role on every GPU of its pool", name(task),
-                         out.gpus(), group_gpus, runtime));
-    }
-    return out;
+  // The task's layout, read once: replicas of different layouts, uneven shares, pipeline
+  // stages of different lengths or GPU types and a task that leaves some of its group's GPUs to
+  // others are refused.
+  const Layout& layout(int task) {
+    const auto [at, fresh] = layouts_.try_emplace(task);
+    if (fresh) at->second = read_layout(task);
+    return at->second;
   }
 
   // The group's GPUs as a pool of nodes with the same number of GPUs each.
@@ -208,25 +161,25 @@ class Reader {
   }
 
   // Pools on different GPU types cannot be told where to go: a runtime asks Ray for GPU counts.
-  void one_type_across(const std::vector<const Pool*>& pools, std::string_view runtime) {
+  void one_type_across(const std::vector<const Pool*>& pools) {
     std::set<std::string> types;
     for (const Pool* p : pools) types.insert(p->gpu_types.begin(), p->gpu_types.end());
     if (pools.size() > 1 && types.size() > 1) {
       refuse(fmt::format("its pools are on different GPU types ({}): {} asks Ray for GPU counts, not for GPU types",
-                         fmt::join(types, ", "), runtime));
+                         fmt::join(types, ", "), name_));
     }
   }
 
-  void bf16_only(std::string_view runtime) {
+  void bf16_only() {
     if (in_.workload.precision == workload::Precision::kFp16) {
-      refuse(fmt::format("the workload computes in FP16: the export is for {}'s BF16 training", runtime));
+      refuse(fmt::format("the workload computes in FP16: the export is for {}'s BF16 training", name_));
       return;
     }
     for (const Group& g : in_.plan.groups) {
       for (const Gpu& gpu : g.gpus) {
         const hw::GpuSpec& spec = in_.cluster.gpu_types[in_.cluster.nodes[gpu.node].gpu_type];
         if (spec.bf16_flops <= 0) {
-          refuse(fmt::format("{} has no BF16, which {}'s training uses", spec.name, runtime));
+          refuse(fmt::format("{} has no BF16, which {}'s training uses", spec.name, name_));
           return;
         }
       }
@@ -270,8 +223,66 @@ class Reader {
   }
 
  private:
+  Layout read_layout(int task) {
+    Layout out;
+    const TaskPlacement* placement = in_.plan.placement(task);
+    if (placement == nullptr || placement->replicas.empty()) return out;
+    const Replica& first = placement->replicas.front();
+    out.tp = static_cast<int>(first.stages.front().devices.size());
+    out.pp = static_cast<int>(first.stages.size());
+    out.replicas = static_cast<int>(placement->replicas.size());
+    out.train = placement->train;
+    std::set<std::pair<int, int>> shapes;
+    double low = 1, high = 0;
+    // Stages hold equal runs of layers (Megatron); an inference engine's take the remainder one
+    // layer at a time.
+    const int spread = in_.graph.tasks[task].kind == TaskKind::kGenerate ? 1 : 0;
+    for (const Replica& r : placement->replicas) {
+      int fewest = r.stages.front().layers, most = fewest;
+      for (const Stage& s : r.stages) {
+        shapes.emplace(static_cast<int>(s.devices.size()), static_cast<int>(r.stages.size()));
+        fewest = std::min(fewest, s.layers);
+        most = std::max(most, s.layers);
+      }
+      std::set<std::string> types;
+      for (const Stage& s : r.stages) types.insert(in_.cluster.gpu_types[in_.cluster.nodes[s.node].gpu_type].name);
+      if (types.size() > 1) {
+        refuse(fmt::format("{}'s pipeline stages are on different GPU types ({}): {} places pipeline ranks in rank "
+                           "order, not by GPU type",
+                           name(task), fmt::join(types, ", "), name_));
+      }
+      if (most - fewest > spread) {
+        refuse(fmt::format("{}'s pipeline stages hold {} to {} layers: {} splits them evenly", name(task), fewest, most,
+                           name_));
+      }
+      low = std::min(low, r.share);
+      high = std::max(high, r.share);
+    }
+    if (shapes.size() > 1) {
+      std::vector<std::string> texts;
+      for (const auto& [tp, pp] : shapes) texts.push_back(pp > 1 ? fmt::format("TP{} PP{}", tp, pp) : fmt::format("TP{}", tp));
+      refuse(fmt::format("{}'s replicas have different layouts ({}): {} gives a role one layout", name(task),
+                         fmt::join(texts, ", "), name_));
+    }
+    if (high - low > kEvenShare) {
+      refuse(fmt::format("{}'s replicas carry uneven batch shares ({:.3f} to {:.3f}): {} splits a batch evenly over "
+                         "its data-parallel ranks",
+                         name(task), low, high, name_));
+    }
+    const int group_gpus = static_cast<int>(in_.plan.groups[group(task)].gpus.size());
+    if (out.gpus() != group_gpus) {
+      refuse(fmt::format("{} runs on {} of its group's {} GPUs: {} runs a role on every GPU of its pool", name(task),
+                         out.gpus(), group_gpus, name_));
+    }
+    return out;
+  }
+
+
   const ExportInputs& in_;
+  Runtime runtime_;
+  std::string_view name_;  // as people write it, for the reasons: "verl", "OpenRLHF"
   Tasks tasks_;
+  std::map<int, Layout> layouts_;  // by task, as read
   std::vector<std::string> refusals_;
 };
 
@@ -336,11 +347,10 @@ Export export_verl(Reader& reader) {
   const Tasks& t = reader.tasks();
   const workload::Workload& w = in.workload;
   Export out;
-  const std::string_view runtime = "verl";
-  reader.bf16_only(runtime);
+  reader.bf16_only();
   if (t.generate < 0 || t.actor_train < 0) {
     reader.refuse("verl's PPO trainer generates and trains an actor; this workload does not");
-    reader.finish(Runtime::kVerl);
+    reader.finish();
   }
   const bool async = w.mode == workload::Mode::kAsync;
   const int trainer_group = reader.group(t.actor_train);
@@ -385,44 +395,42 @@ Export export_verl(Reader& reader) {
                               w.prompts_per_iteration, w.mini_batches));
   }
 
-  const Layout rollout = reader.layout(t.generate, runtime);
-  const Layout actor = reader.layout(t.actor_train, runtime);
-  // Training and scoring: one strategy, FSDP or Megatron, for every worker.
-  struct Worker {
-    int task;
-    Layout layout;
-  };
-  std::vector<Worker> workers;
-  for (int task : {t.actor_train, t.actor_logprob, t.ref, t.critic_train, t.critic_value, t.reward}) {
-    if (task >= 0) workers.push_back({task, task == t.actor_train ? actor : reader.layout(task, runtime)});
-  }
+  const Layout& rollout = reader.layout(t.generate);
+  const Layout& actor = reader.layout(t.actor_train);
+  // Training and scoring: one strategy for every worker, Megatron where one trains below
+  // ZeRO-3 or a forward pass runs TP or PP, FSDP otherwise.
+  std::vector<int> workers = {t.actor_train, t.actor_logprob, t.ref, t.critic_train, t.critic_value, t.reward};
+  std::erase(workers, -1);
+  const auto trains = [&](int task) { return in.graph.tasks[task].kind == TaskKind::kTrain; };
+  for (int task : workers) reader.layout(task);  // the layouts' reasons first, then the strategy's
   bool megatron = false;
-  for (const Worker& wk : workers) {
-    const bool trains = in.graph.tasks[wk.task].kind == TaskKind::kTrain;
-    const cost::TrainOptions fsdp_like{3, cost::Recompute::kNone, false};
-    if (trains) {
-      if (const auto why = verl_trainer_refusal(wk.layout.tp, wk.layout.pp, wk.layout.train)) {
-        reader.refuse(fmt::format("{} trains with {}", reader.name(wk.task), *why));
-      }
+  for (int task : workers) {
+    const Layout& l = reader.layout(task);
+    if (!trains(task)) {
+      megatron = megatron || l.tp > 1 || l.pp > 1;
+      continue;
     }
-    megatron = megatron || (trains ? wk.layout.train.zero_stage < 3 : verl_trainer_refusal(wk.layout.tp, wk.layout.pp, fsdp_like).has_value());
+    if (const auto why = verl_trainer_refusal(l.tp, l.pp, l.train)) {
+      reader.refuse(fmt::format("{} trains with {}", reader.name(task), *why));
+    }
+    megatron = megatron || l.train.zero_stage < 3;
   }
-  for (const Worker& wk : workers) {
-    const bool trains = in.graph.tasks[wk.task].kind == TaskKind::kTrain;
-    if (megatron && trains && wk.layout.train.zero_stage == 3 && wk.layout.tp == 1 && wk.layout.pp == 1) {
+  for (int task : workers) {
+    const Layout& l = reader.layout(task);
+    if (megatron && trains(task) && l.train.zero_stage == 3 && l.tp == 1 && l.pp == 1) {
       reader.refuse(fmt::format("{} trains with ZeRO-3 (verl's FSDP workers) while another worker needs its Megatron "
                                 "workers: verl runs one strategy",
-                                reader.name(wk.task)));
+                                reader.name(task)));
     }
-    if (!megatron && !trains && (wk.layout.tp > 1 || wk.layout.pp > 1)) {
+    if (!megatron && !trains(task) && (l.tp > 1 || l.pp > 1)) {
       reader.refuse(fmt::format("{} runs TP{} PP{} while the trainers are verl's FSDP workers, which have neither",
-                                reader.name(wk.task), wk.layout.tp, wk.layout.pp));
+                                reader.name(task), l.tp, l.pp));
     }
   }
   // What shares a worker in verl shares a layout: the actor's scoring pass, and the critic's.
   const auto same_layout = [&](int a, int b, std::string_view why) {
     if (a < 0 || b < 0) return;
-    const Layout la = reader.layout(a, runtime), lb = reader.layout(b, runtime);
+    const Layout &la = reader.layout(a), &lb = reader.layout(b);
     if (la.tp != lb.tp || la.pp != lb.pp) {
       reader.refuse(fmt::format("{} runs TP{} PP{} and {} TP{} PP{}: {}", reader.name(a), la.tp, la.pp, reader.name(b),
                                 lb.tp, lb.pp, why));
@@ -442,8 +450,8 @@ Export export_verl(Reader& reader) {
     reward_resource = reader.pool(reader.group(t.reward), "the reward model's pool");
     pools.push_back(&*reward_resource);
   }
-  reader.one_type_across(pools, runtime);
-  reader.finish(Runtime::kVerl);
+  reader.one_type_across(pools);
+  reader.finish();
 
   // The settings.
   Settings s;
@@ -478,11 +486,11 @@ Export export_verl(Reader& reader) {
     s.set("actor_rollout_ref.ref.strategy", megatron ? "megatron" : "fsdp");
     s.set_flag("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", true);
     s.set("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu", tokens);
-    verl_worker(s, "actor_rollout_ref.ref", megatron, reader.layout(t.ref, runtime), false, offload,
+    verl_worker(s, "actor_rollout_ref.ref", megatron, reader.layout(t.ref), false, offload,
                 "actor_rollout_ref.ref.fsdp_config", "");
   }
   if (ppo) {
-    const Layout critic = reader.layout(t.critic_train, runtime);
+    const Layout& critic = reader.layout(t.critic_train);
     s.set("critic.strategy", megatron ? "megatron" : "fsdp");
     s.set("critic.model.path", reader.model_path(w.role(Role::kCritic).model, out.notes));
     s.set("critic.ppo_epochs", w.epochs);
@@ -498,10 +506,9 @@ Export export_verl(Reader& reader) {
     s.set("reward_model.model.path", reader.model_path(w.role(Role::kReward).model, out.notes));
     s.set_flag("reward_model.use_dynamic_bsz", true);
     s.set("reward_model.forward_max_token_len_per_gpu", tokens);
-    const bool own = reward_pool;
-    verl_worker(s, "reward_model", megatron, reader.layout(t.reward, runtime), false,
+    verl_worker(s, "reward_model", megatron, reader.layout(t.reward), false,
                 in.plan.groups[reader.group(t.reward)].offload, "reward_model.model.fsdp_config", "");
-    if (own) {
+    if (reward_pool) {
       s.set_flag("reward_model.enable_resource_pool", true);
       s.set("reward_model.nnodes", reward_resource->nnodes);
       s.set("reward_model.n_gpus_per_node", reward_resource->gpus_per_node);
@@ -528,11 +535,10 @@ Export export_openrlhf(Reader& reader) {
   const Tasks& t = reader.tasks();
   const workload::Workload& w = in.workload;
   Export out;
-  const std::string_view runtime = "OpenRLHF";
-  reader.bf16_only(runtime);
+  reader.bf16_only();
   if (t.generate < 0 || t.actor_train < 0) {
     reader.refuse("OpenRLHF's PPO trainer generates and trains an actor; this workload does not");
-    reader.finish(Runtime::kOpenRlhf);
+    reader.finish();
   }
   const bool async = w.mode == workload::Mode::kAsync;
   const int actor_group = reader.group(t.actor_train);
@@ -581,17 +587,15 @@ Export export_openrlhf(Reader& reader) {
   if (w.samples_per_iteration() % w.mini_batches != 0) {
     reader.refuse(fmt::format("{} samples do not split into {} mini-batches", w.samples_per_iteration(), w.mini_batches));
   }
-  const Layout rollout = reader.layout(t.generate, runtime);
+  const Layout& rollout = reader.layout(t.generate);
   if (rollout.pp > 1) reader.refuse("generation runs pipeline stages: OpenRLHF's vLLM engines take a TP size only");
   // DeepSpeed: one TP size and one ZeRO stage for every model, no pipeline stages.
   std::set<int> tps, zeros;
   std::set<cost::Recompute> recomputes;
   std::set<bool> adam_offloads;
-  std::map<int, Layout> layouts;
   for (int task : {t.actor_train, t.actor_logprob, t.ref, t.critic_train, t.critic_value, t.reward}) {
     if (task < 0) continue;
-    const Layout l = reader.layout(task, runtime);
-    layouts[task] = l;
+    const Layout& l = reader.layout(task);
     tps.insert(l.tp);
     if (l.pp > 1) {
       reader.refuse(fmt::format("{} runs {} pipeline stages: OpenRLHF's DeepSpeed workers have none", reader.name(task),
@@ -625,8 +629,8 @@ Export export_openrlhf(Reader& reader) {
   }
   std::vector<const Pool*> pool_list;
   for (const auto& [g, p] : pools) pool_list.push_back(&p);
-  reader.one_type_across(pool_list, runtime);
-  reader.finish(Runtime::kOpenRlhf);
+  reader.one_type_across(pool_list);
+  reader.finish();
 
   Settings s;
   out.command = "python3 -m openrlhf.cli.train_ppo_ray";
@@ -687,7 +691,7 @@ Export export_openrlhf(Reader& reader) {
 }  // namespace
 
 Export export_plan(Runtime runtime, const ExportInputs& in) {
-  Reader reader(in);
+  Reader reader(in, runtime);
   Export out = runtime == Runtime::kVerl ? export_verl(reader) : export_openrlhf(reader);
   out.runtime = runtime;
   return out;
