@@ -352,7 +352,6 @@ Export export_verl(Reader& reader) {
     reader.refuse("verl's PPO trainer generates and trains an actor; this workload does not");
     reader.finish();
   }
-  const bool async = w.mode == workload::Mode::kAsync;
   const int trainer_group = reader.group(t.actor_train);
   const int rollout_group = reader.group(t.generate);
   // Every task but generation (and a reward model with a pool of its own) on the trainer's pool.
@@ -370,13 +369,12 @@ Export export_verl(Reader& reader) {
     reader.refuse("the reward model shares generation's GPUs: verl gives it the trainer's pool or one of its own");
   }
   const bool split = rollout_group != trainer_group;
+  // Generation on the trainer's GPUs waits for training whatever the workload allows: the plan
+  // runs on policy, verl's synchronous trainer.
+  const bool async = w.mode == workload::Mode::kAsync && split;
   if (split && !async) {
     reader.refuse("generation runs apart from training synchronously: verl runs the rollout on a pool of its own only "
                   "one step off policy (its one_step_off_policy recipe)");
-  }
-  if (!split && async) {
-    reader.refuse("the workload is asynchronous but generation shares the trainer's GPUs: verl's one-step-off-policy "
-                  "trainer gives the rollout a pool of its own");
   }
   if (async && w.max_staleness != 1) {
     reader.refuse(fmt::format("the workload lets generation run {} iterations ahead: verl's one-step-off-policy "
@@ -540,7 +538,6 @@ Export export_openrlhf(Reader& reader) {
     reader.refuse("OpenRLHF's PPO trainer generates and trains an actor; this workload does not");
     reader.finish();
   }
-  const bool async = w.mode == workload::Mode::kAsync;
   const int actor_group = reader.group(t.actor_train);
   // Which groups the plan has: all in one (colocate_all), or OpenRLHF's pools: vLLM engines,
   // actor (with the reference when colocate_actor_ref), critic (with the reward model when
@@ -549,10 +546,8 @@ Export export_openrlhf(Reader& reader) {
   std::erase(all, -1);
   const bool colocate_all =
       std::all_of(all.begin(), all.end(), [&](int task) { return reader.group(task) == actor_group; });
-  if (colocate_all && async) {
-    reader.refuse("the workload is asynchronous but generation shares the actor's GPUs: OpenRLHF's asynchronous "
-                  "trainer runs vLLM on GPUs of its own");
-  }
+  // Generation on the actor's GPUs waits for training whatever the workload allows: on policy.
+  const bool async = w.mode == workload::Mode::kAsync && !colocate_all;
   if (reader.group(t.actor_logprob) != actor_group) {
     reader.refuse("actor_logprob runs apart from actor_train: OpenRLHF scores with the actor's own workers");
   }

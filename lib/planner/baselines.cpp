@@ -24,19 +24,25 @@ std::vector<TaskChoice> strategies(std::span<const int> tps, bool training) {
   return planner::strategies(kBaselineSpace, tps, training);
 }
 
-// The training and scoring strategies verl's trainers run (FSDP: ZeRO-3 alone; Megatron: TP
-// and PP with ZeRO-1), as hetrl-plan export writes them.
-std::vector<TaskChoice> verl_strategies(std::span<const int> tps) {
-  std::vector<TaskChoice> out = strategies(tps, true);
-  std::erase_if(out, [](const TaskChoice& s) { return plan::verl_trainer_refusal(s.tp, s.pp, s.train).has_value(); });
-  return out;
-}
-
 std::vector<const workload::ModelArch*> archs_of(const workload::TaskGraph& graph,
                                                  const workload::ModelCatalog& models,
                                                  const std::vector<int>& tasks) {
   std::vector<const workload::ModelArch*> out;
   for (int t : tasks) out.push_back(&models.get(graph.tasks[t].model, ""));
+  return out;
+}
+
+// The training and scoring strategies verl's trainers run for models `archs` (FSDP: ZeRO-3
+// alone; Megatron: TP and PP with ZeRO-1, each stage holding as many layers as the others), as
+// hetrl-plan export writes them.
+std::vector<TaskChoice> verl_strategies(std::span<const int> tps,
+                                        const std::vector<const workload::ModelArch*>& archs) {
+  std::vector<TaskChoice> out = strategies(tps, true);
+  std::erase_if(out, [&](const TaskChoice& s) {
+    const auto uneven = [&](const workload::ModelArch* a) { return a->layers % s.pp != 0; };
+    return std::any_of(archs.begin(), archs.end(), uneven) ||
+           plan::verl_trainer_refusal(s.tp, s.pp, s.train).has_value();
+  });
   return out;
 }
 
@@ -121,7 +127,7 @@ PlannerResult plan_verl(const cost::CostModel& model, const workload::ModelCatal
   // engine runs them).
   const bool generates = !gpu_tasks(graph, true).empty();
   const std::vector<TaskChoice> rollouts = generates ? strategies(tps, false) : std::vector<TaskChoice>(1);
-  for (const TaskChoice& strategy : verl_strategies(tps)) {
+  for (const TaskChoice& strategy : verl_strategies(tps, archs_of(graph, models, gpu_tasks(graph, false)))) {
     for (const TaskChoice& rollout : rollouts) {
       if (late(deadline, result)) break;
       plan::Plan candidate;
@@ -206,7 +212,8 @@ PlannerResult plan_disaggregated(const cost::CostModel& model, const workload::M
       const auto gen_strategies =
           strategies(tp_choices(cluster, gen_nodes, archs_of(graph, models, gen_tasks)), false);
       const std::vector<int> train_tps = tp_choices(cluster, train_nodes, archs_of(graph, models, train_tasks));
-      const auto train_strategies = policy.balance ? strategies(train_tps, true) : verl_strategies(train_tps);
+      const auto train_strategies = policy.balance ? strategies(train_tps, true)
+                                                     : verl_strategies(train_tps, archs_of(graph, models, train_tasks));
       plan::Plan candidate;
       candidate.groups.resize(2);
       candidate.planner.name = policy.name;

@@ -68,6 +68,12 @@ struct FileInstance {
         model(in.cluster, in.workload.workload, in.graph, catalogs().models) {}
 };
 
+// One of benchmarks/paper's scenarios (a network and a workload), loaded as hetrl-plan loads it.
+inline io::Inputs paper_scenario(const std::string& network, const std::string& workload) {
+  const std::string dir = HETRL_PAPER_SCENARIOS;
+  return io::load_inputs(dir + "/clusters/" + network + ".json", dir + "/workloads/" + workload + ".json", catalogs());
+}
+
 struct Fixture {
   hw::Cluster cluster;
   workload::Workload workload;

@@ -223,6 +223,20 @@ TEST_CASE("generation apart from training: verl one step off policy only, OpenRL
   CHECK(xa.refusal(plan::Runtime::kVerl, one_off.plan).find("run 2 iterations ahead") != std::string::npos);
 }
 
+TEST_CASE("a colocated plan of an asynchronous workload runs on policy: the runtimes' synchronous trainers") {
+  // Generation on the trainer's GPUs waits for training, whatever staleness the workload allows.
+  Fixture f(testing::make_cluster({"us-east-1a:2x8xH100-SXM"}),
+            testing::in_mode(testing::ppo("Qwen2.5-7B", 256, 512, 512, 2), "async"));
+  Exporter x{f};
+  const plan::Plan p = verl_plan(f);
+  const plan::Export verl = x.run(plan::Runtime::kVerl, p);
+  CHECK(verl.command.find("verl.trainer.main_ppo") != std::string::npos);
+  CHECK(value(verl, "actor_rollout_ref.hybrid_engine") == "True");
+  const plan::Export orl = x.run(plan::Runtime::kOpenRlhf, fsdp_plan(f));  // DeepSpeed has no PP
+  CHECK(value(orl, "--train.colocate_all").empty());
+  CHECK(value(orl, "--train.async_enable") == "absent");
+}
+
 TEST_CASE("pools on different GPU types, and a pool with uneven nodes, are refused") {
   Fixture f(testing::make_cluster({"us-east-1a:1x8xH100-SXM", "us-east-1a:1x8xA100-SXM-80G"}),
             testing::in_mode(testing::ppo("Qwen2.5-7B", 256, 512, 512, 2), "async"));

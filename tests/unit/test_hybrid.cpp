@@ -17,12 +17,14 @@
 #include "planner/exhaustive.h"
 #include "planner/hybrid.h"
 #include "planner/ilp_planner.h"
+#include "fixtures.h"
 
 using namespace hetrl;
 
 namespace {
 
 const io::Catalogs& catalogs() { return io::builtin_catalogs(); }
+using testing::paper_scenario;
 
 // A clock that never advances: no time limit binds.
 const core::FakeClock kStill;
@@ -90,11 +92,6 @@ hw::Cluster preset_cluster_of(const std::vector<const char*>& specs) {
   return hw::build_cluster(params, catalogs().hardware);
 }
 
-// One of benchmarks/paper's scenarios (a network and a workload), loaded as hetrl-plan loads it.
-io::Inputs paper_scenario(const std::string& network, const std::string& workload) {
-  const std::string dir = HETRL_PAPER_SCENARIOS;
-  return io::load_inputs(dir + "/clusters/" + network + ".json", dir + "/workloads/" + workload + ".json", catalogs());
-}
 
 // Hybrid's plan for a scenario loaded by paper_scenario.
 planner::PlannerResult plan_paper(const io::Inputs& in, const planner::HybridParams& hp) {

@@ -109,6 +109,25 @@ TEST_CASE("verl colocates every task on every GPU with one strategy and even sha
   CHECK_NOTHROW(r.plan.validate(x.in.cluster, x.in.graph, catalogs().models));
 }
 
+TEST_CASE("verl's training and scoring stages hold equal runs of layers, as Megatron splits them") {
+  // The paper's multi-country network, PPO on Qwen3-8B (36 layers): a single replica over
+  // eight stages of 4 and 5 layers would keep the gradient all-reduce off the slow links, but
+  // verl's documented configuration cannot split layers unevenly.
+  const io::Inputs in = testing::paper_scenario("country", "ppo-8b-sync");
+  const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
+  const planner::PlannerResult r = planner::plan_verl(model, catalogs().models, planner::all_nodes(in.cluster));
+  REQUIRE(r.found);
+  int most_stages = 0;
+  for (const plan::TaskPlacement& t : r.plan.groups.at(0).tasks) {
+    if (in.graph.tasks[t.task].kind == workload::TaskKind::kGenerate) continue;
+    for (const plan::Replica& replica : t.replicas) {
+      most_stages = std::max(most_stages, static_cast<int>(replica.stages.size()));
+      for (const plan::Stage& stage : replica.stages) CHECK(stage.layers == replica.stages.front().layers);
+    }
+  }
+  CHECK(most_stages > 1);  // the plan pipelines: the check above says something
+}
+
 TEST_CASE("streamrl puts generation alone on its own nodes and balances shares by speed") {
   const Instance x("valid.json", "grpo_small.json");
   const planner::PlannerResult r =
