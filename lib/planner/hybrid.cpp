@@ -42,6 +42,13 @@ struct Move {
     // PPO-4B async within half the price: the optimum runs the reference's forward pass beside
     // generation on A100s and the reward's on L4s; hybrid had them the other way round).
     kExchange,
+    // The task (a forward pass) moves to group `to` spread over more GPUs a replica, alone or
+    // with one forward pass there spread too: forward passes hold their own copies of the
+    // weights, so the move that fits may be the slower one (on the paper's region network,
+    // PPO-4B async: the ILP's optimum runs the reward's and the critic's forward passes at TP1
+    // PP2 beside the actor's and critic's training; the reward's forward pass moved there alone
+    // at TP1 fits, slower). Tried once converged, with the exchanges.
+    kSpreadInto,
     kNodes,    // `nodes` nodes of class `cls` move from group `from` to group `to` (-1: unused)
     // Group `from` gives `nodes` nodes of class `cls` to `to` (a group, or -1: the unused pool)
     // and takes as many of class `other` from it: a GPU type traded for another at once, which
@@ -60,7 +67,8 @@ struct Move {
 
   // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
   bool regroups() const {
-    return kind == Kind::kRegroup || kind == Kind::kExchange || kind == Kind::kNodes || kind == Kind::kSwap;
+    return kind == Kind::kRegroup || kind == Kind::kExchange || kind == Kind::kSpreadInto || kind == Kind::kNodes ||
+           kind == Kind::kSwap;
   }
 };
 
@@ -74,10 +82,10 @@ constexpr std::size_t kMostKinds = 5;
 constexpr std::size_t kBottleneckStarts = 512;
 constexpr long long kBottleneckBudgetShare = 4;
 
-// A regroup restart (Search::try_regroupings) searches its best few plans, this many
-// evaluations each (at most the share below) but the best, which the candidate goes on from.
+// A regroup restart (Search::try_regroupings) searches its best few plans, each but the best
+// (which the candidate goes on from) for this share of the evaluation budget.
 constexpr std::size_t kRegroupsSearched = 3;
-constexpr long long kRegroupEvaluations = 2000;
+constexpr long long kRunnerUpShare = 8;
 // The regroupings take at most this share of the evaluation budget, and so does the search from
 // the best of them.
 constexpr long long kRegroupBudgetShare = 32;
@@ -271,6 +279,7 @@ class Search {
   // other group or on its own in a new one. The search goes on from the best of these plans
   // that fits (then true), as from a perturbation: the candidate keeps its best plan.
   bool try_regroupings(Candidate& c, long long budget);
+  double spread_into(Candidate& c, std::size_t i, long long budget);
   void search(Candidate& c, long long budget);
 
   const cost::CostModel& model_;
@@ -803,6 +812,7 @@ void Search::list_exchanges(Candidate& c) const {
   c.moves.clear();
   c.next_move = 0;
   c.exchanges_listed = true;
+  const int k = static_cast<int>(c.partition.size());
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
     for (std::size_t j = i + 1; j < c.tasks.size(); ++j) {
       if (c.task_group[i] == c.task_group[j]) continue;
@@ -814,6 +824,67 @@ void Search::list_exchanges(Candidate& c) const {
       c.moves.push_back(m);
     }
   }
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    if (model_.graph().tasks[c.tasks[i]].kind != workload::TaskKind::kForward ||
+        std::count(c.task_group.begin(), c.task_group.end(), c.task_group[i]) < 2) {
+      continue;
+    }
+    for (int g = 0; g < k; ++g) {
+      if (g == c.task_group[i]) continue;
+      Move m;
+      m.kind = Move::Kind::kSpreadInto;
+      m.task = static_cast<int>(i);
+      m.to = g;
+      c.moves.push_back(m);
+    }
+  }
+}
+
+// Forward pass i, just moved to its group: spread over more GPUs a replica, alone or with one
+// other forward pass of the group spread too. Keeps the best that fits and returns its score;
+// c.choices as they were, and kWorst, when none fits.
+double Search::spread_into(Candidate& c, std::size_t i, long long budget) {
+  const std::vector<int> nodes = group_nodes(c, c.task_group[i]);
+  const std::vector<TaskChoice> was = c.choices;
+  std::vector<TaskChoice> best_choices = was;
+  double best = kWorst;
+  const auto spread = [&](std::size_t task) {
+    std::vector<TaskChoice> out;
+    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[task], nodes)) {
+      if (choice.tp * choice.pp > was[task].tp * was[task].pp) out.push_back(choice);
+    }
+    return out;
+  };
+  const auto consider = [&] {
+    const double s = evaluate(c);
+    if (s > best) {
+      best = s;
+      best_choices = c.choices;
+    }
+  };
+  const std::vector<TaskChoice> own = spread(i);
+  for (const TaskChoice& choice : own) {
+    if (c.evaluations >= budget) break;
+    c.choices[i] = choice;
+    consider();
+  }
+  for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+    if (j == i || c.task_group[j] != c.task_group[i] ||
+        model_.graph().tasks[c.tasks[j]].kind != workload::TaskKind::kForward) {
+      continue;
+    }
+    for (const TaskChoice& other : spread(j)) {
+      for (const TaskChoice& choice : own) {
+        if (c.evaluations >= budget) break;
+        c.choices[i] = choice;
+        c.choices[j] = other;
+        consider();
+      }
+    }
+    c.choices = was;
+  }
+  c.choices = best == kWorst ? was : best_choices;
+  return best;
 }
 
 // Group `from`'s tasks join group `to`; its nodes go with them, or back to the pool. The group
@@ -935,9 +1006,11 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
     d.exchanges_listed = false;
     // Busiest group first, with evaluations of its own: the regroupings before may have spent
     // `budget` to the end, leaving these plans untuned (on the paper's networks, PPO-8B async,
-    // the ILP's optima on the region and multi-continent networks were 0.76% and 0.42% away).
+    // the ILP's optima on the region and multi-continent networks were 0.76% and 0.42% away),
+    // and enough of them to converge and try the exchanges (on the region network, PPO-4B
+    // async, the runner-up that leads to the ILP's optimum converges after about 3,000).
     next_sweep(d, true);
-    search(d, d.evaluations + std::min(kRegroupEvaluations, params_.evaluation_budget / kRegroupBudgetShare));
+    search(d, d.evaluations + params_.evaluation_budget / kRunnerUpShare);
     if (d.best > c.best) {
       c.best = d.best;
       c.best_shape = std::move(d.best_shape);
@@ -1280,6 +1353,10 @@ void Search::search(Candidate& c, long long budget) {
         std::swap(c.task_group[m.task], c.task_group[m.other]);
         laid_out = repair(c);
         break;
+      case Move::Kind::kSpreadInto:
+        c.task_group[m.task] = m.to;
+        laid_out = repair(c);
+        break;
       // Nodes that take the plan over the budget are not tried: no plan of them is acceptable,
       // however close to fitting (a start short of memory would otherwise take every node).
       case Move::Kind::kNodes:
@@ -1320,11 +1397,22 @@ void Search::search(Candidate& c, long long budget) {
         }
       }
     }
+    if (m.kind == Move::Kind::kSpreadInto) {
+      const std::vector<TaskChoice> moved = c.choices;
+      const double spread = spread_into(c, m.task, budget);
+      if (spread > s) {
+        s = spread;
+        overflow = 0;
+      } else {
+        c.choices = moved;
+      }
+    }
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit
     // the new ones, nor a mix of GPU types).
     if (s == kWorst && m.regroups()) {
-      const bool tasks_moved = m.kind == Move::Kind::kRegroup || m.kind == Move::Kind::kExchange;
+      const bool tasks_moved = m.kind == Move::Kind::kRegroup || m.kind == Move::Kind::kExchange ||
+                               m.kind == Move::Kind::kSpreadInto;
       for (const int g : {m.to, tasks_moved ? task_group[m.task] : m.from}) {
         if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
       }

@@ -20,7 +20,8 @@
 //   Levels 2 and 3 run as first-improvement local search from a memory-aware start: sweeps
 //   over every strategy of every task (the first sweep the busiest group's longest tasks
 //   first), then every one-node move; a sweep without improvement
-//   ends in exchanges of two tasks between groups, then a seeded perturbation, restarts
+//   ends in exchanges of two tasks between groups and forward passes moved to another group
+//   spread thinner (with one there spread too), then a seeded perturbation, restarts
 //   times, then the candidate is done.
 //   Successive halving: every candidate gets a first budget, the better half twice as much
 //   (and the best candidate of each kind of start, by the node classes it took), and so on
