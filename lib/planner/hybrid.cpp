@@ -279,7 +279,7 @@ class Search {
   // other group or on its own in a new one. The search goes on from the best of these plans
   // that fits (then true), as from a perturbation: the candidate keeps its best plan.
   bool try_regroupings(Candidate& c, long long budget);
-  double spread_into(Candidate& c, std::size_t i, long long budget);
+  double spread_into(Candidate& c, std::size_t i, double score, long long budget);
   void search(Candidate& c, long long budget);
 
   const cost::CostModel& model_;
@@ -840,14 +840,14 @@ void Search::list_exchanges(Candidate& c) const {
   }
 }
 
-// Forward pass i, just moved to its group: spread over more GPUs a replica, alone or with one
-// other forward pass of the group spread too. Keeps the best that fits and returns its score;
-// c.choices as they were, and kWorst, when none fits.
-double Search::spread_into(Candidate& c, std::size_t i, long long budget) {
+// Forward pass i, just moved to its group, where c.choices score `score`: spread over more GPUs
+// a replica, alone or with one other forward pass of the group spread too. Keeps the best of
+// these and c.choices as they were, and returns its score.
+double Search::spread_into(Candidate& c, std::size_t i, double score, long long budget) {
   const std::vector<int> nodes = group_nodes(c, c.task_group[i]);
   const std::vector<TaskChoice> was = c.choices;
   std::vector<TaskChoice> best_choices = was;
-  double best = kWorst;
+  double best = score;
   const auto spread = [&](std::size_t task) {
     std::vector<TaskChoice> out;
     for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[task], nodes)) {
@@ -868,7 +868,7 @@ double Search::spread_into(Candidate& c, std::size_t i, long long budget) {
     c.choices[i] = choice;
     consider();
   }
-  for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+  for (std::size_t j = 0; j < c.tasks.size() && c.evaluations < budget; ++j) {
     if (j == i || c.task_group[j] != c.task_group[i] ||
         model_.graph().tasks[c.tasks[j]].kind != workload::TaskKind::kForward) {
       continue;
@@ -883,7 +883,7 @@ double Search::spread_into(Candidate& c, std::size_t i, long long budget) {
     }
     c.choices = was;
   }
-  c.choices = best == kWorst ? was : best_choices;
+  c.choices = best_choices;
   return best;
 }
 
@@ -1398,14 +1398,9 @@ void Search::search(Candidate& c, long long budget) {
       }
     }
     if (m.kind == Move::Kind::kSpreadInto) {
-      const std::vector<TaskChoice> moved = c.choices;
-      const double spread = spread_into(c, m.task, budget);
-      if (spread > s) {
-        s = spread;
-        overflow = 0;
-      } else {
-        c.choices = moved;
-      }
+      const double moved = s;
+      s = spread_into(c, m.task, s, budget);
+      if (s > moved) overflow = 0;
     }
     // Nodes that left a group, or came to one, whose tasks no longer fit as they were laid
     // out: its tasks laid out anew, alike (the layout that fitted the old nodes may not fit

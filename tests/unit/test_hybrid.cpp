@@ -92,7 +92,6 @@ hw::Cluster preset_cluster_of(const std::vector<const char*>& specs) {
   return hw::build_cluster(params, catalogs().hardware);
 }
 
-
 // Hybrid's plan for a scenario loaded by paper_scenario.
 planner::PlannerResult plan_paper(const io::Inputs& in, const planner::HybridParams& hp) {
   const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
