@@ -1,6 +1,7 @@
 #include "plan/periodic.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace hetrl::plan {
@@ -48,32 +49,182 @@ double PeriodSolver::period(int nodes, std::span<const CycleEdge> edges, std::sp
       if (path != kNone) reduced_[i * m + j] = from.weight + path;
     }
   }
-  // The largest weight / shift over the simple cycles of the reduced graph (it has a node per
-  // shifted edge: one per group and one for the weights, a handful).
-  best_ = 0;
-  on_stack_.assign(m, false);
-  for (std::size_t start = 0; start < m; ++start) {
-    on_stack_[start] = true;
-    walk(edges, start, start, 0.0, 0);
-    on_stack_[start] = false;
-  }
-  return best_;
+  return max_cycle_ratio(edges);
 }
 
-void PeriodSolver::walk(std::span<const CycleEdge> edges, std::size_t start, std::size_t at,
-                        double weight, int shift) {
+// Howard's policy iteration for the largest cycle ratio (Cochet-Terrasson, Cohen, Gaubert,
+// McGettrick and Quadrat, 1998): each node of the reduced graph follows one edge (its policy);
+// the policy's graph is a set of cycles with paths into them, each node valued by the ratio of
+// the cycle it reaches and its weight to that cycle less ratio x shift; a node switches to an
+// edge that reaches a larger ratio, or else to one that raises its value, until none does.
+// In practice a few rounds, where enumerating the simple cycles of a dense reduced graph grows
+// factorially with the groups.
+double PeriodSolver::max_cycle_ratio(std::span<const CycleEdge> edges) {
   const std::size_t m = shifted_.size();
-  const int total_shift = shift + edges[shifted_[at]].shift;
-  // Cycles through nodes from `start` on only, so each is found once, from its smallest node.
-  for (std::size_t next = start; next < m; ++next) {
-    const double w = reduced_[at * m + next];
-    if (w == kNone) continue;
-    if (next == start) {
-      best_ = std::max(best_, (weight + w) / total_shift);
-    } else if (!on_stack_[next]) {
-      on_stack_[next] = true;
-      walk(edges, start, next, weight + w, total_shift);
-      on_stack_[next] = false;
+  const auto weight = [&](std::size_t i, std::size_t j) { return reduced_[i * m + j]; };
+  // A time too large to price (a rate of zero in all but name) on a cycle makes the period
+  // infinite; off every cycle it bounds nothing and is dropped, so the values stay finite.
+  double scale = 0;
+  bool infinite = false;
+  for (std::size_t i = 0; i < m * m; ++i) {
+    if (reduced_[i] == kNone) continue;
+    if (std::isfinite(reduced_[i])) {
+      scale = std::max(scale, std::abs(reduced_[i]));
+    } else {
+      infinite = true;
+    }
+  }
+  if (infinite) {
+    // Which node reaches which: a transitive closure, as rare as such rates are.
+    reach_.assign(m * m, 0);
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < m; ++j) reach_[i * m + j] = weight(i, j) != kNone;
+    }
+    for (std::size_t k = 0; k < m; ++k) {
+      for (std::size_t i = 0; i < m; ++i) {
+        if (!reach_[i * m + k]) continue;
+        for (std::size_t j = 0; j < m; ++j) reach_[i * m + j] |= reach_[k * m + j];
+      }
+    }
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < m; ++j) {
+        if (weight(i, j) == kNone || std::isfinite(weight(i, j))) continue;
+        if (reach_[j * m + i]) return std::numeric_limits<double>::infinity();
+        reduced_[i * m + j] = kNone;
+      }
+    }
+  }
+  // Nodes on no cycle: those that reach a node without a way on, dropped until none is left.
+  alive_.assign(m, 1);
+  for (bool dropped = true; dropped;) {
+    dropped = false;
+    for (std::size_t i = 0; i < m; ++i) {
+      if (!alive_[i]) continue;
+      bool out = false;
+      for (std::size_t j = 0; j < m && !out; ++j) out = alive_[j] && weight(i, j) != kNone;
+      if (!out) {
+        alive_[i] = 0;
+        dropped = true;
+      }
+    }
+  }
+  // Tolerances for "larger": far below any time the model prices, far above rounding.
+  const double tolerance = 1e-12 * std::max(scale, 1.0) * static_cast<double>(m);
+  policy_.assign(m, -1);
+  for (std::size_t i = 0; i < m; ++i) {
+    if (!alive_[i]) continue;
+    for (std::size_t j = 0; j < m; ++j) {
+      if (alive_[j] && weight(i, j) != kNone && (policy_[i] < 0 || weight(i, j) > weight(i, policy_[i]))) {
+        policy_[i] = static_cast<int>(j);
+      }
+    }
+  }
+  ratio_.assign(m, 0.0);
+  value_.assign(m, 0.0);
+  // Howard converges in a number of rounds that is small in practice; the cap only guards
+  // against rounding cycling between equal policies.
+  const int max_rounds = 100 + static_cast<int>(m * m);
+  double best = 0;
+  for (int round = 0; round < max_rounds; ++round) {
+    evaluate_policy(edges);
+    bool changed = false;
+    // A node that can reach a cycle of larger ratio goes there.
+    for (std::size_t i = 0; i < m; ++i) {
+      if (!alive_[i]) continue;
+      int to = -1;
+      double reach = ratio_[i] + tolerance;
+      for (std::size_t j = 0; j < m; ++j) {
+        if (alive_[j] && weight(i, j) != kNone && ratio_[j] > reach) {
+          reach = ratio_[j];
+          to = static_cast<int>(j);
+        }
+      }
+      if (to >= 0) {
+        policy_[i] = to;
+        changed = true;
+      }
+    }
+    if (!changed) {
+      // Else a node whose value another edge to the same ratio raises takes it.
+      for (std::size_t i = 0; i < m; ++i) {
+        if (!alive_[i]) continue;
+        const double shift = edges[shifted_[i]].shift;
+        int to = -1;
+        double reach = value_[i] + tolerance;
+        for (std::size_t j = 0; j < m; ++j) {
+          if (!alive_[j] || weight(i, j) == kNone || std::abs(ratio_[j] - ratio_[i]) > tolerance) continue;
+          const double value = weight(i, j) - ratio_[i] * shift + value_[j];
+          if (value > reach) {
+            reach = value;
+            to = static_cast<int>(j);
+          }
+        }
+        if (to >= 0) {
+          policy_[i] = to;
+          changed = true;
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (std::size_t i = 0; i < m; ++i) {
+    if (alive_[i]) best = std::max(best, ratio_[i]);
+  }
+  return best;
+}
+
+void PeriodSolver::evaluate_policy(std::span<const CycleEdge> edges) {
+  const std::size_t m = shifted_.size();
+  const auto weight = [&](std::size_t i, std::size_t j) { return reduced_[i * m + j]; };
+  const auto shift = [&](std::size_t i) { return edges[shifted_[i]].shift; };
+  constexpr unsigned char kNew = 0, kOnPath = 1, kDone = 2;
+  state_.assign(m, kNew);
+  for (std::size_t i = 0; i < m; ++i) {
+    if (!alive_[i] || state_[i] != kNew) continue;
+    path_.clear();
+    int at = static_cast<int>(i);
+    while (state_[at] == kNew) {
+      state_[at] = kOnPath;
+      path_.push_back(at);
+      at = policy_[at];
+    }
+    if (state_[at] == kOnPath) {
+      // A new cycle: its ratio summed from its smallest node on, as the cycle is walked.
+      int head = at;
+      for (int v = policy_[at]; v != at; v = policy_[v]) head = std::min(head, v);
+      double sum = 0;
+      int shifts = 0;
+      int v = head;
+      do {
+        sum += weight(v, policy_[v]);
+        shifts += shift(v);
+        v = policy_[v];
+      } while (v != head);
+      const double ratio = sum / shifts;
+      // Values relative to the head, from the head's predecessor backwards.
+      cycle_.clear();
+      v = head;
+      do {
+        cycle_.push_back(v);
+        v = policy_[v];
+      } while (v != head);
+      ratio_[head] = ratio;
+      value_[head] = 0;
+      state_[head] = kDone;
+      for (std::size_t k = cycle_.size(); k-- > 1;) {
+        const int u = cycle_[k];
+        ratio_[u] = ratio;
+        value_[u] = weight(u, policy_[u]) - ratio * shift(u) + value_[policy_[u]];
+        state_[u] = kDone;
+      }
+    }
+    // The path into the cycle (or into a node valued before), from its end backwards.
+    for (std::size_t k = path_.size(); k-- > 0;) {
+      const int u = path_[k];
+      if (state_[u] == kDone) continue;
+      ratio_[u] = ratio_[policy_[u]];
+      value_[u] = weight(u, policy_[u]) - ratio_[u] * shift(u) + value_[policy_[u]];
+      state_[u] = kDone;
     }
   }
 }

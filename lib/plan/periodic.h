@@ -29,17 +29,24 @@ class PeriodSolver {
   double period(int nodes, std::span<const CycleEdge> edges, std::span<const int> order);
 
  private:
-  void walk(std::span<const CycleEdge> edges, std::size_t start, std::size_t at, double weight,
-            int shift);
+  double max_cycle_ratio(std::span<const CycleEdge> edges);
+  void evaluate_policy(std::span<const CycleEdge> edges);
 
-  double best_ = 0;
   std::vector<int> shifted_;
   std::vector<double> reduced_;  // shifted x shifted: weight of the path from one shifted edge to the next
   std::vector<double> distance_;
   std::vector<int> first_out_;  // shift-0 edges leaving each node: out_[first_out_[v] ..]
   std::vector<int> out_;
   std::vector<int> fill_;
-  std::vector<unsigned char> on_stack_;  // not vector<bool>: the walk reads it in its inner loop
+  // Howard's policy iteration over the reduced graph: not vector<bool>, read in inner loops.
+  std::vector<unsigned char> alive_;  // on some cycle
+  std::vector<unsigned char> reach_;  // m x m, only where a weight is infinite
+  std::vector<unsigned char> state_;
+  std::vector<int> policy_;  // the edge each node follows
+  std::vector<double> ratio_;  // of the cycle the policy leads the node to
+  std::vector<double> value_;  // weight to that cycle less ratio x shift
+  std::vector<int> path_;
+  std::vector<int> cycle_;
 };
 
 // The edges of an RL task graph's repeating schedule, into `out`: each data edge (weight: the

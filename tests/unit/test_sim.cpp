@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <limits>
 #include <map>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "core/units.h"
 #include "hw/cluster_builder.h"
 #include "io/catalog_io.h"
+#include "plan/periodic.h"
 #include "sim/event_queue.h"
 #include "sim/generation.h"
 #include "sim/simulator.h"
@@ -25,6 +29,34 @@ sim::SimParams params(int iterations, bool contention) {
   p.iterations = iterations;
   p.link_contention = contention;
   return p;
+}
+
+// The largest weight / shift over the cycles, by bisection: T is below it exactly when the
+// weights w - T x shift hold a positive cycle (Bellman-Ford still relaxing after n rounds).
+double period_by_bisection(int nodes, const std::vector<plan::CycleEdge>& edges) {
+  const auto positive_cycle = [&](double t) {
+    std::vector<double> longest(nodes, 0.0);
+    for (int round = 0; round <= nodes; ++round) {
+      bool changed = false;
+      for (const plan::CycleEdge& e : edges) {
+        const double candidate = longest[e.from] + e.weight - e.shift * t;
+        if (candidate > longest[e.to] + 1e-12) {
+          longest[e.to] = candidate;
+          changed = true;
+        }
+      }
+      if (!changed) return false;
+    }
+    return true;
+  };
+  double low = 0, high = 1;
+  for (const plan::CycleEdge& e : edges) high += e.weight;
+  if (!positive_cycle(0)) return 0;
+  for (int step = 0; step < 200; ++step) {
+    const double mid = (low + high) / 2;
+    (positive_cycle(mid) ? low : high) = mid;
+  }
+  return low;
 }
 
 }  // namespace
@@ -503,6 +535,59 @@ TEST_CASE("a group runs its tasks one at a time: forwards that are ready togethe
       std::sort(runs.begin(), runs.end(), [](const sim::TaskRun& a, const sim::TaskRun& b) { return a.start < b.start; });
       CHECK(runs[1].start == hetrl::testing::approx(runs[0].end));
       CHECK(runs[2].start == hetrl::testing::approx(runs[1].end));
+    }
+  }
+}
+
+TEST_CASE("the steady state's period is the largest weight / shift over the cycles of the task graph") {
+  plan::PeriodSolver solver;
+  SUBCASE("a chain and its turn back: the busy time; two rings, the slower") {
+    // 0 -> 1 -> 2 in one group (turn back 2 -> 0, shift 1), 3 -> 4 in another.
+    std::vector<plan::CycleEdge> edges = {{0, 1, 2.0, 0}, {1, 2, 3.0, 0}, {2, 0, 4.0, 1},
+                                          {3, 4, 1.0, 0}, {4, 3, 1.5, 1}};
+    const std::vector<int> order = {0, 1, 2, 3, 4};
+    CHECK(solver.period(5, edges, order) == hetrl::testing::approx(9.0));
+    // Data from the first ring to the second, weights back two iterations behind: the cycle
+    // through both is longer and spread over two iterations, and still the slowest.
+    edges.push_back({2, 3, 4.0, 0});
+    edges.push_back({4, 0, 20.0, 2});
+    // Cycles: 0-1-2 (9 / 1); 3-4 (2.5 / 1); 0-1-2-3-4-0: (2 + 3 + 4 + 1 + 20) / 2 = 15.
+    CHECK(solver.period(5, edges, order) == hetrl::testing::approx(15.0));
+  }
+  SUBCASE("no cycle: 0") {
+    const std::vector<plan::CycleEdge> edges = {{0, 1, 2.0, 0}, {1, 2, 3.0, 1}};
+    const std::vector<int> order = {0, 1, 2};
+    CHECK(solver.period(3, edges, order) == 0.0);
+  }
+  SUBCASE("a time too large to price: an infinite period on a cycle, none off every cycle") {
+    const double forever = std::numeric_limits<double>::infinity();
+    // Node 2, which nothing reaches, into node 1: bounds nothing.
+    std::vector<plan::CycleEdge> edges = {{0, 1, 2.0, 0}, {1, 0, 3.0, 1}, {2, 1, forever, 1}};
+    const std::vector<int> order = {0, 1, 2};
+    CHECK(solver.period(3, edges, order) == hetrl::testing::approx(5.0));
+    edges.push_back({1, 2, 1.0, 0});
+    CHECK(solver.period(3, edges, order) == forever);
+  }
+  SUBCASE("random graphs: as bisection finds it") {
+    std::mt19937 random(7);
+    std::uniform_real_distribution<double> seconds(0.0, 10.0);
+    for (int trial = 0; trial < 300; ++trial) {
+      const int n = 2 + trial % 11;
+      const double dense = 0.15 + 0.1 * (trial % 7);
+      std::bernoulli_distribution edge(dense);
+      std::uniform_int_distribution<int> lag(1, 3);
+      std::vector<plan::CycleEdge> edges;
+      std::vector<int> order(n);
+      for (int v = 0; v < n; ++v) order[v] = v;
+      for (int a = 0; a < n; ++a) {
+        for (int b = 0; b < n; ++b) {
+          if (a < b && edge(random)) edges.push_back({a, b, seconds(random), 0});
+          if (edge(random)) edges.push_back({a, b, seconds(random), lag(random)});
+        }
+      }
+      CAPTURE(trial);
+      const double expected = period_by_bisection(n, edges);
+      CHECK(solver.period(n, edges, order) == hetrl::testing::approx(expected).epsilon(1e-9));
     }
   }
 }
