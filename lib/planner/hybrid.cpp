@@ -196,6 +196,8 @@ class Search {
   }
   std::vector<int> group_nodes(const std::vector<std::vector<int>>& counts, int group) const;
   std::vector<int> group_nodes(const Candidate& c, int group) const { return group_nodes(c.counts, group); }
+  // The same into `nodes`, reusing its capacity.
+  void group_nodes(const std::vector<std::vector<int>>& counts, int group, std::vector<int>& nodes) const;
   std::vector<Candidate> level_one();
   bool holds_models(const std::vector<int>& tasks, const std::vector<int>& nodes) const;
   enum class ShareRule { kHalf, kOne, kAllButOne };
@@ -259,6 +261,7 @@ class Search {
   void second_chance(const std::vector<Candidate>& starts, const std::vector<int>& unfit,
                      std::vector<Candidate>& out);
   std::vector<GroupChoice> groups_of(const Candidate& c) const;
+  void groups_of(const Candidate& c, std::vector<GroupChoice>& groups) const;  // reusing `groups`
   // The positions of the candidate's tasks in the order its first sweep tries their
   // strategies: the busiest group's first, and in a group the longest task first, as the
   // period (or the chain of tasks that sets a synchronous iteration) shortens only where the
@@ -300,17 +303,28 @@ class Search {
   // Where bound_starts priced them: a task's strategies on a group's nodes (given by the
   // group's count of each class), fastest alone first; null for a mix it did not price.
   std::function<const std::vector<TaskChoice>*(const std::vector<std::vector<int>>&, int, int)> by_speed_;
+  // Scratch kept with its capacity, so that a search of a hundred thousand evaluations does
+  // not allocate for each: the groups evaluate() prices, and what a move of search() may change.
+  std::vector<GroupChoice> groups_;
+  std::vector<std::vector<int>> saved_counts_;
+  std::vector<TaskChoice> saved_choices_;
+  std::vector<int> saved_task_group_;
 };
 
 std::vector<int> Search::group_nodes(const std::vector<std::vector<int>>& counts, int group) const {
   std::vector<int> nodes;
+  group_nodes(counts, group, nodes);
+  return nodes;
+}
+
+void Search::group_nodes(const std::vector<std::vector<int>>& counts, int group, std::vector<int>& nodes) const {
+  nodes.clear();
   for (std::size_t k = 0; k < classes_.size(); ++k) {
     int offset = 0;
     for (int g = 0; g < group; ++g) offset += counts[k][g];
     for (int i = 0; i < counts[k][group]; ++i) nodes.push_back(classes_[k][offset + i]);
   }
   std::sort(nodes.begin(), nodes.end());
-  return nodes;
 }
 
 // Can the group's GPUs hold its models' state at all, spread as thin as ZeRO-3 over all of
@@ -762,18 +776,28 @@ bool Search::move_node(Candidate& c, const Move& m) const {
 }
 
 std::vector<GroupChoice> Search::groups_of(const Candidate& c) const {
+  std::vector<GroupChoice> groups;
+  groups_of(c, groups);
+  return groups;
+}
+
+void Search::groups_of(const Candidate& c, std::vector<GroupChoice>& groups) const {
   const int k = static_cast<int>(c.partition.size());
-  std::vector<GroupChoice> groups(k);
-  for (int g = 0; g < k; ++g) groups[g].nodes = group_nodes(c, g);
+  groups.resize(k);
+  for (int g = 0; g < k; ++g) {
+    groups[g].tasks.clear();
+    groups[g].choices.clear();
+    group_nodes(c.counts, g, groups[g].nodes);
+  }
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
     groups[c.task_group[i]].tasks.push_back(c.tasks[i]);
     groups[c.task_group[i]].choices.push_back(c.choices[i]);
   }
-  return groups;
 }
 
 double Search::evaluate(Candidate& c) {
-  const std::vector<GroupChoice> groups = groups_of(c);
+  std::vector<GroupChoice>& groups = groups_;  // kept from evaluation to evaluation
+  groups_of(c, groups);
   ++c.evaluations;
   ++evaluations_;
   last_overflow_ = std::numeric_limits<double>::infinity();
@@ -1332,9 +1356,14 @@ void Search::search(Candidate& c, long long budget) {
       continue;
     }
     const Move m = c.moves[c.next_move++];
-    const std::vector<std::vector<int>> counts = c.counts;
-    const std::vector<TaskChoice> choices = c.choices;
-    const std::vector<int> task_group = c.task_group;
+    // What the move may change, to restore when it is not better: copied into buffers kept
+    // from move to move (nothing between here and the restore searches again).
+    std::vector<std::vector<int>>& counts = saved_counts_;
+    std::vector<TaskChoice>& choices = saved_choices_;
+    std::vector<int>& task_group = saved_task_group_;
+    counts = c.counts;
+    choices = c.choices;
+    task_group = c.task_group;
     bool laid_out = true;
     switch (m.kind) {
       case Move::Kind::kStrategy:

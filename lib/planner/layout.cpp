@@ -89,15 +89,17 @@ const plan::Prediction& balance_shares(plan::Evaluator& evaluator, plan::Plan& p
   thread_local std::vector<std::vector<double>> old_shares;
   thread_local std::vector<double> old_seconds;
   for (int round = 0; round < rounds; ++round) {
-    old_shares.clear();
     old_seconds.clear();
     bool changed = false;
+    std::size_t placed = 0;
     for (plan::Group& group : plan.groups) {
       for (plan::TaskPlacement& placement : group.tasks) {
         const std::vector<double>& seconds = prediction->tasks[placement.task].replica_seconds;
-        std::vector<double> shares;
+        // Kept from call to call, with their capacity.
+        if (old_shares.size() <= placed) old_shares.emplace_back();
+        std::vector<double>& shares = old_shares[placed++];
+        shares.clear();
         for (const plan::Replica& replica : placement.replicas) shares.push_back(replica.share);
-        old_shares.push_back(shares);
         old_seconds.push_back(prediction->tasks[placement.task].seconds);
         if (placement.replicas.size() < 2) continue;
         double total = 0;

@@ -47,7 +47,10 @@ void layers_by_speed(const hw::Cluster& cluster, int layers, plan::Replica& repl
     replica.stages[0].layers = layers;
     return;
   }
-  std::vector<double> rate(pp);
+  // Scratch kept from call to call: a search lays out replicas by the million.
+  thread_local std::vector<double> rate;
+  thread_local std::vector<std::pair<double, std::size_t>> remainders;
+  rate.resize(pp);
   double total = 0;
   for (std::size_t s = 0; s < pp; ++s) {
     const plan::Stage& stage = replica.stages[s];
@@ -56,7 +59,7 @@ void layers_by_speed(const hw::Cluster& cluster, int layers, plan::Replica& repl
     total += rate[s];
   }
   int assigned = 0;
-  std::vector<std::pair<double, std::size_t>> remainders;
+  remainders.clear();
   for (std::size_t s = 0; s < pp; ++s) {
     const double exact = layers * rate[s] / total;
     const int whole = std::max(1, static_cast<int>(std::floor(exact)));
