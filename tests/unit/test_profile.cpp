@@ -5,11 +5,19 @@
 
 #include "approx.h"
 
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <set>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/error.h"
 #include "device/backend.h"
+#include "device/comm.h"
 #include "fixtures.h"
 #include "hw/profile.h"
 #include "io/profile_io.h"
@@ -103,6 +111,29 @@ class FailingBackend final : public device::Backend {
   }
   std::unique_ptr<device::Backend> cpu_;
   int left_;
+};
+
+// Rank 0 of two processes whose peer answers at once: records the large messages it sends.
+class RecordingCommunicator final : public device::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string transport() const override { return "mpi"; }
+  void all_reduce(device::DType, const void*, void*, std::size_t) override {}
+  void all_gather(device::DType, const void*, void*, std::size_t) override {}
+  void reduce_scatter(device::DType, const void*, void*, std::size_t) override {}
+  void broadcast(device::DType, void*, std::size_t, int) override {}
+  void send(device::DType t, const void* data, std::size_t count, int) override {
+    if (count > 1) sent.push_back({static_cast<const std::byte*>(data), count * device::dtype_bytes(t)});
+  }
+  void recv(device::DType, void*, std::size_t, int) override {}
+  void barrier() override {}
+  double max(double x) override { return x; }
+  void broadcast_host(void*, std::size_t, int) override {}
+  [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
+  std::unique_ptr<device::Communicator> split(int, int) override { throw std::logic_error("not split here"); }
+
+  std::vector<std::pair<const std::byte*, std::size_t>> sent;  // large messages: where from, bytes
 };
 
 TEST_CASE("profile: measuring with a fake clock covers every section and fits every figure") {
@@ -399,6 +430,28 @@ TEST_CASE("profile: a known GPU's measured GEMM curve becomes its efficiency at 
   p.gemm_curve.back().second = 1.2 * peak;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(p, catalog, "p.json"),
                        doctest::Contains("measured GEMM rate at 4096 tokens"), core::InputError);
+}
+
+
+TEST_CASE("profile: the large transfers between processes stream from memory, not from one cached buffer") {
+  const auto backend = device::make_cpu_backend();
+  const core::FakeClock clock(2e-3);
+  RecordingCommunicator comm;
+  const hw::GpuProfile p = profile::measure(*backend, comm, clock, tiny_params());
+  CHECK(p.intra_node_bandwidth.value_or(0) > 0);
+  REQUIRE(comm.sent.size() >= 4);
+  // Each message from the slice after the one before, wrapping around a buffer of several.
+  const std::size_t bytes = comm.sent.front().second;
+  std::set<const std::byte*> from;
+  for (const auto& [data, size] : comm.sent) {
+    CHECK(size == bytes);
+    from.insert(data);
+  }
+  CHECK(from.size() >= 4);
+  for (std::size_t i = 1; i < comm.sent.size(); ++i) {
+    CHECK(comm.sent[i].first != comm.sent[i - 1].first);
+    CHECK(std::abs(comm.sent[i].first - comm.sent[i - 1].first) % static_cast<std::ptrdiff_t>(bytes) == 0);
+  }
 }
 
 }  // namespace hetrl
