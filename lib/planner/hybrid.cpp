@@ -277,9 +277,10 @@ class Search {
   // converged (before a perturbation, or before it is done).
   void list_exchanges(Candidate& c) const;
   // A restart, once a candidate has converged: a task on its own in a new group of unused nodes
-  // (one node of a class, or all of them); one group's tasks moved into another, its nodes given
-  // to that group or back to the pool, and then each task of the merged group tried in each
-  // other group or on its own in a new one. The search goes on from the best of these plans
+  // (one node of a class, or all of them; over the budget, with another group's nodes of a
+  // class traded for cheaper unused ones until within it); one group's tasks moved into
+  // another, its nodes given to that group or back to the pool, and then each task of the
+  // merged group tried in each other group or on its own in a new one. The search goes on from the best of these plans
   // that fits (then true), as from a perturbation: the candidate keeps its best plan.
   bool try_regroupings(Candidate& c, long long budget);
   double spread_into(Candidate& c, std::size_t i, double score, long long budget);
@@ -975,8 +976,32 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
         const int sizes[] = {1, unused};  // one node, and every unused one
         for (int j = 0; j < (unused > 1 ? 2 : 1); ++j) {
           c.set_shape(from);
-          if (split_task(c, i, cls, sizes[j])) {
-            settle({g, static_cast<int>(c.partition.size()) - 1});
+          if (!split_task(c, i, cls, sizes[j])) continue;
+          const int added = static_cast<int>(c.partition.size()) - 1;
+          if (within_budget(c)) {
+            settle({g, added});
+            continue;
+          }
+          // Over the budget: paid for by trading another group's nodes of a class for as few
+          // unused nodes of a cheaper class as bring the plan within it.
+          const Shape split = c.shape();
+          for (int h = 0; h < added; ++h) {
+            for (std::size_t a = 0; a < classes_.size(); ++a) {
+              for (std::size_t b = 0; b < classes_.size(); ++b) {
+                if (b == a || split.counts[a][h] == 0 || class_price_[b] >= class_price_[a]) continue;
+                int free = static_cast<int>(classes_[b].size());
+                for (int n : split.counts[b]) free -= n;
+                c.set_shape(split);
+                for (int n = 1; n <= std::min(split.counts[a][h], free); ++n) {
+                  --c.counts[a][h];
+                  ++c.counts[b][h];
+                  if (within_budget(c)) {
+                    settle({h, added});
+                    break;
+                  }
+                }
+              }
+            }
           }
         }
       }
