@@ -100,6 +100,18 @@ planner::PlannerResult plan_paper(const io::Inputs& in, const planner::HybridPar
   return planner::plan_hybrid(model, in.workload.models, hp, kStill);
 }
 
+// Hybrid's plan for a paper scenario within half the paper cluster's price (107.70 $/h), which
+// it must find and keep to.
+planner::PlannerResult plan_paper_within_half_price(const io::Inputs& in) {
+  planner::HybridParams hp;
+  hp.goal.budget_per_hour = 107.70;
+  planner::PlannerResult hybrid = plan_paper(in, hp);
+  REQUIRE(hybrid.found);
+  REQUIRE(hybrid.prediction.price_per_hour);
+  CHECK(*hybrid.prediction.price_per_hour <= 107.70);
+  return hybrid;
+}
+
 // GRPO with a rule reward and no reference, fixed lengths.
 workload::Workload grpo(const std::string& model, int prompts, int samples, int prompt, int response) {
   workload::Workload w;
@@ -704,13 +716,8 @@ TEST_CASE("the restart also puts a task on its own on unused nodes: PPO-14B asyn
   // 10.12 in two groups, the reward's beside generation (93.03 $/h). The reference's forward
   // pass alone on the L4 node is as fast.
   const io::Inputs in = paper_scenario("region", "ppo-14b-async");
-  planner::HybridParams hp;
-  hp.goal.budget_per_hour = 107.70;
-  const planner::PlannerResult hybrid = plan_paper(in, hp);
-  REQUIRE(hybrid.found);
+  const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
   CHECK(hybrid.prediction.samples_per_second > 10.45);
-  REQUIRE(hybrid.prediction.price_per_hour);
-  CHECK(*hybrid.prediction.price_per_hour <= 107.70);
   // A forward pass alone on one node (the reward's or the reference's: the same model).
   const auto alone = std::find_if(hybrid.plan.groups.begin(), hybrid.plan.groups.end(),
                                   [](const plan::Group& g) { return g.tasks.size() == 1; });
@@ -727,13 +734,8 @@ TEST_CASE("a task split onto unused nodes over the budget is paid for with a gro
   // the L4 node for the reference costs more than the budget left, and trading the training's
   // A100 nodes for L40S alone is slower.
   const io::Inputs in = paper_scenario("region", "ppo-8b-async");
-  planner::HybridParams hp;
-  hp.goal.budget_per_hour = 107.70;
-  const planner::PlannerResult hybrid = plan_paper(in, hp);
-  REQUIRE(hybrid.found);
+  const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
   CHECK(hybrid.prediction.samples_per_second > 20.92);
-  REQUIRE(hybrid.prediction.price_per_hour);
-  CHECK(*hybrid.prediction.price_per_hour <= 107.70);
   std::set<std::string> types;
   for (const plan::Group& g : hybrid.plan.groups) {
     for (const plan::Gpu& gpu : g.gpus) {
