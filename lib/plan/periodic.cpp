@@ -94,7 +94,8 @@ double PeriodSolver::max_cycle_ratio(std::span<const CycleEdge> edges) {
       }
     }
   }
-  // Nodes on no cycle: those that reach a node without a way on, dropped until none is left.
+  // Nodes that lead to no cycle: those without an edge to a node kept, dropped until none is
+  // left; every node kept reaches a cycle whatever edges it follows.
   alive_.assign(m, 1);
   for (bool dropped = true; dropped;) {
     dropped = false;
@@ -108,7 +109,7 @@ double PeriodSolver::max_cycle_ratio(std::span<const CycleEdge> edges) {
       }
     }
   }
-  // Tolerances for "larger": far below any time the model prices, far above rounding.
+  // The tolerance for "larger": far below any time the model prices, far above rounding.
   const double tolerance = 1e-12 * std::max(scale, 1.0) * static_cast<double>(m);
   policy_.assign(m, -1);
   for (std::size_t i = 0; i < m; ++i) {
@@ -124,7 +125,6 @@ double PeriodSolver::max_cycle_ratio(std::span<const CycleEdge> edges) {
   // Howard converges in a number of rounds that is small in practice; the cap only guards
   // against rounding cycling between equal policies.
   const int max_rounds = 100 + static_cast<int>(m * m);
-  double best = 0;
   for (int round = 0; round < max_rounds; ++round) {
     evaluate_policy(edges);
     bool changed = false;
@@ -167,6 +167,7 @@ double PeriodSolver::max_cycle_ratio(std::span<const CycleEdge> edges) {
     }
     if (!changed) break;
   }
+  double best = 0;
   for (std::size_t i = 0; i < m; ++i) {
     if (alive_[i]) best = std::max(best, ratio_[i]);
   }
@@ -194,20 +195,16 @@ void PeriodSolver::evaluate_policy(std::span<const CycleEdge> edges) {
       for (int v = policy_[at]; v != at; v = policy_[v]) head = std::min(head, v);
       double sum = 0;
       int shifts = 0;
+      cycle_.clear();
       int v = head;
       do {
+        cycle_.push_back(v);
         sum += weight(v, policy_[v]);
         shifts += shift(v);
         v = policy_[v];
       } while (v != head);
       const double ratio = sum / shifts;
       // Values relative to the head, from the head's predecessor backwards.
-      cycle_.clear();
-      v = head;
-      do {
-        cycle_.push_back(v);
-        v = policy_[v];
-      } while (v != head);
       ratio_[head] = ratio;
       value_[head] = 0;
       state_[head] = kDone;

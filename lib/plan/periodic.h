@@ -39,7 +39,7 @@ class PeriodSolver {
   std::vector<int> out_;
   std::vector<int> fill_;
   // Howard's policy iteration over the reduced graph: not vector<bool>, read in inner loops.
-  std::vector<unsigned char> alive_;  // on some cycle
+  std::vector<unsigned char> alive_;  // leads to a cycle
   std::vector<unsigned char> reach_;  // m x m, only where a weight is infinite
   std::vector<unsigned char> state_;
   std::vector<int> policy_;  // the edge each node follows

@@ -276,12 +276,16 @@ class Search {
   // The moves that exchange two tasks of different groups, tried once a candidate has
   // converged (before a perturbation, or before it is done).
   void list_exchanges(Candidate& c) const;
+  // Appends a move of `kind` to each other group for each task not alone in its group (each
+  // forward pass, when `forward_passes`).
+  void list_task_moves(Candidate& c, Move::Kind kind, bool forward_passes) const;
   // A restart, once a candidate has converged: a task on its own in a new group of unused nodes
   // (one node of a class, or all of them; over the budget, with another group's nodes of a
   // class traded for cheaper unused ones until within it); one group's tasks moved into
   // another, its nodes given to that group or back to the pool, and then each task of the
-  // merged group tried in each other group or on its own in a new one. The search goes on from the best of these plans
-  // that fits (then true), as from a perturbation: the candidate keeps its best plan.
+  // merged group tried in each other group or on its own in a new one. The search goes on
+  // from the best of these plans that fits (then true), as from a perturbation: the candidate
+  // keeps its best plan.
   bool try_regroupings(Candidate& c, long long budget);
   double spread_into(Candidate& c, std::size_t i, double score, long long budget);
   void search(Candidate& c, long long budget);
@@ -797,14 +801,13 @@ void Search::groups_of(const Candidate& c, std::vector<GroupChoice>& groups) con
 }
 
 double Search::evaluate(Candidate& c) {
-  std::vector<GroupChoice>& groups = groups_;  // kept from evaluation to evaluation
-  groups_of(c, groups);
+  groups_of(c, groups_);
   ++c.evaluations;
   ++evaluations_;
   last_overflow_ = std::numeric_limits<double>::infinity();
   // An unfit plan is explained only when the rejections keep it as the closest to fitting.
   const PlanPricer::Outcome outcome =
-      pricer_.price(groups, [this](double overflow) { return rejections_.keeps(overflow); });
+      pricer_.price(groups_, [this](double overflow) { return rejections_.keeps(overflow); });
   if (outcome == PlanPricer::Outcome::kNotLaidOut) {
     ++pruned_;
     return kWorst;
@@ -837,7 +840,6 @@ void Search::list_exchanges(Candidate& c) const {
   c.moves.clear();
   c.next_move = 0;
   c.exchanges_listed = true;
-  const int k = static_cast<int>(c.partition.size());
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
     for (std::size_t j = i + 1; j < c.tasks.size(); ++j) {
       if (c.task_group[i] == c.task_group[j]) continue;
@@ -849,15 +851,20 @@ void Search::list_exchanges(Candidate& c) const {
       c.moves.push_back(m);
     }
   }
+  list_task_moves(c, Move::Kind::kSpreadInto, true);
+}
+
+void Search::list_task_moves(Candidate& c, Move::Kind kind, bool forward_passes) const {
+  const int k = static_cast<int>(c.partition.size());
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    if (model_.graph().tasks[c.tasks[i]].kind != workload::TaskKind::kForward ||
+    if ((forward_passes && model_.graph().tasks[c.tasks[i]].kind != workload::TaskKind::kForward) ||
         std::count(c.task_group.begin(), c.task_group.end(), c.task_group[i]) < 2) {
       continue;
     }
     for (int g = 0; g < k; ++g) {
       if (g == c.task_group[i]) continue;
       Move m;
-      m.kind = Move::Kind::kSpreadInto;
+      m.kind = kind;
       m.task = static_cast<int>(i);
       m.to = g;
       c.moves.push_back(m);
@@ -961,8 +968,33 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
     if (s != kWorst) found.emplace_back(s, c.shape());
     return true;
   };
+  // A shape over the budget since group `added` took unused nodes, paid for by trading another
+  // group's nodes of a class for as few unused nodes of a cheaper class as bring it within.
+  const auto settle_by_trading = [&](int added) {
+    const Shape over = c.shape();
+    for (int h = 0; h < added; ++h) {
+      for (std::size_t a = 0; a < classes_.size(); ++a) {
+        for (std::size_t b = 0; b < classes_.size(); ++b) {
+          if (over.counts[a][h] == 0 || class_price_[b] >= class_price_[a]) continue;
+          c.set_shape(over);
+          Move trade;  // one node of class a to the unused pool, one of class b back
+          trade.kind = Move::Kind::kSwap;
+          trade.cls = static_cast<int>(a);
+          trade.other = static_cast<int>(b);
+          trade.from = h;
+          trade.to = -1;
+          while (swap_nodes(c, trade)) {
+            if (within_budget(c)) {
+              settle({h, added});
+              break;
+            }
+          }
+        }
+      }
+    }
+  };
   // Each task of group g on its own in a new group, on one unused node of a class or on all of
-  // them (while the groups are fewer than allowed).
+  // them (while the groups are fewer than allowed; over the budget, paid for by trading).
   const auto splits = [&](int g) {
     const Shape from = c.shape();
     if (static_cast<int>(from.partition.size()) >= params_.space.max_groups) return;
@@ -980,28 +1012,8 @@ bool Search::try_regroupings(Candidate& c, long long budget) {
           const int added = static_cast<int>(c.partition.size()) - 1;
           if (within_budget(c)) {
             settle({g, added});
-            continue;
-          }
-          // Over the budget: paid for by trading another group's nodes of a class for as few
-          // unused nodes of a cheaper class as bring the plan within it.
-          const Shape split = c.shape();
-          for (int h = 0; h < added; ++h) {
-            for (std::size_t a = 0; a < classes_.size(); ++a) {
-              for (std::size_t b = 0; b < classes_.size(); ++b) {
-                if (b == a || split.counts[a][h] == 0 || class_price_[b] >= class_price_[a]) continue;
-                int free = static_cast<int>(classes_[b].size());
-                for (int n : split.counts[b]) free -= n;
-                c.set_shape(split);
-                for (int n = 1; n <= std::min(split.counts[a][h], free); ++n) {
-                  --c.counts[a][h];
-                  ++c.counts[b][h];
-                  if (within_budget(c)) {
-                    settle({h, added});
-                    break;
-                  }
-                }
-              }
-            }
+          } else {
+            settle_by_trading(added);
           }
         }
       }
@@ -1111,17 +1123,7 @@ void Search::next_sweep(Candidate& c, bool busiest) {
       c.moves.push_back(m);
     }
   }
-  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    if (std::count(c.task_group.begin(), c.task_group.end(), c.task_group[i]) < 2) continue;
-    for (int g = 0; g < k; ++g) {
-      if (g == c.task_group[i]) continue;
-      Move m;
-      m.kind = Move::Kind::kRegroup;
-      m.task = static_cast<int>(i);
-      m.to = g;
-      c.moves.push_back(m);
-    }
-  }
+  list_task_moves(c, Move::Kind::kRegroup, false);
   for (std::size_t cls = 0; cls < classes_.size(); ++cls) {
     int taken = 0;
     for (int g = 0; g < k; ++g) taken += c.counts[cls][g];

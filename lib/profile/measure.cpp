@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <map>
 #include <sstream>
 #include <stdexcept>
