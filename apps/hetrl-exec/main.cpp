@@ -450,8 +450,9 @@ int main(int argc, char** argv) {
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
     if (calibration) {
       fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
-                       "optimizer efficiency {:.3f}, decode step overhead {:.3g} ms\n",
+                       "optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",
                  calibration->pass_efficiency, calibration->optimizer_efficiency,
+                 calibration->optimizer_held ? " (the cluster's, held)" : "",
                  calibration->decode_step_overhead / core::kMillisecond);
       fmt::print(text, "{:<16} {:>12} {:>12} {:>12}\n", "task", "measured s", "before s", "after s");
       for (const exec::CalibrationRow& row : calibration->rows) {

@@ -53,7 +53,13 @@ class Fit {
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead)};
     // A start of no overhead at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
+    // An optimizer efficiency the type already has was measured (hetrl-profile times the step
+    // alone) or given: held, so that run noise in the training tasks cannot trade it against
+    // the passes' figure, of which the optimizer step is a small part.
+    held_[1] = e.optimizer > 0;
   }
+
+  bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
 
   // The figures at `x` (logarithms relative to the start), each within its range.
   Figures values(const Figures& x) const {
@@ -99,6 +105,7 @@ class Fit {
   int type_;
   hw::Cluster cluster_;  // the run's, its GPU type's figures set for each simulation
   Figures start_{};
+  std::array<bool, kFigures> held_{};  // kept where they started
 };
 
 }  // namespace
@@ -172,6 +179,7 @@ Calibration calibrate(const CalibrationInputs& in) {
     // efficiency at its upper bound of 1 can only come down).
     std::vector<Figures> jacobian(tasks.size());
     for (int k = 0; k < kFigures; ++k) {
+      if (fit.held(k)) continue;  // a column of zeros: the prior keeps it at the start
       Figures moved = x;
       moved[k] -= kStep;
       const std::vector<double> rk = residuals(fit.simulate(moved));
@@ -214,6 +222,7 @@ Calibration calibrate(const CalibrationInputs& in) {
   out.gpu_type = type;
   out.pass_efficiency = v[0];
   out.optimizer_efficiency = v[1];
+  out.optimizer_held = fit.held(1);
   out.decode_step_overhead = v[2];
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);

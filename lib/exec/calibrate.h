@@ -15,7 +15,9 @@
 //     decode_step_overhead).
 // It minimises the squared log ratios of simulated to measured task seconds (each task's median
 // over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
-// towards where they started (a figure no task informs stays put), each within its range.
+// towards where they started (a figure no task informs stays put), each within its range. An
+// optimizer efficiency the type already has (hetrl-profile measures the AdamW step; a cluster
+// file may give one) is held: only the other two are fitted.
 
 #include <string>
 #include <vector>
@@ -50,6 +52,7 @@ struct Calibration {
   int gpu_type = 0;  // index in the cluster's GPU types
   double pass_efficiency = 0;
   double optimizer_efficiency = 0;
+  bool optimizer_held = false;  // the type had one (a profile measured it): kept, not fitted
   double decode_step_overhead = 0;  // seconds
   std::vector<CalibrationRow> rows;  // GPU tasks the run measured, graph order
 };

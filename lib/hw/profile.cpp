@@ -39,7 +39,8 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
     return value;
   };
   o.training = fraction(profile.pass_efficiency, "pass efficiency");
-  o.optimizer_efficiency = fraction(profile.optimizer_efficiency, "optimizer efficiency");
+  // A fitted figure replaces one the profile measured.
+  take(o.optimizer_efficiency, fraction(profile.optimizer_efficiency, "optimizer efficiency"));
   if (profile.decode_step_overhead) {
     if (!(*profile.decode_step_overhead >= 0 && *profile.decode_step_overhead < 1e3)) {
       throw core::InputError(
@@ -80,6 +81,12 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       o.gemm_curve = std::move(curve);
     }
     o.memory_efficiency = 1.0;
+    // The optimizer step's share of reading memory: on a CPU it may be bound by its arithmetic
+    // instead, and the cost model cannot price it faster than reading.
+    if (profile.optimizer_bandwidth) {
+      if (!(*profile.optimizer_bandwidth > 0)) throw core::InputError("the measured optimizer step rate must be positive");
+      o.optimizer_efficiency = std::min(1.0, *profile.optimizer_bandwidth / *profile.memory_bandwidth);
+    }
     // The link between two such devices in a node: nominally PCIe 4, at the measured rate when
     // the profile has one.
     o.intra_node_link = "pcie4";
@@ -115,6 +122,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
   }
   o.memory_efficiency = ratio(profile.memory_bandwidth, spec.memory_bandwidth,
                               "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
+  o.optimizer_efficiency = ratio(profile.optimizer_bandwidth, spec.memory_bandwidth,
+                                 "measured optimizer step rate", "GB/s", core::kGBps, spec.name);
   if (profile.intra_node_bandwidth) {
     if (!(*profile.intra_node_bandwidth > 0)) {
       throw core::InputError("measured intra-node bandwidth must be positive");
@@ -164,6 +173,8 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
   p.intra_node_bandwidth = spec.intra_node.bandwidth;
   p.allreduce_bus_bandwidth = spec.intra_node.bandwidth * spec.efficiency.collective;
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
+  p.optimizer_bandwidth =
+      spec.memory_bandwidth * (spec.efficiency.optimizer > 0 ? spec.efficiency.optimizer : spec.efficiency.memory);
   return p;
 }
 

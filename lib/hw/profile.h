@@ -4,7 +4,8 @@
 // A profile has the machine it was measured on, the raw measurements (each a curve over sizes,
 // every point the median and range of several timed repeats) and the figures fitted from them
 // that the cost model uses. For a GPU type the catalogue knows, the fitted rates against its
-// datasheet peaks become that type's efficiency factors (measured / peak), and a measured
+// datasheet peaks become that type's efficiency factors (measured / peak; the optimizer step's
+// rate against the memory bandwidth is its optimizer efficiency), and a measured
 // GPU-to-GPU bandwidth replaces the intra-node link's; a rate above the datasheet peak means
 // the profile names the wrong GPU type, and is an error. A device the catalogue does not know
 // (the CPU backend's host, a new GPU) becomes a GPU type of its own whose peaks are the
@@ -67,6 +68,17 @@ struct TransferMeasurement {
   TimeSpread seconds;
 };
 
+// One AdamW step over `parameters` parameters as a trainer runs it (device::Backend::adamw:
+// fp32 master weights, moments and gradient, the working copy in `dtype`); `bytes`: what it
+// reads and writes, the master weights and moments both ways, the gradient read, the working
+// copy written (30 bytes a parameter in bf16, cost::CostParams::adam_bytes_per_param).
+struct OptimizerMeasurement {
+  std::string dtype;
+  double parameters = 0;
+  double bytes = 0;
+  TimeSpread seconds;
+};
+
 struct DeviceDescription {
   std::string backend;  // cpu or cuda
   std::string name;
@@ -99,6 +111,7 @@ struct GpuProfile {
   std::vector<AttentionMeasurement> attention;
   std::vector<CollectiveMeasurement> collectives;
   std::vector<TransferMeasurement> transfers;  // device to device
+  std::vector<OptimizerMeasurement> optimizer_steps;
   std::optional<TimeSpread> launch;
 
   // Fitted (v1's measurements). FLOP/s and bytes/s.
@@ -114,6 +127,9 @@ struct GpuProfile {
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
   std::optional<double> intra_node_latency;              // seconds, one small transfer GPU to GPU
+  // Bytes/s the optimizer step moves over the most parameters measured (too many for a cache);
+  // of the memory bandwidth, it is the optimizer efficiency (hw::Efficiency::optimizer).
+  std::optional<double> optimizer_bandwidth;
   // GEMMs measured at two widths: the half width of the GEMM efficiency's dependence on it
   // (cost::CostParams::gemm_width_half; 0 where the wider ones are no faster).
   std::optional<double> gemm_width_half;

@@ -96,6 +96,14 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.seconds = read_spread(a, "ms", core::kMillisecond);
     (void)a.optional_number("gb_per_s", Range::kPositive);
   });
+  read_rows(m, "optimizer", [&](ObjectReader& o) {
+    hw::OptimizerMeasurement& x = p.optimizer_steps.emplace_back();
+    x.dtype = dtype(o);
+    x.parameters = o.number("parameters", Range::kPositive);
+    x.bytes = o.number("bytes", Range::kPositive);
+    x.seconds = read_spread(o, "ms", core::kMillisecond);
+    (void)o.optional_number("gb_per_s", Range::kPositive);
+  });
   read_rows(m, "collectives", [&](ObjectReader& c) {
     hw::CollectiveMeasurement& x = p.collectives.emplace_back();
     x.op = c.optional_choice<std::string>("op",
@@ -132,6 +140,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
   p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
+  p.optimizer_bandwidth = f.optional_quantity("optimizer_gb_per_s", core::kGBps);
   p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
   p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
   p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kFraction);
@@ -266,6 +275,14 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     attention.push_back(std::move(row));
   }
   m["attention"] = std::move(attention);
+  OrderedJson optimizer = OrderedJson::array();
+  for (const hw::OptimizerMeasurement& o : p.optimizer_steps) {
+    OrderedJson row{{"dtype", o.dtype}, {"parameters", o.parameters}, {"bytes", o.bytes}};
+    write_spread(row, o.seconds, "ms", core::kMillisecond);
+    row["gb_per_s"] = derived(o.bytes / o.seconds.median / core::kGBps);
+    optimizer.push_back(std::move(row));
+  }
+  m["optimizer"] = std::move(optimizer);
   OrderedJson collectives = OrderedJson::array();
   for (const hw::CollectiveMeasurement& c : p.collectives) {
     OrderedJson row{{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}};
@@ -302,6 +319,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("allreduce_bus_gb_per_s", p.allreduce_bus_bandwidth, core::kGBps);
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
+  put("optimizer_gb_per_s", p.optimizer_bandwidth, core::kGBps);
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);
   put("intra_node_latency_us", p.intra_node_latency, kMicrosecond);
   put("gemm_width_half", p.gemm_width_half, 1.0);

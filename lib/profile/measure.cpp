@@ -186,6 +186,39 @@ void measure_memory(Backend& b, Timer& timer, const ProfileParams& params, hw::G
   }
 }
 
+// The optimizer step over parameter counts from 64 Ki up to as many as the largest buffer's
+// budget holds (four fp32 arrays and the working copy), all of them in buffers allocated once.
+void measure_optimizer(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
+  const DType t = params.dtype;
+  const double held = 4 * sizeof(float) + static_cast<double>(device::dtype_bytes(t));  // a parameter's
+  const double moved = 6 * sizeof(float) + sizeof(float) + static_cast<double>(device::dtype_bytes(t));
+  std::vector<std::size_t> counts;
+  for (std::size_t count = 1 << 16; held * static_cast<double>(count) <= 1.5 * params.largest_buffer; count *= 4) {
+    counts.push_back(count);
+  }
+  if (counts.empty()) return;
+  const std::size_t most = counts.back();
+  const Buffer master(b, most * sizeof(float)), m(b, most * sizeof(float)), v(b, most * sizeof(float)),
+      grad(b, most * sizeof(float)), weight(b, most * device::dtype_bytes(t));
+  randomize(b, DType::kF32, master, most);
+  randomize(b, DType::kF32, grad, most);
+  b.fill_zero(m.data(), m.bytes());
+  b.fill_zero(v.data(), v.bytes());
+  const device::AdamW options;
+  double rate = 0;
+  std::size_t points = 0;
+  for (std::size_t count : counts) {
+    const double bytes = moved * static_cast<double>(count);
+    if (rate > 0 && !timer.affordable(bytes / rate, points++)) break;
+    hw::OptimizerMeasurement point{device::dtype_name(t), static_cast<double>(count), bytes, timer.time([&] {
+                                     b.adamw(t, master.as<float>(), m.as<float>(), v.as<float>(), grad.as<float>(),
+                                             weight.data(), count, options);
+                                   })};
+    rate = std::max(rate, bytes / point.seconds.median);
+    p.optimizer_steps.push_back(point);
+  }
+}
+
 // `seen`: the best rate measured at each token count on the narrower widths, which predicts a
 // point's time better than this width's smaller token counts do.
 void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, DType t, int width,
@@ -366,6 +399,8 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
   measure_launch(backend, timer, p);
   steps.next("memory bandwidth");
   measure_memory(backend, timer, params, p);
+  steps.next("optimizer step");
+  measure_optimizer(backend, timer, params, p);
   std::map<int, double> seen;
   for (int width : params.widths) {
     steps.next("GEMM " + std::string(device::dtype_name(params.dtype)) + " width " + std::to_string(width));
@@ -401,7 +436,7 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
                        const ProfileParams& params, const Progress& progress) {
   if (params.passes < 1 || params.repeats < 1) throw std::invalid_argument("profile: passes and repeats must be >= 1");
   const bool together = comm.size() > 1;
-  const int steps_a_pass = 5 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
+  const int steps_a_pass = 6 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
   Steps steps{progress, steps_a_pass * params.passes, ""};
   Passes device_passes, collective_passes, transfer_passes;
   hw::GpuProfile blank;
@@ -510,6 +545,14 @@ void fit(hw::GpuProfile& p) {
     if (m.op == "host_to_device" && m.bytes >= largest_upload) {
       largest_upload = m.bytes;
       p.host_to_device_bandwidth = rate;
+    }
+  }
+  // The optimizer step: over the most parameters (fewer may stay in a cache).
+  double most_parameters = 0;
+  for (const hw::OptimizerMeasurement& o : p.optimizer_steps) {
+    if (o.parameters >= most_parameters) {
+      most_parameters = o.parameters;
+      p.optimizer_bandwidth = o.bytes / o.seconds.median;
     }
   }
   for (const hw::AttentionMeasurement& a : p.attention) {

@@ -145,6 +145,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("memory read (GB/s)", m.memory_bandwidth, s.memory_bandwidth, core::kGBps, "{:.4g}");
   row("decode attention, KV read (GB/s)", m.decode_attention_bandwidth, s.decode_attention_bandwidth, core::kGBps,
       "{:.4g}");
+  row("optimizer step (GB/s)", m.optimizer_bandwidth, s.optimizer_bandwidth, core::kGBps, "{:.4g}");
   row("GPU to GPU (GB/s)", m.intra_node_bandwidth, s.intra_node_bandwidth, core::kGBps, "{:.4g}");
   row("GPU to GPU latency (us)", m.intra_node_latency, s.intra_node_latency, 1e-6, "{:.3g}");
   row("all-reduce bus (GB/s)", m.allreduce_bus_bandwidth, s.allreduce_bus_bandwidth, core::kGBps, "{:.4g}");

@@ -66,6 +66,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
   CHECK(fit.optimizer_efficiency == hetrl::testing::approx(optimizer).epsilon(0.05));
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+  CHECK_FALSE(fit.optimizer_held);
   // Every GPU task the run measured, each now simulated as measured and not before.
   int generation = 0, passes = 0;
   for (const CalibrationRow& row : fit.rows) {
@@ -82,6 +83,30 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   // A run whose tasks were not measured has nothing to fit on.
   for (std::vector<double>& it : in.measured) it.assign(it.size(), -1.0);
   CHECK_THROWS_AS(calibrate(in), core::JobError);
+}
+
+TEST_CASE("calibration: an optimizer efficiency the type has (a profile measured it) is held, the others fitted") {
+  const Run run = load();
+  hw::Cluster truth = run.in.cluster;
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  const double pass = 0.43, optimizer = 0.21, overhead = 7e-3;
+  e.training = pass;
+  e.optimizer = optimizer;
+  e.decode_step_overhead = overhead;
+  // The run's cluster has the step's measured figure, a little off the truth: the training
+  // tasks' seconds would move it, and the pass efficiency with it, were it fitted.
+  hw::Cluster measured = run.in.cluster;
+  const double held = 0.2;
+  measured.gpu_types[0].efficiency.optimizer = held;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
+                       simulate(run, truth, warmup, 3, seed), warmup, seed};
+  const Calibration fit = calibrate(in);
+  CHECK(fit.optimizer_held);
+  CHECK(fit.optimizer_efficiency == held);
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.05));
+  CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
 }
 
 TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes one)") {

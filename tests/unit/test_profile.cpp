@@ -143,8 +143,9 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto alone = device::make_single_communicator(*backend);
   const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
                                             [&](const std::string& step, double) { steps.push_back(step); });
-  REQUIRE(steps.size() == 14);  // launch, memory, two widths, fp32, attention, transfers; two passes
-  CHECK(steps[7] == "launch overhead, pass 2 of 2");
+  REQUIRE(steps.size() == 16);  // launch, memory, optimizer, two widths, fp32, attention, transfers; two passes
+  CHECK(steps[2] == "optimizer step, pass 1 of 2");
+  CHECK(steps[8] == "launch overhead, pass 2 of 2");
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
   CHECK(p.launch);
@@ -152,6 +153,11 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 4);  // 2 repeats in each of 2 passes
   CHECK(p.bandwidths.size() >= 5);  // read, write, copy at 1 MiB and 4 MiB; transfers
   CHECK(!p.attention.empty());
+  // 64 Ki and 256 Ki parameters fit the 4 MiB budget (18 bytes each held, bf16); 30 moved.
+  REQUIRE(p.optimizer_steps.size() == 2);
+  CHECK(p.optimizer_steps.back().parameters == 256.0 * 1024);
+  CHECK(p.optimizer_steps.back().bytes == 30.0 * 256 * 1024);
+  CHECK(p.optimizer_bandwidth.value_or(0) > 0);
   REQUIRE(p.gemm_curve.size() == 2);
   CHECK(p.gemm_curve.front().first == 1);
   CHECK(p.gemm_large_flops.value_or(0) > 0);
@@ -323,6 +329,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
   p.collectives = {{"all_reduce", 2, 1 << 20, spread(1e-3), 2e9}};
   p.transfers = {{"device0", "device1", 4, spread(3e-6)}, {"device0", "device1", 1 << 24, spread(2e-3)}};
+  p.optimizer_steps = {{"bf16", 1 << 20, 30.0 * (1 << 20), spread(1e-3)}};
   p.launch = spread(5e-6);
   profile::fit(p);
   p.provenance.tool = "hetrl-profile";
@@ -341,6 +348,48 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   CHECK(q.transfers.back().to == "device1");
   CHECK(*q.intra_node_latency == hetrl::testing::approx(3e-6));
   CHECK(*q.intra_node_bandwidth == hetrl::testing::approx((1 << 24) / 2e-3));
+  REQUIRE(q.optimizer_steps.size() == 1);
+  CHECK(q.optimizer_steps.front().parameters == 1 << 20);
+  CHECK(*q.optimizer_bandwidth == hetrl::testing::approx(30.0 * (1 << 20) / 1e-3));
+}
+
+TEST_CASE("profile: the optimizer step's rate over the most parameters becomes the type's optimizer efficiency") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "", ""};
+  p.gemm_large_flops = 2e11;
+  p.bandwidths = {{"read", 1 << 30, spread((1 << 30) / 20e9)}};
+  // The smaller step stays in a cache and runs faster; the larger one is the figure.
+  p.optimizer_steps = {{"bf16", 1 << 16, 30.0 * (1 << 16), spread(30.0 * (1 << 16) / 40e9)},
+                       {"bf16", 1 << 24, 30.0 * (1 << 24), spread(30.0 * (1 << 24) / 15e9)}};
+  profile::fit(p);
+  REQUIRE(p.optimizer_bandwidth);
+  CHECK(*p.optimizer_bandwidth == hetrl::testing::approx(15e9));
+  const hw::Catalog& catalog = testing::catalogs().hardware;
+  const auto adopted = [&](const hw::GpuProfile& profile) {
+    return hw::apply_override(catalog, hw::override_from_profile(profile, catalog, "p.json"));
+  };
+  // A new type: of its measured read rate.
+  CHECK(adopted(p).efficiency.optimizer == hetrl::testing::approx(0.75));
+  // A step faster than reading is priced as fast as reading.
+  hw::GpuProfile fast = p;
+  fast.optimizer_bandwidth = 25e9;
+  CHECK(adopted(fast).efficiency.optimizer == 1.0);
+  // A figure fitted on a run replaces the measured one.
+  hw::GpuProfile fitted = p;
+  fitted.optimizer_efficiency = 0.4;
+  CHECK(adopted(fitted).efficiency.optimizer == hetrl::testing::approx(0.4));
+  // A known type: of its datasheet bandwidth, which the step cannot pass.
+  const hw::GpuSpec& l4 = catalog.gpu("L4", "");
+  hw::GpuProfile known;
+  known.gpu_type = "L4";
+  known.optimizer_bandwidth = 0.5 * l4.memory_bandwidth;
+  CHECK(adopted(known).efficiency.optimizer == hetrl::testing::approx(0.5));
+  known.optimizer_bandwidth = 1.2 * l4.memory_bandwidth;
+  CHECK_THROWS_WITH_AS(adopted(known), doctest::Contains("measured optimizer step rate"), core::InputError);
+  // What the catalogue expects, for comparison: the memory bandwidth at the type's optimizer
+  // efficiency, or at its memory efficiency where it has none.
+  CHECK(*hw::datasheet_profile(l4).optimizer_bandwidth == hetrl::testing::approx(l4.memory_bandwidth * l4.efficiency.memory));
 }
 
 TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending names where") {
