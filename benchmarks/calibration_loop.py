@@ -8,8 +8,10 @@ Two processes (mpirun), each one core, stand for a node of two devices:
   3. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster;
   4. three other plans, each run by hetrl-exec against the measured cluster (before) and the
      calibrated one (after): different grouping (generation on one device, every other task on
-     the other), different TP (every task TP 2 over both devices: verl's plan) and different
-     batch (the fitted plan's layout over 16 prompts instead of 8).
+     the other), different TP (the fitted plan's layout with each task's TP changed between 1
+     and 2: two TP-1 replicas where it has one of TP 2, and the other way) and different batch
+     (the fitted plan's layout over 16 prompts instead of 8). The runs go round by round, every
+     plan in each round, so that a slow spell of a shared machine does not fall on one plan.
 Writes OUT/calibration-loop.csv (per plan and task: the prediction before and after, the
 simulator's seconds after, the measured seconds, each the median over the measured iterations
 of all the plan's runs) and prints the table with each ratio, and the iteration's: hetrl-exec
@@ -73,6 +75,24 @@ def grouped(plan_path, out_path):
     json.dump(out, open(out_path, "w"), indent=1)
 
 
+def other_tp(plan_path, out_path):
+    """The fitted plan with each task's TP changed: one TP-2 replica over both devices becomes
+    two TP-1 replicas, one on each, and two TP-1 replicas become one of TP 2."""
+    plan = json.load(open(plan_path))
+    gpus = sorted({g for group in plan["groups"] for g in group["gpus"]})
+    node = gpus[0].split(":")[0]
+    both, first, second = f"{node}:0-1", f"{node}:0", f"{node}:1"
+    for group in plan["groups"]:
+        group["gpus"] = [both]
+        for task in group["tasks"].values():
+            layers = task["replicas"][0]["stages"][0]["layers"]
+            if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
+                task["replicas"] = [{"share": 0.5, "stages": [{"gpus": [gpu], "layers": layers}]} for gpu in (first, second)]
+            else:
+                task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [both], "layers": layers}]}]
+    json.dump(plan, open(out_path, "w"), indent=1)
+
+
 def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
     run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
@@ -107,41 +127,44 @@ def main():
     run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
 
     grouped(p("plan-fit.json"), p("plan-groups.json"))
-    run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "--planner", "verl",
-         "-o", p("plan-tp2.json")])
-    plans = [("fit (hybrid: generation TP 2, the rest 2 replicas)", ppo8, p("plan-fit.json")),
+    other_tp(p("plan-fit.json"), p("plan-tp.json"))
+    plans = [("fit (hybrid's plan)", ppo8, p("plan-fit.json")),
              ("grouping (generation on one device, the rest on the other)", ppo8, p("plan-groups.json")),
-             ("TP (every task TP 2: verl)", ppo8, p("plan-tp2.json")),
+             ("TP (the fit's layout, each task's TP 1 <-> 2)", ppo8, p("plan-tp.json")),
              ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json"))]
 
-    rows = []
-    for index, (label, workload, plan) in enumerate(plans):
-        reports = {"before": [], "after": []}
-        if index == 0:
-            reports["before"].append(fit)
-        for r in range(args.runs):
+    # Round by round, each plan in turn: a slow spell of a shared machine falls on every plan
+    # alike instead of on one plan's runs.
+    reports = [{"before": [fit] if index == 0 else [], "after": []} for index in range(len(plans))]
+    for r in range(args.runs):
+        for index, (label, workload, plan) in enumerate(plans):
             for when, cluster in (("before", p("measured.json")), ("after", p("calibrated.json"))):
                 if index == 0 and when == "before" and r == 0:
                     continue
-                reports[when].append(exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json")))
-        everything = reports["before"] + reports["after"]
+                reports[index][when].append(
+                    exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json")))
+
+    rows = []
+    for index, (label, workload, plan) in enumerate(plans):
+        reports_of = reports[index]
+        everything = reports_of["before"] + reports_of["after"]
         iterations = []
         for report in everything:
             for i in range(len(next(iter(report["tasks"].values()))["seconds"])):
                 iterations.append(sum(t["seconds"][i] for t in report["tasks"].values()))
         for task in everything[0]["tasks"]:
             measured = statistics.median(s for rep in everything for s in rep["tasks"][task]["seconds"])
-            before = reports["before"][0]["tasks"][task]["predicted_seconds"]
-            after = reports["after"][0]["tasks"][task]["predicted_seconds"]
-            simulated = statistics.median(s for rep in reports["after"] for s in rep["tasks"][task].get("simulated_seconds", [0]))
+            before = reports_of["before"][0]["tasks"][task]["predicted_seconds"]
+            after = reports_of["after"][0]["tasks"][task]["predicted_seconds"]
+            simulated = statistics.median(s for rep in reports_of["after"] for s in rep["tasks"][task].get("simulated_seconds", [0]))
             rows.append([label, task, before, after, simulated, measured, ""])
         # The executor runs the tasks one after another (its processes step through them
         # together), so its iteration is set beside the predicted tasks' sum; the plan's own
         # iteration, which may overlap one group's tasks with another's, in the last column.
-        sequential = {when: sum(t["predicted_seconds"] for t in reports[when][0]["tasks"].values())
+        sequential = {when: sum(t["predicted_seconds"] for t in reports_of[when][0]["tasks"].values())
                       for when in ("before", "after")}
         rows.append([label, "iteration (tasks in turn)", sequential["before"], sequential["after"], "",
-                     statistics.median(iterations), reports["after"][0]["predicted_iteration_seconds"]])
+                     statistics.median(iterations), reports_of["after"][0]["predicted_iteration_seconds"]])
 
     with open(p("calibration-loop.csv"), "w", newline="") as f:
         w = csv.writer(f)
