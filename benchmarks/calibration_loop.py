@@ -88,6 +88,10 @@ def other_tp(plan_path, out_path):
             layers = task["replicas"][0]["stages"][0]["layers"]
             if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
                 task["replicas"] = [{"share": 0.5, "stages": [{"gpus": [gpu], "layers": layers}]} for gpu in (first, second)]
+                # hetrl-exec keeps the whole optimizer state in every replica and all-reduces
+                # the gradients, whatever ZeRO stage a plan names: predict what it runs.
+                if "zero_stage" in task:
+                    task["zero_stage"] = 0
             else:
                 task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [both], "layers": layers}]}]
     json.dump(plan, open(out_path, "w"), indent=1)
