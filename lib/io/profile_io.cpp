@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -41,6 +42,20 @@ void write_spread(OrderedJson& out, const hw::TimeSpread& s, std::string_view un
   out[std::string("min_") + std::string(unit_name)] = detail::file_units(s.min / unit);
   out[std::string("max_") + std::string(unit_name)] = detail::file_units(s.max / unit);
   out["repeats"] = s.repeats;
+}
+
+// Measurements of moved bytes, each written as its own fields, its time spread in ms and the
+// rate it moved its bytes at (derived, for readers).
+template <typename Measurement, typename Fields>
+OrderedJson rated_rows(const std::vector<Measurement>& measurements, Fields fields) {
+  OrderedJson rows = OrderedJson::array();
+  for (const Measurement& x : measurements) {
+    OrderedJson row = fields(x);
+    write_spread(row, x.seconds, "ms", core::kMillisecond);
+    row["gb_per_s"] = derived(x.bytes / x.seconds.median / core::kGBps);
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 std::string dtype(ObjectReader& r) {
@@ -258,31 +273,16 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     gemm.push_back(std::move(row));
   }
   m["gemm"] = std::move(gemm);
-  OrderedJson memory = OrderedJson::array();
-  for (const hw::BandwidthMeasurement& b : p.bandwidths) {
-    OrderedJson row{{"op", b.op}, {"bytes", b.bytes}};
-    write_spread(row, b.seconds, "ms", core::kMillisecond);
-    row["gb_per_s"] = derived(b.bytes / b.seconds.median / core::kGBps);
-    memory.push_back(std::move(row));
-  }
-  m["memory"] = std::move(memory);
-  OrderedJson attention = OrderedJson::array();
-  for (const hw::AttentionMeasurement& a : p.attention) {
-    OrderedJson row{{"dtype", a.dtype},       {"batch", a.batch},       {"length", a.length}, {"heads", a.heads},
-                    {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"bytes", a.bytes}};
-    write_spread(row, a.seconds, "ms", core::kMillisecond);
-    row["gb_per_s"] = derived(a.bytes / a.seconds.median / core::kGBps);
-    attention.push_back(std::move(row));
-  }
-  m["attention"] = std::move(attention);
-  OrderedJson optimizer = OrderedJson::array();
-  for (const hw::OptimizerMeasurement& o : p.optimizer_steps) {
-    OrderedJson row{{"dtype", o.dtype}, {"parameters", o.parameters}, {"bytes", o.bytes}};
-    write_spread(row, o.seconds, "ms", core::kMillisecond);
-    row["gb_per_s"] = derived(o.bytes / o.seconds.median / core::kGBps);
-    optimizer.push_back(std::move(row));
-  }
-  m["optimizer"] = std::move(optimizer);
+  m["memory"] = rated_rows(p.bandwidths, [](const hw::BandwidthMeasurement& b) {
+    return OrderedJson{{"op", b.op}, {"bytes", b.bytes}};
+  });
+  m["attention"] = rated_rows(p.attention, [](const hw::AttentionMeasurement& a) {
+    return OrderedJson{{"dtype", a.dtype},       {"batch", a.batch},       {"length", a.length}, {"heads", a.heads},
+                       {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"bytes", a.bytes}};
+  });
+  m["optimizer"] = rated_rows(p.optimizer_steps, [](const hw::OptimizerMeasurement& o) {
+    return OrderedJson{{"dtype", o.dtype}, {"parameters", o.parameters}, {"bytes", o.bytes}};
+  });
   OrderedJson collectives = OrderedJson::array();
   for (const hw::CollectiveMeasurement& c : p.collectives) {
     OrderedJson row{{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}};
@@ -291,14 +291,9 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     collectives.push_back(std::move(row));
   }
   m["collectives"] = std::move(collectives);
-  OrderedJson transfers = OrderedJson::array();
-  for (const hw::TransferMeasurement& t : p.transfers) {
-    OrderedJson row{{"from", t.from}, {"to", t.to}, {"bytes", t.bytes}};
-    write_spread(row, t.seconds, "ms", core::kMillisecond);
-    row["gb_per_s"] = derived(t.bytes / t.seconds.median / core::kGBps);
-    transfers.push_back(std::move(row));
-  }
-  m["transfers"] = std::move(transfers);
+  m["transfers"] = rated_rows(p.transfers, [](const hw::TransferMeasurement& t) {
+    return OrderedJson{{"from", t.from}, {"to", t.to}, {"bytes", t.bytes}};
+  });
   out["measurements"] = std::move(m);
   OrderedJson f = OrderedJson::object();
   const auto put = [&](const char* key, const std::optional<double>& value, double unit) {
