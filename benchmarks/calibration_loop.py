@@ -48,16 +48,20 @@ def tool(name):
     return os.path.join(APPS, name)
 
 
+def devices(plan):
+    """The plan's node's first device, second device and both, as a plan names them."""
+    node = sorted({g for group in plan["groups"] for g in group["gpus"]})[0].split(":")[0]
+    return f"{node}:0", f"{node}:1", f"{node}:0-1"
+
+
+def replica(gpus, layers, share=1.0):
+    return {"share": share, "stages": [{"gpus": [gpus], "layers": layers}]}
+
+
 def grouped(plan_path, out_path):
     """The fitted plan's tasks in two groups: generation on the first device, the rest on the second."""
     plan = json.load(open(plan_path))
-    gpus = sorted({g for group in plan["groups"] for g in group["gpus"]})
-    node = gpus[0].split(":")[0]
-    first, second = f"{node}:0", f"{node}:1"
-
-    def one(gpu, layers):
-        return {"share": 1.0, "stages": [{"gpus": [gpu], "layers": layers}]}
-
+    first, second, _ = devices(plan)
     tasks = plan["groups"][0]["tasks"]
     layers = tasks["generate"]["replicas"][0]["stages"][0]["layers"]
     rest = {}
@@ -65,12 +69,12 @@ def grouped(plan_path, out_path):
         if name == "generate":
             continue
         t = dict(task)
-        t["replicas"] = [one(second, layers)]
+        t["replicas"] = [replica(second, layers)]
         if "zero_stage" in t:
             t["zero_stage"] = 0
         rest[name] = t
     out = {"schema": plan["schema"],
-           "groups": [{"gpus": [first], "tasks": {"generate": {"replicas": [one(first, layers)]}}},
+           "groups": [{"gpus": [first], "tasks": {"generate": {"replicas": [replica(first, layers)]}}},
                       {"gpus": [second], "tasks": rest}]}
     json.dump(out, open(out_path, "w"), indent=1)
 
@@ -79,21 +83,19 @@ def other_tp(plan_path, out_path):
     """The fitted plan with each task's TP changed: one TP-2 replica over both devices becomes
     two TP-1 replicas, one on each, and two TP-1 replicas become one of TP 2."""
     plan = json.load(open(plan_path))
-    gpus = sorted({g for group in plan["groups"] for g in group["gpus"]})
-    node = gpus[0].split(":")[0]
-    both, first, second = f"{node}:0-1", f"{node}:0", f"{node}:1"
+    first, second, both = devices(plan)
     for group in plan["groups"]:
         group["gpus"] = [both]
         for task in group["tasks"].values():
             layers = task["replicas"][0]["stages"][0]["layers"]
             if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
-                task["replicas"] = [{"share": 0.5, "stages": [{"gpus": [gpu], "layers": layers}]} for gpu in (first, second)]
+                task["replicas"] = [replica(gpu, layers, 0.5) for gpu in (first, second)]
                 # hetrl-exec keeps the whole optimizer state in every replica and all-reduces
                 # the gradients, whatever ZeRO stage a plan names: predict what it runs.
                 if "zero_stage" in task:
                     task["zero_stage"] = 0
             else:
-                task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [both], "layers": layers}]}]
+                task["replicas"] = [replica(both, layers)]
     json.dump(plan, open(out_path, "w"), indent=1)
 
 

@@ -84,7 +84,9 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     // The optimizer step's share of reading memory: on a CPU it may be bound by its arithmetic
     // instead, and the cost model cannot price it faster than reading.
     if (profile.optimizer_bandwidth) {
-      if (!(*profile.optimizer_bandwidth > 0)) throw core::InputError("the measured optimizer step rate must be positive");
+      if (!(*profile.optimizer_bandwidth > 0)) {
+        throw core::InputError("the measured optimizer step rate must be positive");
+      }
       o.optimizer_efficiency = std::min(1.0, *profile.optimizer_bandwidth / *profile.memory_bandwidth);
     }
     // The link between two such devices in a node: nominally PCIe 4, at the measured rate when

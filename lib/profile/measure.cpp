@@ -190,8 +190,11 @@ void measure_memory(Backend& b, Timer& timer, const ProfileParams& params, hw::G
 // budget holds (four fp32 arrays and the working copy), all of them in buffers allocated once.
 void measure_optimizer(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
   const DType t = params.dtype;
-  const double held = 4 * sizeof(float) + static_cast<double>(device::dtype_bytes(t));  // a parameter's
-  const double moved = 6 * sizeof(float) + sizeof(float) + static_cast<double>(device::dtype_bytes(t));
+  const auto copy = static_cast<double>(device::dtype_bytes(t));
+  // A parameter's arrays: master weight, moments and gradient in fp32, the working copy.
+  const double held = 4 * sizeof(float) + copy;
+  // What its step moves: master weight and moments read and written, gradient read, copy written.
+  const double moved = 6 * sizeof(float) + sizeof(float) + copy;
   std::vector<std::size_t> counts;
   for (std::size_t count = 1 << 16; held * static_cast<double>(count) <= 1.5 * params.largest_buffer; count *= 4) {
     counts.push_back(count);

@@ -12,10 +12,9 @@
 // Sizes follow LLM layers: GEMMs of 1 to 8192 tokens against the hidden sizes of the
 // catalogue's models (decode-like up to 256 tokens, prefill-like above), memory traffic from
 // 1 MiB to 1 GiB, the AdamW step over 64 Ki parameters and up, decode attention over KV caches
-// of a Llama-style head layout. A point whose
-// time the previous points predict to exceed the point budget is left out (a slow device, or
-// --quick), so a CPU finishes in seconds and a GPU still measures the large sizes; the first
-// two points of every curve are always measured.
+// of a Llama-style head layout. A point whose time the previous points predict to exceed the
+// point budget is left out (a slow device, or --quick), so a CPU finishes in seconds and a GPU
+// still measures the large sizes; the first two points of every curve are always measured.
 
 #include <functional>
 #include <string>
@@ -56,8 +55,8 @@ hw::GpuProfile measure(device::Backend& backend, device::Communicator& comm, con
 // Fills the fitted figures of `profile` from its measurements: the GEMM curve (at each token
 // count, the rate of the width closest to the cost model's reference width), the small- and
 // large-GEMM rates (256 tokens, and the best at 2048 or more), fp32 peak, memory bandwidth
-// (reading the largest buffer), the optimizer step's rate (over the most parameters), launch overhead, host-to-device bandwidth (the largest
-// transfer), the best decode attention rate, the best all-reduce bus bandwidth, and between
+// (reading the largest buffer), the optimizer step's rate (over the most parameters), launch
+// overhead, host-to-device bandwidth (the largest transfer), the best decode attention rate, the best all-reduce bus bandwidth, and between
 // devices the median pair's bandwidth (largest transfer) and latency (smallest).
 void fit(hw::GpuProfile& profile);
 
