@@ -166,6 +166,43 @@ void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
   }
 }
 
+// Each training task's time by part, predicted and measured (the median over iterations of
+// the slowest replica's).
+void print_train_parts(std::FILE* text, const exec::RunResult& run, const plan::Prediction& predicted,
+                       const workload::TaskGraph& graph) {
+  bool header = false;
+  for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+    if (graph.tasks[t].kind != workload::TaskKind::kTrain) continue;
+    std::vector<exec::TrainParts> measured;
+    std::size_t replicas = 0;
+    for (const exec::IterationMeasurement& it : run.iterations) {
+      if (!it.tasks[t].ran) continue;
+      measured.push_back(exec::slowest_parts(it.tasks[t]));
+      replicas = it.tasks[t].replica_seconds.size();
+    }
+    if (measured.empty()) continue;
+    if (!header) {
+      fmt::print(text, "\n{:<16} {:<20} {:>12} {:>12} {:>10}\n", "training", "part", "predicted s", "measured s",
+                 "measured/predicted");
+      header = true;
+    }
+    const exec::TrainParts expected = exec::predicted_parts(predicted.tasks[t].terms);
+    const auto row = [&](const std::string& task, const char* part, double exec::TrainParts::*field) {
+      std::vector<double> seconds;
+      for (const exec::TrainParts& m : measured) seconds.push_back(m.*field);
+      const double median = exec::median(seconds), wanted = expected.*field;
+      fmt::print(text, "{:<16} {:<20} {:>12.4g} {:>12.4g} {:>10}\n", task, part, wanted, median,
+                 wanted > 0 ? fmt::format("{:.2f}", median / wanted) : std::string("-"));
+    };
+    row(graph.tasks[t].name, "passes", &exec::TrainParts::passes);
+    if (replicas > 1) {  // data parallel
+      row("", "wait for replicas", &exec::TrainParts::replica_wait);
+      row("", "gradient all-reduce", &exec::TrainParts::gradient_reduce);
+    }
+    row("", "optimizer step", &exec::TrainParts::optimizer_step);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,7 +302,7 @@ int main(int argc, char** argv) {
     }
     const cost::CostModel model(in.cluster, w, graph, models);
     plan::Evaluator evaluator(model);
-    const plan::Prediction predicted = evaluator.evaluate(p);
+    const plan::Prediction predicted = evaluator.evaluate(p, /*explain=*/true);  // training's parts
 
     settings.dtype = dtype_name == "fp32" ? device::DType::kF32 : dtype_name == "fp16" ? device::DType::kF16
                                                                                      : device::DType::kBf16;
@@ -448,6 +485,7 @@ int main(int argc, char** argv) {
                      "hetrl-sim's over the same iterations and response lengths{}\n",
                comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
+    print_train_parts(text, run, predicted, graph);
     if (calibration) {
       fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
                        "optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",

@@ -1,5 +1,7 @@
 #include "device/comm.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -79,6 +81,15 @@ bool built_with_nccl() {
 #else
   return false;
 #endif
+}
+
+void all_reduce_in_buckets(Communicator& comm, DType t, void* data, std::size_t count, std::size_t bucket) {
+  if (bucket == 0) throw DeviceError("all-reduce in buckets: a bucket of no elements");
+  auto* bytes = static_cast<unsigned char*>(data);
+  for (std::size_t at = 0; at < count; at += bucket) {
+    void* piece = bytes + at * dtype_bytes(t);
+    comm.all_reduce(t, piece, piece, std::min(bucket, count - at));
+  }
 }
 
 std::unique_ptr<Communicator> make_single_communicator(Backend& backend) {

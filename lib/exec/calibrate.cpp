@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string_view>
 
 #include "core/error.h"
 #include "cost/cost_model.h"
@@ -125,6 +126,27 @@ double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n == 0 ? 0 : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
+  TrainParts parts;
+  for (const cost::Breakdown::Term& term : terms) {
+    const std::string_view name = term.name;
+    if (name.starts_with("optimizer step")) {
+      parts.optimizer_step += term.seconds;
+    } else if (name == "DP gradient all-reduce") {
+      parts.gradient_reduce += term.seconds;
+    } else {
+      parts.passes += term.seconds;
+    }
+  }
+  return parts;
+}
+
+TrainParts slowest_parts(const TaskMeasurement& m) {
+  if (m.replica_parts.empty() || m.replica_parts.size() != m.replica_seconds.size()) return {};
+  const auto slowest = std::max_element(m.replica_seconds.begin(), m.replica_seconds.end());
+  return m.replica_parts[static_cast<std::size_t>(slowest - m.replica_seconds.begin())];
 }
 
 Calibration calibrate(const CalibrationInputs& in) {

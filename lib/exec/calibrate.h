@@ -19,9 +19,12 @@
 // optimizer efficiency the type already has (hetrl-profile measures the AdamW step; a cluster
 // file may give one) is held: only the other two are fitted.
 
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cost/cost_model.h"
+#include "exec/run.h"
 #include "hw/cluster.h"
 #include "plan/plan.h"
 #include "workload/model.h"
@@ -62,6 +65,15 @@ std::vector<int> plan_gpu_types(const plan::Plan& plan, const hw::Cluster& clust
 
 // The median of measured seconds (0 for none).
 double median(std::vector<double> values);
+
+// A training task's estimate (its terms, evaluated with explain) in the parts hetrl-exec
+// measures: the optimizer step's term, the data-parallel gradient all-reduce's, and every other
+// term (compute, tensor-parallel all-reduces, ZeRO-3 gathers, pipeline sends) the passes'. The
+// estimate has no wait between replicas (replica_wait 0).
+TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms);
+
+// The parts of the replica that took longest (none: zeros).
+TrainParts slowest_parts(const TaskMeasurement& m);
 
 // Throws core::InputError when the plan's GPUs are of more than one type (a profile describes
 // one) and core::JobError when the run measured no GPU task or the plan does not fit.

@@ -24,6 +24,10 @@ using device::Buffer;
 using device::DType;
 
 // Device time, measured: the product of hetrl-exec (its tests never read it).
+// The gradients' all-reduce goes in pieces of at most this many fp32 values: 25 MiB,
+// PyTorch DDP's default bucket.
+constexpr std::size_t kGradientBucket = (std::size_t{25} << 20) / sizeof(float);
+
 class Stopwatch {
  public:
   explicit Stopwatch(device::Backend& b) : b_(b) {
@@ -394,6 +398,7 @@ class Runner {
         world().broadcast_host(&steps, sizeof steps, lead);
         out.replica_decode_steps[r] = steps;
       }
+      if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
     }
     // Training's losses and gradient norms, as its first process has them.
     double losses[4] = {m.policy_loss, m.value_loss, m.policy_grad_norm, m.value_grad_norm};
@@ -639,6 +644,7 @@ class Runner {
     for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
     out.replica_seconds.assign(ranges.size(), 0.0);
     if (t.kind == TaskKind::kGenerate) out.replica_decode_steps.assign(ranges.size(), 0);
+    if (t.kind == TaskKind::kTrain) out.replica_parts.assign(ranges.size(), {});
     if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
     if (t.kind == TaskKind::kGenerate) {
       for (std::size_t r = 0; r < ranges.size(); ++r) {
@@ -733,9 +739,16 @@ class Runner {
     Transformer& model = model_for(role, trainer_layout(role));
     const bool supervised = graph_.find("generate") < 0;
     std::vector<double> seconds(shares.size(), 0.0);
+    std::vector<TrainParts> parts_of(shares.size());
     const int minis = std::max(1, w_.mini_batches);
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
+    device::Buffer meeting;
+    if (dp) {
+      meeting = device::Buffer(b_, sizeof(float));
+      const float zero = 0;
+      b_.upload(meeting.data(), &zero, sizeof zero);
+    }
     for (int epoch = 0; epoch < std::max(1, w_.epochs); ++epoch) {
       // Each replica's share in a seeded order, cut into the mini-batches.
       std::vector<std::vector<std::size_t>> order = shares;
@@ -786,11 +799,20 @@ class Runner {
           }
           const double spent = watch.seconds();
           seconds[r] += spent;
+          parts_of[r].passes += spent;
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
-        const Stopwatch step(b_);
-        if (dp) {
-          model.reduce_gradients([&](float* data, std::size_t count) { dp->all_reduce(DType::kF32, data, data, count); });
+        // Data parallel: the replicas meet first (a one-number all-reduce), so that the
+        // gradients' all-reduce is timed apart from the wait for the slowest replica's passes.
+        double wait_seconds = 0, reduce_seconds = 0;
+        if (dp && dp->size() > 1) {
+          const Stopwatch wait(b_);
+          dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
+          wait_seconds = wait.seconds();
+          const Stopwatch reduce(b_);
+          model.reduce_gradients([&](float* data, std::size_t count) {
+            device::all_reduce_in_buckets(*dp, DType::kF32, data, count, kGradientBucket);
+          });
           // The replicas' losses, summed in double on the host.
           double total = 0;
           for (int root = 0; root < dp->size(); ++root) {
@@ -799,23 +821,28 @@ class Runner {
             total += part;
           }
           loss = total;
+          reduce_seconds = reduce.seconds();
         }
-        const double step_before_norm = step.seconds();
         (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) = model.gradient_norm();
-        const Stopwatch step_rest(b_);
+        const Stopwatch step(b_);
         model.step(adam);
-        const double step_seconds = step_before_norm + step_rest.seconds();
+        const double step_seconds = step.seconds();
         // The other layouts of this role are behind now.
         ++version_[role_at];
         const Layout own = trainer_layout(role);
         held_[{role_at, own.tp, own.lead}] = version_[role_at];
         for (std::size_t r = 0; r < parts.size(); ++r) {
-          if (mine(task, r)) seconds[r] += step_seconds;
+          if (!mine(task, r)) continue;
+          seconds[r] += wait_seconds + reduce_seconds + step_seconds;
+          parts_of[r].replica_wait += wait_seconds;
+          parts_of[r].gradient_reduce += reduce_seconds;
+          parts_of[r].optimizer_step += step_seconds;
         }
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
       }
     }
     out.replica_seconds = seconds;
+    out.replica_parts = parts_of;
   }
 
   device::Backend& b_;

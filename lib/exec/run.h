@@ -53,6 +53,17 @@ struct ReplicaSpan {
   long long decode_steps = 0;  // generation
 };
 
+// Where a training replica's time went, summed over its mini-batches: the micro-batches'
+// forward and backward passes (tensor-parallel all-reduces inside them), the wait for the
+// other data-parallel replicas to finish theirs, the gradients' all-reduce over the replicas
+// (with the loss's), and the optimizer step.
+struct TrainParts {
+  double passes = 0;
+  double replica_wait = 0;
+  double gradient_reduce = 0;
+  double optimizer_step = 0;
+};
+
 struct TaskMeasurement {
   double seconds = 0;                   // the slowest replica's, or the host's for a CPU task
   std::vector<double> replica_seconds;  // GPU tasks
@@ -61,6 +72,7 @@ struct TaskMeasurement {
   double start = 0, end = 0;            // seconds from the start of the run, as run here
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
   std::vector<long long> replica_decode_steps;  // generation
+  std::vector<TrainParts> replica_parts;        // training
 };
 
 struct IterationMeasurement {

@@ -1,12 +1,35 @@
 #include "io/exec_io.h"
 
 #include "device/numeric.h"
+#include "exec/calibrate.h"
 #include "io/json_reader.h"
 #include "io/json_writer.h"
 
 namespace hetrl::io {
 
 using detail::OrderedJson;
+
+namespace {
+
+// A training task's parts: the prediction's and, per iteration, the slowest replica's.
+OrderedJson train_parts(std::size_t t, const exec::RunResult& run, const plan::Prediction& predicted) {
+  const exec::TrainParts expected = exec::predicted_parts(predicted.tasks[t].terms);
+  std::vector<exec::TrainParts> measured;
+  for (const exec::IterationMeasurement& it : run.iterations) measured.push_back(exec::slowest_parts(it.tasks[t]));
+  OrderedJson out = OrderedJson::object();
+  const auto part = [&](const char* name, double exec::TrainParts::*field) {
+    OrderedJson seconds = OrderedJson::array();
+    for (const exec::TrainParts& m : measured) seconds.push_back(detail::file_units(m.*field));
+    out[name] = {{"predicted_seconds", detail::file_units(expected.*field)}, {"seconds", std::move(seconds)}};
+  };
+  part("passes", &exec::TrainParts::passes);
+  part("replica_wait", &exec::TrainParts::replica_wait);
+  part("gradient_reduce", &exec::TrainParts::gradient_reduce);
+  part("optimizer_step", &exec::TrainParts::optimizer_step);
+  return out;
+}
+
+}  // namespace
 
 std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResult& run,
                              const plan::Prediction& predicted, const std::vector<std::vector<double>>& simulated,
@@ -59,11 +82,13 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
     for (const std::vector<double>& it : simulated) {
       if (it[t] >= 0) sim.push_back(detail::file_units(it[t]));
     }
-    tasks[graph.tasks[t].name] = {{"predicted_seconds", detail::file_units(predicted.tasks[t].alone())},
-                                  {"simulated_seconds", std::move(sim)},
-                                  {"seconds", std::move(seconds)},
-                                  {"replica_seconds", std::move(replicas)},
-                                  {"tokens", std::move(tokens)}};
+    OrderedJson task = {{"predicted_seconds", detail::file_units(predicted.tasks[t].alone())},
+                        {"simulated_seconds", std::move(sim)},
+                        {"seconds", std::move(seconds)},
+                        {"replica_seconds", std::move(replicas)},
+                        {"tokens", std::move(tokens)}};
+    if (graph.tasks[t].kind == workload::TaskKind::kTrain) task["parts"] = train_parts(t, run, predicted);
+    tasks[graph.tasks[t].name] = std::move(task);
   }
   out["tasks"] = std::move(tasks);
   OrderedJson iterations = OrderedJson::array();

@@ -67,6 +67,26 @@ string(JSON second GET "${two}" tasks actor_train replica_seconds 0 1)
 if(NOT replicas EQUAL 2 OR NOT second GREATER 0)
   message(FATAL_ERROR "2 processes: actor_train has ${replicas} replicas, the second measured ${second} s")
 endif()
+# Where the data-parallel training's time went: its passes and step in both runs, the
+# gradients' all-reduce only between processes (one process sums the replicas' gradients in
+# place).
+file(READ ${OUT}/exec_one.json one)
+foreach(run one two)
+  foreach(part passes replica_wait gradient_reduce optimizer_step)
+    string(JSON n LENGTH "${${run}}" tasks actor_train parts ${part} seconds)
+    string(JSON predicted GET "${${run}}" tasks actor_train parts ${part} predicted_seconds)
+    if(NOT n EQUAL 2 OR predicted LESS 0)
+      message(FATAL_ERROR "${run}: actor_train's ${part}: ${n} iterations, predicted ${predicted}")
+    endif()
+  endforeach()
+  string(JSON passes GET "${${run}}" tasks actor_train parts passes seconds 0)
+  string(JSON step GET "${${run}}" tasks actor_train parts optimizer_step seconds 0)
+  string(JSON reduce GET "${${run}}" tasks actor_train parts gradient_reduce seconds 0)
+  if(NOT passes GREATER 0 OR NOT step GREATER 0 OR (run STREQUAL "one" AND NOT reduce EQUAL 0) OR
+     (run STREQUAL "two" AND NOT reduce GREATER 0))
+    message(FATAL_ERROR "${run}: actor_train's passes ${passes} s, step ${step} s, gradient all-reduce ${reduce} s")
+  endif()
+endforeach()
 
 # Training at TP 2 over the two processes, generation and scoring as two replicas of one GPU;
 # the full width of the model (its 2 kv heads split).

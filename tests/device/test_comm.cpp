@@ -60,6 +60,28 @@ TEST_CASE("comm: all-reduce sums every process's buffer, in place and apart") {
   }
 }
 
+TEST_CASE("comm: an all-reduce in buckets sums every element, the last bucket short") {
+  Run run;
+  Backend& b = *run.backend;
+  Communicator& comm = *run.comm;
+  const std::size_t count = 1001;
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    for (const std::size_t bucket : {std::size_t{1}, std::size_t{64}, count, 4 * count}) {
+      CAPTURE(bucket);
+      const Buffer data = put(b, t, inputs(comm.rank(), count));
+      all_reduce_in_buckets(comm, t, data.data(), count, bucket);
+      b.synchronize();
+      const std::vector<double> sums = get(b, t, data, count);
+      for (std::size_t i = 0; i < count; ++i) {
+        CAPTURE(i);
+        CHECK(sums[i] == total(comm.size(), i));
+      }
+    }
+  }
+  CHECK_THROWS_AS(all_reduce_in_buckets(comm, DType::kF32, nullptr, 0, 0), DeviceError);
+}
+
 TEST_CASE("comm: all-gather puts each process's block at its rank") {
   Run run;
   Backend& b = *run.backend;

@@ -14,6 +14,7 @@
 #include "io/catalog_io.h"
 #include "io/inputs.h"
 #include "io/plan_io.h"
+#include "plan/evaluate.h"
 #include "sim/run_text.h"
 
 namespace hetrl::exec {
@@ -126,6 +127,48 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
                        {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
+}
+
+TEST_CASE("training's parts: the estimate's terms split into passes, gradient all-reduce and step, summing to it") {
+  Run run = load();
+  // actor_train's two replicas without ZeRO (an all-reduce of the gradients, the executor's),
+  // critic_train's one.
+  plan::TaskPlacement* actor = nullptr;
+  for (plan::Group& g : run.plan.groups) {
+    for (plan::TaskPlacement& t : g.tasks) {
+      if (run.in.graph.tasks[static_cast<std::size_t>(t.task)].name == "actor_train") actor = &t;
+    }
+  }
+  REQUIRE(actor);
+  REQUIRE(actor->replicas.size() == 2);
+  actor->train.zero_stage = 0;
+  const cost::CostModel model(run.in.cluster, run.in.workload.workload, run.in.graph, run.in.workload.models);
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
+  REQUIRE(predicted.feasible);
+  for (const char* name : {"actor_train", "critic_train"}) {
+    CAPTURE(name);
+    const plan::TaskPrediction& task = predicted.tasks[static_cast<std::size_t>(run.in.graph.find(name))];
+    const TrainParts parts = predicted_parts(task.terms);
+    CHECK(parts.passes > 0);
+    CHECK(parts.optimizer_step > 0);
+    CHECK(parts.passes + parts.gradient_reduce + parts.optimizer_step ==
+          hetrl::testing::approx(task.seconds).epsilon(1e-9));
+    CHECK((parts.gradient_reduce > 0) == (std::string(name) == "actor_train"));
+  }
+}
+
+TEST_CASE("training's parts: a measured task's are its slowest replica's") {
+  TaskMeasurement m;
+  m.replica_seconds = {1.0, 3.0, 2.0};
+  m.replica_parts = {{0.8, 0.1, 0.1}, {2.5, 0.2, 0.3}, {1.6, 0.2, 0.2}};
+  const TrainParts slowest = slowest_parts(m);
+  CHECK(slowest.passes == 2.5);
+  CHECK(slowest.gradient_reduce == 0.2);
+  CHECK(slowest.optimizer_step == 0.3);
+  // A task measured without parts (not training) has none.
+  m.replica_parts.clear();
+  CHECK(slowest_parts(m).passes == 0);
 }
 
 }  // namespace
