@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
       apps::usage_error(fmt::format("--fit-profile: the plan runs on {} GPU types; a profile describes one: run a "
                                     "plan on one type", types));
     }
-    const cost::CostModel model(in.cluster, w, graph, models);
+    const cost::CostModel model(in.cluster, w, graph, models, exec::executor_cost_params());
     plan::Evaluator evaluator(model);
     const plan::Prediction predicted = evaluator.evaluate(p, /*explain=*/true);  // training's parts
 

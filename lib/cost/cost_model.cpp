@@ -65,6 +65,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   params_.decode_points = std::clamp(params_.decode_points, 1, CostParams::kMaxDecodePoints);
   for (const workload::Task& task : graph_.tasks) {
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
+    shapes_.back().vocab_parallel = params_.vocab_parallel;
     lm_head_.push_back(has_lm_head(task));
   }
   for (const hw::GpuSpec& g : cluster_.gpu_types) {
@@ -226,13 +227,13 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     DecodeStage d;
     // Per sequence: linear FLOPs plus the attention term per token of context.
     d.flops_fixed = shape.layer_flops(stage.layers, 0) +
-                    (last ? (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden) : 0.0);
+                    (last ? (lm_head_[task] ? shape.group_head_flops(stage.tp) : 2.0 * shape.hidden) : 0.0);
     d.flops_per_context = shape.layer_flops(stage.layers, 1) - shape.layer_flops(stage.layers, 0);
     d.rate = stage.tp * peak_flops(stage.node);
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
     if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
-    d.weight_seconds = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp /
+    d.weight_seconds = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp) /
                        (g.memory_bandwidth * g.efficiency.memory);
     d.overhead = decode_overhead(cluster_.nodes[stage.node].gpu_type);
     d.kv_seconds_per_token = stage.layers * shape.kv_bytes_per_token_layer(stage.tp) /
@@ -333,12 +334,12 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
     double linear = tokens * shape.linear_flops(stage.layers);
-    if (s == pp - 1) linear += samples * (lm_head_[task] ? shape.head_flops() : 2.0 * shape.hidden);
+    if (s == pp - 1) linear += samples * (lm_head_[task] ? shape.group_head_flops(stage.tp) : 2.0 * shape.hidden);
     const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
     const double rate = stage.tp * peak_flops(stage.node);
     const double bandwidth = g.memory_bandwidth * g.efficiency.memory;
     // Each chunk's GEMMs take the longer of their compute and streaming the stage's weights.
-    const double weights = chunks * kBf16 * shape.stage_params(stage.layers, s == 0, s == pp - 1) / stage.tp / bandwidth;
+    const double weights = chunks * kBf16 * shape.shard_params(stage.layers, s == 0, s == pp - 1, stage.tp) / bandwidth;
     const double compute =
         std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens)), weights) +
         tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention) +
@@ -464,7 +465,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     double linear = micro * shape.linear_flops(stage.layers);
     if (last) {
       const double head_tokens = micro * head_fraction_;
-      linear += lm_head_[task] ? head_tokens * shape.head_flops() : micro * 2.0 * shape.hidden;
+      linear += lm_head_[task] ? head_tokens * shape.group_head_flops(stage.tp) : micro * 2.0 * shape.hidden;
     }
     const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
     const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
@@ -487,7 +488,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     }
     double gather = 0;  // exposed: beyond the compute it overlaps
     if (gathers) {
-      const double bytes = kBf16 * shape.stage_params(stage.layers, s == 0, last) / stage.tp;
+      const double bytes = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp);
       const double per_layer = bytes / stage.layers;
       gather = std::max(0.0, 3.0 * stage.layers * dp.all_gather_seconds(per_layer, params_.collective_latency) -
                                  compute);
@@ -501,7 +502,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
       worst_p2p = p2p;
     }
     if (training) {
-      const double params = shape.stage_params(stage.layers, s == 0, last) / stage.tp /
+      const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) /
                             (train.zero_stage >= 1 ? dp.replicas : 1);
       const double step =
           train.optimizer_offload
@@ -551,7 +552,7 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
   const Stage& stage = stages[index];
   const int pp = static_cast<int>(stages.size());
   const bool last = index == pp - 1;
-  const double params = shape.stage_params(stage.layers, index == 0, last) / stage.tp;
+  const double params = shape.shard_params(stage.layers, index == 0, last, stage.tp);
   StageMemory m;
   m.layout = layout_key(stage.tp, pp, index, stage.layers);
   const double micro = std::min(params_.micro_batch_tokens, samples_ * (prompt_ + mean_response_));
@@ -634,8 +635,7 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
   for (const auto& stages : replicas) {
     const int pp = static_cast<int>(stages.size());
     for (int s = 0; s < pp; ++s) {
-      bytes = std::max(bytes, kBf16 * shape.stage_params(stages[s].layers, s == 0, s == pp - 1) /
-                                  stages[s].tp);
+      bytes = std::max(bytes, kBf16 * shape.shard_params(stages[s].layers, s == 0, s == pp - 1, stages[s].tp));
     }
   }
   // An all-reduce is a reduce-scatter and an all-gather.
@@ -692,7 +692,7 @@ double largest_shard_seconds(const ModelShape& shape, std::span<const std::span<
     const int pp = static_cast<int>(stages.size());
     for (int s = 0; s < pp; ++s) {
       const Stage& stage = stages[s];
-      const double shard = kBf16 * shape.stage_params(stage.layers, s == 0, s == pp - 1) / stage.tp;
+      const double shard = kBf16 * shape.shard_params(stage.layers, s == 0, s == pp - 1, stage.tp);
       seconds = std::max(seconds, shard / rate(stage.node));
     }
   }

@@ -109,6 +109,10 @@ struct CostParams {
   // TP all-reduces of training and scoring passes overlapped with the GEMMs (Megatron-Core's
   // TP communication overlap), else exposed.
   bool tp_overlap = false;
+  // Tensor parallelism splits the embedding and the LM head over the vocabulary, as Megatron
+  // and vLLM do (ModelShape::vocab_parallel). hetrl-exec's tensor-parallel shards hold them
+  // whole, and its cost model says so.
+  bool vocab_parallel = true;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
   // What an inference engine holds besides its weights and KV cache whatever the model:

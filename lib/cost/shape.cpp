@@ -35,6 +35,12 @@ double ModelShape::stage_params(int stage_layers, bool first, bool last) const {
   return params;
 }
 
+double ModelShape::shard_params(int stage_layers, bool first, bool last, int tp) const {
+  const double split = stage_layers * layer_params;
+  const double ends = stage_params(stage_layers, first, last) - split;
+  return split / tp + ends / (vocab_parallel ? tp : 1);
+}
+
 double ModelShape::kv_bytes_per_token_layer(int tp) const {
   const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / tp);
   return 2.0 /* K and V */ * heads_per_rank * (kv_dim / kv_heads) * 2.0 /* bf16 */;

@@ -41,6 +41,9 @@ struct ModelShape {
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;
+  // Tensor parallelism splits the embedding and the LM head over the vocabulary (Megatron's
+  // and vLLM's vocab-parallel layers); false: every shard holds and runs them whole.
+  bool vocab_parallel = true;
 
   explicit ModelShape(const workload::ModelArch& arch);
   ModelShape() = default;
@@ -48,6 +51,9 @@ struct ModelShape {
   double total_params() const;
   // Parameters of a stage holding `layers` layers; first and last say which ends it holds.
   double stage_params(int stage_layers, bool first, bool last) const;
+  // Of which one GPU of the stage's TP group of `tp` holds: a tp-th of the layers, and of the
+  // embedding, final norm and head a tp-th or, without vocab_parallel, all.
+  double shard_params(int stage_layers, bool first, bool last, int tp) const;
 
   // Forward FLOPs per token through `stage_layers` layers at the given attention context: the
   // GEMMs and the attention (scores and weighted sum).
@@ -57,6 +63,9 @@ struct ModelShape {
   double linear_flops(int stage_layers) const { return stage_layers * 2.0 * layer_linear_params; }
   double attention_flops(int stage_layers, double context) const { return stage_layers * 4.0 * q_dim * context; }
   double head_flops() const { return 2.0 * hidden * vocab; }
+  // The FLOPs a TP group of `tp` spends on one token's logits: the head's once, split over the
+  // group, or without vocab_parallel on every GPU of it.
+  double group_head_flops(int tp) const { return head_flops() * (vocab_parallel ? 1 : tp); }
 
   // KV-cache bytes per token per layer on one GPU of a TP group of `tp` (bf16 keys and
   // values; KV heads are split across TP ranks, and replicated when tp exceeds them).

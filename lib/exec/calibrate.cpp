@@ -85,7 +85,7 @@ class Fit {
     e.training = v[0];
     e.optimizer = v[1];
     e.decode_step_overhead = v[2];
-    const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models);
+    const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
     params.iterations = in_.warmup + static_cast<int>(in_.measured.size());
     params.seed = in_.seed;

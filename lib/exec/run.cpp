@@ -878,6 +878,12 @@ class Runner {
 
 }  // namespace
 
+cost::CostParams executor_cost_params() {
+  cost::CostParams params;
+  params.vocab_parallel = false;
+  return params;
+}
+
 RunResult run_plan(device::Backend& backend, const cost::CostModel& model, const workload::ModelCatalog& models,
                    const plan::Plan& plan, const RunSettings& settings, const std::function<void(int, int)>& progress) {
   Runner runner(backend, model, models, plan, settings);

@@ -90,6 +90,10 @@ struct RunResult {
   std::size_t parameter_bytes = 0;  // of every model held
 };
 
+// The cost model's parameters for what run_plan executes: its defaults, but a tensor-parallel
+// shard holds the embedding and the language head whole (cost::CostParams::vocab_parallel).
+cost::CostParams executor_cost_params();
+
 // `model` prices the workload the run executes (scaled as it runs): its cluster, workload,
 // graph and catalogue name what runs; `plan` must have passed validation against them.
 // progress(iteration, task) is called before each task.

@@ -79,11 +79,11 @@ struct Fixture {
   workload::Workload workload;
   workload::TaskGraph graph;
   cost::CostModel model;
-  Fixture(hw::Cluster c, workload::Workload w)
+  Fixture(hw::Cluster c, workload::Workload w, cost::CostParams params = {})
       : cluster(std::move(c)),
         workload(std::move(w)),
         graph(workload::build_task_graph(workload, catalogs().algorithms, catalogs().models)),
-        model(cluster, workload, graph, catalogs().models) {}
+        model(cluster, workload, graph, catalogs().models, params) {}
   int task(const char* name) const { return graph.find(name); }
 };
 

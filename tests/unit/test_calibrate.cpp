@@ -35,7 +35,8 @@ Run load() {
 // Each measured iteration's task seconds as the simulator gives them on `cluster`.
 std::vector<std::vector<double>> simulate(const Run& run, const hw::Cluster& cluster, int warmup, int iterations,
                                           unsigned long long seed) {
-  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models);
+  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models,
+                              executor_cost_params());
   sim::SimParams params;
   params.iterations = warmup + iterations;
   params.seed = seed;
@@ -161,9 +162,12 @@ TEST_CASE("training's parts: the estimate's terms split into passes, gradient al
 TEST_CASE("training's parts: a measured task's are its slowest replica's") {
   TaskMeasurement m;
   m.replica_seconds = {1.0, 3.0, 2.0};
-  m.replica_parts = {{0.8, 0.1, 0.1}, {2.5, 0.2, 0.3}, {1.6, 0.2, 0.2}};
+  m.replica_parts = {{.passes = 0.8, .replica_wait = 0.9, .gradient_reduce = 0.1, .optimizer_step = 0.1},
+                     {.passes = 2.5, .replica_wait = 0.0, .gradient_reduce = 0.2, .optimizer_step = 0.3},
+                     {.passes = 1.6, .replica_wait = 0.7, .gradient_reduce = 0.2, .optimizer_step = 0.2}};
   const TrainParts slowest = slowest_parts(m);
   CHECK(slowest.passes == 2.5);
+  CHECK(slowest.replica_wait == 0);
   CHECK(slowest.gradient_reduce == 0.2);
   CHECK(slowest.optimizer_step == 0.3);
   // A task measured without parts (not training) has none.

@@ -749,6 +749,48 @@ TEST_CASE("an optimizer offloaded to the host frees the GPU of Adam's state and 
   CHECK(step(on_gpu, "optimizer step") == hetrl::testing::approx(shard * 30 / (2039e9 * 0.75)).epsilon(1e-9));
 }
 
+TEST_CASE("TP splits the embedding and the LM head over the vocabulary, or every shard holds them whole (hetrl-exec's)") {
+  cost::CostParams whole_params;
+  whole_params.vocab_parallel = false;
+  const Fixture split(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const Fixture whole(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 1), whole_params);
+  const int actor = split.task("actor_train"), critic = split.task("critic_train");
+  const cost::ModelShape& a = split.model.shape(actor);
+  const cost::ModelShape& b = whole.model.shape(actor);
+  const double layers = 24 * a.layer_params, ends = a.stage_params(24, true, true) - layers;
+  REQUIRE(ends > 0);
+  CHECK(a.shard_params(24, true, true, 1) == a.stage_params(24, true, true));
+  CHECK(b.shard_params(24, true, true, 1) == a.stage_params(24, true, true));
+  CHECK(a.shard_params(24, true, true, 2) == hetrl::testing::approx((layers + ends) / 2));
+  CHECK(b.shard_params(24, true, true, 2) == hetrl::testing::approx(layers / 2 + ends));
+  // A pipeline stage without the ends is split alike.
+  CHECK(b.shard_params(12, false, false, 2) == hetrl::testing::approx(6 * a.layer_params));
+
+  const auto terms = [](const Fixture& f, int task, int tp) {
+    cost::Breakdown out(true);
+    const std::vector<cost::Stage> stages{{0, tp, 24}};
+    f.model.replica_seconds(task, stages, 64, 1, {0, cost::Recompute::kNone}, {}, out);
+    return out;
+  };
+  // At TP 1 nothing differs; at TP 2 the actor's step moves the whole ends on each shard and its
+  // passes run the whole language head; the critic's passes (a scalar head) are the same.
+  CHECK(terms(whole, actor, 1).total() == terms(split, actor, 1).total());
+  CHECK(term(terms(whole, actor, 2), "optimizer step") ==
+        hetrl::testing::approx(term(terms(split, actor, 2), "optimizer step") * (layers / 2 + ends) /
+                               ((layers + ends) / 2)));
+  CHECK(term(terms(whole, actor, 2), "forward + backward compute") >
+        1.05 * term(terms(split, actor, 2), "forward + backward compute"));
+  CHECK(term(terms(whole, critic, 2), "forward + backward compute") ==
+        term(terms(split, critic, 2), "forward + backward compute"));
+  // Generation streams the whole head on each shard every decode step.
+  const int generate = split.task("generate");
+  const std::vector<cost::Stage> tp2{{0, 2, 24}};
+  const std::vector<double> budget{20e9, 20e9};
+  cost::Breakdown g_split, g_whole;
+  CHECK(whole.model.replica_seconds(generate, tp2, 64, 1, {}, budget, g_whole) >
+        split.model.replica_seconds(generate, tp2, 64, 1, {}, budget, g_split));
+}
+
 TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capped by max_num_seqs") {
   // 100 prompt tokens and 100 response tokens take 13 blocks of 16 tokens (208 tokens).
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 100, 100, 1));
