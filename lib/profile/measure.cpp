@@ -430,7 +430,7 @@ ProfileParams ProfileParams::quick_settings() {
   p.repeat_seconds = 1e-3;
   p.point_seconds = 0.6;
   p.widths = {1024, 4096};
-  p.tokens = {1, 16, 64, 256, 1024, 2048, 4096, 8192};
+  p.tokens = {1, 4, 8, 16, 64, 256, 1024, 2048, 4096, 8192};
   p.largest_buffer = 256.0 * (1 << 20);
   return p;
 }

@@ -35,7 +35,9 @@ struct ProfileParams {
   double point_seconds = 1.5;        // a point predicted to take longer, over every pass, is left out
   device::DType dtype = device::DType::kBf16;  // GEMMs and attention (fp32 is also measured at one size)
   std::vector<int> widths{1024, 2048, 4096, 5120, 8192};  // GEMM hidden sizes (n = k)
-  std::vector<int> tokens{1, 4, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
+  // Decode's batches of a few sequences get points of their own (4 and 8 tokens): the curve is
+  // read as linear in log2 of the tokens between points, which need not hold from 1 to 16.
+  std::vector<int> tokens{1, 4, 8, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
   double largest_buffer = 1 << 30;   // bytes, memory traffic and transfers
 
   // The settings of --quick: fewer sizes, one repeat a pass, a tighter point budget.
