@@ -39,7 +39,7 @@ struct Run {
   std::unique_ptr<Communicator> comm = test_communicator(*backend);
 };
 
-TEST_CASE("comm: all-reduce sums every process's buffer, in place and apart") {
+TEST_CASE("comm: all-reduce sums every process's buffer, in place, apart and in buckets (the last one short)") {
   Run run;
   Backend& b = *run.backend;
   Communicator& comm = *run.comm;
@@ -57,16 +57,6 @@ TEST_CASE("comm: all-reduce sums every process's buffer, in place and apart") {
       CHECK(apart[i] == total(comm.size(), i));
       CHECK(in_place[i] == total(comm.size(), i));
     }
-  }
-}
-
-TEST_CASE("comm: an all-reduce in buckets sums every element, the last bucket short") {
-  Run run;
-  Backend& b = *run.backend;
-  Communicator& comm = *run.comm;
-  const std::size_t count = 1001;
-  for (DType t : kTypes) {
-    CAPTURE(dtype_name(t));
     for (const std::size_t bucket : {std::size_t{1}, std::size_t{64}, count, 4 * count}) {
       CAPTURE(bucket);
       const Buffer data = put(b, t, inputs(comm.rank(), count));
