@@ -525,9 +525,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
   if (pp > 1) out.add("pipeline bubble", steps * (pp - 1) * worst);
   if (training) {
-    out.add(train.optimizer_offload ? "optimizer step on the CPU (gradients out, Adam, weights back)"
-                                    : "optimizer step",
-            steps * optimizer);
+    out.add(train.optimizer_offload ? kOffloadedOptimizerStepTerm : kOptimizerStepTerm, steps * optimizer);
   }
   return out.total();
 }
@@ -641,7 +639,7 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
   // An all-reduce is a reduce-scatter and an all-gather.
   const double per_step = 2.0 * ring.all_gather_seconds(bytes, params_.collective_latency / 2);
   const double steps = workload_.mini_batches * workload_.epochs;
-  out.add("DP gradient all-reduce", steps * per_step);
+  out.add(kGradientAllReduceTerm, steps * per_step);
   return out.total();
 }
 

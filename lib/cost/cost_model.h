@@ -69,6 +69,12 @@ inline double trainer_rate_fraction(Trainer trainer, double training_efficiency)
   return training_efficiency;
 }
 
+// Names of a training estimate's terms that hetrl-exec measures apart (exec::predicted_parts);
+// the rest of a training estimate is its passes'.
+inline constexpr char kOptimizerStepTerm[] = "optimizer step";
+inline constexpr char kOffloadedOptimizerStepTerm[] = "optimizer step on the CPU (gradients out, Adam, weights back)";
+inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
+
 // Documented defaults; each can be changed by whoever builds a CostModel.
 struct CostParams {
   // Memory no task may use: CUDA context, allocator fragmentation, framework buffers. vLLM's

@@ -1,7 +1,6 @@
 #include "device/comm.h"
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <cstring>
 #include <string>

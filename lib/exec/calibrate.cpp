@@ -132,9 +132,9 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
   TrainParts parts;
   for (const cost::Breakdown::Term& term : terms) {
     const std::string_view name = term.name;
-    if (name.starts_with("optimizer step")) {
+    if (name == cost::kOptimizerStepTerm || name == cost::kOffloadedOptimizerStepTerm) {
       parts.optimizer_step += term.seconds;
-    } else if (name == "DP gradient all-reduce") {
+    } else if (name == cost::kGradientAllReduceTerm) {
       parts.gradient_reduce += term.seconds;
     } else {
       parts.passes += term.seconds;

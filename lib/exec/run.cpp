@@ -23,11 +23,11 @@ using workload::TaskKind;
 using device::Buffer;
 using device::DType;
 
-// Device time, measured: the product of hetrl-exec (its tests never read it).
 // The gradients' all-reduce goes in pieces of at most this many fp32 values: 25 MiB,
 // PyTorch DDP's default bucket.
 constexpr std::size_t kGradientBucket = (std::size_t{25} << 20) / sizeof(float);
 
+// Device time, measured: the product of hetrl-exec (its tests never read it).
 class Stopwatch {
  public:
   explicit Stopwatch(device::Backend& b) : b_(b) {
@@ -743,8 +743,9 @@ class Runner {
     const int minis = std::max(1, w_.mini_batches);
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
+    const bool data_parallel = dp && dp->size() > 1;
     device::Buffer meeting;
-    if (dp) {
+    if (data_parallel) {
       meeting = device::Buffer(b_, sizeof(float));
       const float zero = 0;
       b_.upload(meeting.data(), &zero, sizeof zero);
@@ -805,7 +806,7 @@ class Runner {
         // Data parallel: the replicas meet first (a one-number all-reduce), so that the
         // gradients' all-reduce is timed apart from the wait for the slowest replica's passes.
         double wait_seconds = 0, reduce_seconds = 0;
-        if (dp && dp->size() > 1) {
+        if (data_parallel) {
           const Stopwatch wait(b_);
           dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
           wait_seconds = wait.seconds();

@@ -58,8 +58,9 @@ hw::GpuProfile measure(device::Backend& backend, device::Communicator& comm, con
 // count, the rate of the width closest to the cost model's reference width), the small- and
 // large-GEMM rates (256 tokens, and the best at 2048 or more), fp32 peak, memory bandwidth
 // (reading the largest buffer), the optimizer step's rate (over the most parameters), launch
-// overhead, host-to-device bandwidth (the largest transfer), the best decode attention rate, the best all-reduce bus bandwidth, and between
-// devices the median pair's bandwidth (largest transfer) and latency (smallest).
+// overhead, host-to-device bandwidth (the largest transfer), the best decode attention rate,
+// the best all-reduce bus bandwidth, and between devices the median pair's bandwidth (largest
+// transfer) and latency (smallest).
 void fit(hw::GpuProfile& profile);
 
 // The catalogue type a device's name names ("NVIDIA H100 80GB HBM3" -> H100-SXM), or "" when
