@@ -409,11 +409,15 @@ int main(int argc, char** argv) {
     // measured (exec/calibrate.h), as a profile of that type.
     std::optional<exec::Calibration> calibration;
     if (!fit_path.empty()) {
-      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed};
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}};
       for (const exec::IterationMeasurement& it : run.iterations) {
-        std::vector<double> seconds;
-        for (const exec::TaskMeasurement& t : it.tasks) seconds.push_back(t.ran ? t.seconds : -1.0);
+        std::vector<double> seconds, steps;
+        for (const exec::TaskMeasurement& t : it.tasks) {
+          seconds.push_back(t.ran ? t.seconds : -1.0);
+          steps.push_back(t.ran && !t.replica_parts.empty() ? exec::slowest_parts(t).optimizer_step : -1.0);
+        }
         fit.measured.push_back(std::move(seconds));
+        fit.optimizer_steps.push_back(std::move(steps));
       }
       calibration = exec::calibrate(fit);
     }
@@ -490,7 +494,11 @@ int main(int argc, char** argv) {
       fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
                        "optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",
                  calibration->pass_efficiency, calibration->optimizer_efficiency,
-                 calibration->optimizer_held ? " (the cluster's, held)" : "",
+                 calibration->optimizer_held ? " (the cluster's, held)"
+                 : calibration->optimizer_steps > 0
+                     ? fmt::format(" (on the optimizer steps of {} training task{})", calibration->optimizer_steps,
+                                   calibration->optimizer_steps == 1 ? "" : "s")
+                     : std::string(),
                  calibration->decode_step_overhead / core::kMillisecond);
       fmt::print(text, "{:<16} {:>12} {:>12} {:>12}\n", "task", "measured s", "before s", "after s");
       for (const exec::CalibrationRow& row : calibration->rows) {

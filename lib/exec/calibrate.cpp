@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "cost/cost_model.h"
+#include "plan/evaluate.h"
 #include "sim/run_text.h"
 
 namespace hetrl::exec {
@@ -46,18 +47,26 @@ void solve(std::array<std::array<double, kFigures>, kFigures>& a, Figures& b) {
   }
 }
 
+// What the simulator gives at some figures, each task's median over the measured iterations
+// (-1: not run), and each training task's optimizer step as the cost model prices it (-1: none).
+struct Simulated {
+  std::vector<double> tasks;
+  std::vector<double> optimizer_steps;
+};
+
 class Fit {
  public:
-  Fit(const CalibrationInputs& in, int type) : in_(in), type_(type), cluster_(*in.cluster) {
+  // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on.
+  Fit(const CalibrationInputs& in, int type, bool steps_measured) : in_(in), type_(type), cluster_(*in.cluster) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
     start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead)};
     // A start of no overhead at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
-    // An optimizer efficiency the type already has was measured (hetrl-profile times the step
-    // alone) or given: held, so that run noise in the training tasks cannot trade it against
-    // the passes' figure, of which the optimizer step is a small part.
-    held_[1] = e.optimizer > 0;
+    // Without the run's own steps, an optimizer efficiency the type already has was measured
+    // (hetrl-profile times the step alone) or given: held, so that run noise in the training
+    // tasks cannot trade it against the passes' figure, of which the step is a small part.
+    held_[1] = !steps_measured && e.optimizer > 0;
   }
 
   bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
@@ -78,8 +87,7 @@ class Fit {
     return out;
   }
 
-  // Simulated seconds of each task (the median over the measured iterations; -1 not run).
-  std::vector<double> simulate(const Figures& x) {
+  Simulated simulate(const Figures& x) {
     const Figures v = values(x);
     hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(type_)].efficiency;
     e.training = v[0];
@@ -94,9 +102,16 @@ class Fit {
     for (const sim::TaskRun& r : run.recorder.tasks) {
       if (r.iteration >= in_.warmup) per_task[static_cast<std::size_t>(r.task)].push_back(r.end - r.start);
     }
-    std::vector<double> out(per_task.size(), -1.0);
+    Simulated out{std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0)};
     for (std::size_t t = 0; t < per_task.size(); ++t) {
-      if (!per_task[t].empty()) out[t] = median(per_task[t]);
+      if (!per_task[t].empty()) out.tasks[t] = median(per_task[t]);
+    }
+    plan::Evaluator evaluator(model);
+    const plan::Prediction& predicted = evaluator.evaluate(*in_.plan, /*explain=*/true);
+    for (std::size_t t = 0; t < per_task.size(); ++t) {
+      if (in_.graph->tasks[t].kind != workload::TaskKind::kTrain || t >= predicted.tasks.size()) continue;
+      const double step = predicted_parts(predicted.tasks[t].terms).optimizer_step;
+      if (step > 0) out.optimizer_steps[t] = step;
     }
     return out;
   }
@@ -176,12 +191,29 @@ Calibration calibrate(const CalibrationInputs& in) {
   }
   if (tasks.empty()) throw core::JobError("the run measured no GPU task to fit the profile on");
 
-  Fit fit(in, type);
-  const auto residuals = [&](const std::vector<double>& simulated) {
+  // The training tasks' optimizer steps timed apart, each its median over the iterations.
+  std::vector<int> steps;
+  std::vector<double> measured_steps(graph.tasks.size(), -1.0);
+  for (int t : tasks) {
+    const auto i = static_cast<std::size_t>(t);
+    if (graph.tasks[i].kind != workload::TaskKind::kTrain) continue;
+    std::vector<double> seconds;
+    for (const std::vector<double>& it : in.optimizer_steps) {
+      if (i < it.size() && it[i] > 0) seconds.push_back(it[i]);
+    }
+    if (seconds.empty()) continue;
+    measured_steps[i] = median(seconds);
+    steps.push_back(t);
+  }
+
+  Fit fit(in, type, !steps.empty());
+  // The log ratios of simulated to measured: the tasks', then the optimizer steps'.
+  const auto residuals = [&](const Simulated& simulated) {
     std::vector<double> r;
-    for (int t : tasks) {
-      const double s = simulated[static_cast<std::size_t>(t)];
-      r.push_back(s > 0 ? std::log(s / measured[static_cast<std::size_t>(t)]) : 0.0);
+    const auto add = [&](double s, double m) { r.push_back(s > 0 ? std::log(s / m) : 0.0); };
+    for (int t : tasks) add(simulated.tasks[static_cast<std::size_t>(t)], measured[static_cast<std::size_t>(t)]);
+    for (int t : steps) {
+      add(simulated.optimizer_steps[static_cast<std::size_t>(t)], measured_steps[static_cast<std::size_t>(t)]);
     }
     return r;
   };
@@ -193,23 +225,23 @@ Calibration calibrate(const CalibrationInputs& in) {
   };
 
   Figures x{};
-  const std::vector<double> before = fit.simulate(x);
+  const Simulated before = fit.simulate(x);
   std::vector<double> r = residuals(before);
   double best = objective(r, x);
   for (int iteration = 0; iteration < kIterations; ++iteration) {
     // The Jacobian of the residuals in the figures' logarithms, by backward differences (an
     // efficiency at its upper bound of 1 can only come down).
-    std::vector<Figures> jacobian(tasks.size());
+    std::vector<Figures> jacobian(r.size());
     for (int k = 0; k < kFigures; ++k) {
       if (fit.held(k)) continue;  // a column of zeros: the prior keeps it at the start
       Figures moved = x;
       moved[k] -= kStep;
       const std::vector<double> rk = residuals(fit.simulate(moved));
-      for (std::size_t i = 0; i < tasks.size(); ++i) jacobian[i][k] = (r[i] - rk[i]) / kStep;
+      for (std::size_t i = 0; i < r.size(); ++i) jacobian[i][k] = (r[i] - rk[i]) / kStep;
     }
     std::array<std::array<double, kFigures>, kFigures> normal{};
     Figures gradient{};
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
       for (int a = 0; a < kFigures; ++a) {
         gradient[a] -= jacobian[i][a] * r[i];
         for (int b = 0; b < kFigures; ++b) normal[a][b] += jacobian[i][a] * jacobian[i][b];
@@ -239,16 +271,17 @@ Calibration calibrate(const CalibrationInputs& in) {
   }
 
   const Figures v = fit.values(x);
-  const std::vector<double> after = fit.simulate(x);
+  const Simulated after = fit.simulate(x);
   Calibration out;
   out.gpu_type = type;
   out.pass_efficiency = v[0];
   out.optimizer_efficiency = v[1];
   out.optimizer_held = fit.held(1);
+  out.optimizer_steps = static_cast<int>(steps.size());
   out.decode_step_overhead = v[2];
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
-    out.rows.push_back({graph.tasks[i].name, measured[i], before[i], after[i]});
+    out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});
   }
   return out;
 }

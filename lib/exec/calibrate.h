@@ -15,9 +15,11 @@
 //     decode_step_overhead).
 // It minimises the squared log ratios of simulated to measured task seconds (each task's median
 // over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
-// towards where they started (a figure no task informs stays put), each within its range. An
-// optimizer efficiency the type already has (hetrl-profile measures the AdamW step; a cluster
-// file may give one) is held: only the other two are fitted.
+// towards where they started (a figure no task informs stays put), each within its range.
+// The optimizer efficiency is fitted on the optimizer steps the run timed apart (each training
+// task's slowest replica's, against the cost model's step term), which pin it whatever the
+// passes' noise; a run without them leaves an optimizer efficiency the type already has
+// (hetrl-profile's AdamW step, or a cluster file's) held, and fits the other two.
 
 #include <span>
 #include <string>
@@ -42,6 +44,9 @@ struct CalibrationInputs {
   std::vector<std::vector<double>> measured;
   int warmup = 0;          // iterations run before the measured ones
   unsigned long long seed = 1;  // the run's: the simulator draws the same response lengths
+  // Seconds per measured iteration and task of the optimizer step of a training task's slowest
+  // replica (indexed like the graph; negative: not a training task, or not timed apart).
+  std::vector<std::vector<double>> optimizer_steps;
 };
 
 struct CalibrationRow {
@@ -55,7 +60,9 @@ struct Calibration {
   int gpu_type = 0;  // index in the cluster's GPU types
   double pass_efficiency = 0;
   double optimizer_efficiency = 0;
-  bool optimizer_held = false;  // the type had one (a profile measured it): kept, not fitted
+  // Kept where it started: the run timed no optimizer step apart and the type had one.
+  bool optimizer_held = false;
+  int optimizer_steps = 0;  // training tasks whose timed optimizer steps the fit used
   double decode_step_overhead = 0;  // seconds
   std::vector<CalibrationRow> rows;  // GPU tasks the run measured, graph order
 };

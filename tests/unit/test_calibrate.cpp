@@ -49,6 +49,22 @@ std::vector<std::vector<double>> simulate(const Run& run, const hw::Cluster& clu
   return out;
 }
 
+// Each measured iteration's optimizer step of every training task as the cost model prices it
+// on `cluster` (-1 for the other tasks).
+std::vector<std::vector<double>> optimizer_steps(const Run& run, const hw::Cluster& cluster, int iterations) {
+  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models,
+                              executor_cost_params());
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
+  std::vector<double> steps(run.in.graph.tasks.size(), -1.0);
+  for (std::size_t t = 0; t < steps.size(); ++t) {
+    if (run.in.graph.tasks[t].kind == workload::TaskKind::kTrain) {
+      steps[t] = predicted_parts(predicted.tasks[t].terms).optimizer_step;
+    }
+  }
+  return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), steps);
+}
+
 TEST_CASE("calibration: figures the runs were made with are fitted back from others") {
   const Run run = load();
   hw::Cluster truth = run.in.cluster;
@@ -62,13 +78,14 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.gpu_type == 0);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
   CHECK(fit.optimizer_efficiency == hetrl::testing::approx(optimizer).epsilon(0.05));
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
   CHECK_FALSE(fit.optimizer_held);
+  CHECK(fit.optimizer_steps == 0);  // none timed apart: the training tasks inform it
   // Every GPU task the run measured, each now simulated as measured and not before.
   int generation = 0, passes = 0;
   for (const CalibrationRow& row : fit.rows) {
@@ -87,7 +104,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   CHECK_THROWS_AS(calibrate(in), core::JobError);
 }
 
-TEST_CASE("calibration: an optimizer efficiency the type has (a profile measured it) is held, the others fitted") {
+TEST_CASE("calibration: an optimizer efficiency the type has is held without the run's steps, fitted on them") {
   const Run run = load();
   hw::Cluster truth = run.in.cluster;
   hw::Efficiency& e = truth.gpu_types[0].efficiency;
@@ -103,12 +120,23 @@ TEST_CASE("calibration: an optimizer efficiency the type has (a profile measured
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.optimizer_held);
   CHECK(fit.optimizer_efficiency == held);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.05));
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+
+  // The run's optimizer steps timed apart: the efficiency is fitted on them, the held figure
+  // (a quick profile's, off the truth by half) notwithstanding.
+  measured.gpu_types[0].efficiency.optimizer = optimizer / 2;
+  in.optimizer_steps = optimizer_steps(run, truth, 3);
+  const Calibration from_steps = calibrate(in);
+  CHECK_FALSE(from_steps.optimizer_held);
+  CHECK(from_steps.optimizer_steps == 2);  // actor_train, critic_train
+  CHECK(from_steps.optimizer_efficiency == hetrl::testing::approx(optimizer).epsilon(0.02));
+  CHECK(from_steps.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+  CHECK(from_steps.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
 }
 
 TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes one)") {
@@ -126,7 +154,7 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   REQUIRE(p.groups[0].gpus.size() == 2);
   p.groups[0].gpus[1].node = 1;
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
-                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1};
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
 }
 
