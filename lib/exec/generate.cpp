@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 
@@ -31,35 +32,55 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
   std::vector<int> holds(static_cast<std::size_t>(slots), -1), next_token(static_cast<std::size_t>(slots), 0);
   std::size_t admitted = 0;
   const auto id = [&](std::size_t prompt) { return request.first_sequence + static_cast<int>(prompt); };
-  // A free slot takes the next prompt: its prefill, and the first response token from it.
-  const auto admit = [&](int slot) {
-    const std::size_t p = admitted++;
-    const std::vector<int>& prompt = request.prompts[p];
-    const int position = static_cast<int>(prompt.size());
-    const device::Buffer& logits = model.prefill(cache, slot, prompt);
-    const int token = model.sample(logits, 1, request.temperature, request.seed, {id(p)}, {position}).front();
-    result.prefill_tokens += position;
-    result.generated_tokens += 1;
-    result.responses[p].push_back(token);
-    holds[static_cast<std::size_t>(slot)] = static_cast<int>(p);
-    next_token[static_cast<std::size_t>(slot)] = token;
-  };
   const auto done = [&](int slot) {
     const int p = holds[static_cast<std::size_t>(slot)];
     return static_cast<int>(result.responses[static_cast<std::size_t>(p)].size()) >=
            request.response_lengths[static_cast<std::size_t>(p)];
   };
-  // A finished sequence leaves its slot to the next prompt, which may itself be done at once
-  // (a response of one token).
-  const auto refill = [&](int slot) {
-    while (holds[static_cast<std::size_t>(slot)] >= 0 && done(slot)) {
-      holds[static_cast<std::size_t>(slot)] = -1;
-      if (admitted < count) admit(slot);
+  // Free slots take the next prompts, prefilled together as an engine batches the prompts it
+  // schedules in one step (a pass for each prompt length among them), each giving its first
+  // response token. A prompt whose response is that one token is done at once, and its slot
+  // takes the next prompt.
+  const auto fill = [&](std::vector<int> free) {
+    while (!free.empty() && admitted < count) {
+      std::map<std::size_t, std::vector<int>> by_length;  // prompt length -> slots
+      for (const int slot : free) {
+        if (admitted == count) break;
+        const std::size_t p = admitted++;
+        holds[static_cast<std::size_t>(slot)] = static_cast<int>(p);
+        by_length[request.prompts[p].size()].push_back(slot);
+      }
+      free.clear();
+      for (const auto& [length, slots_of] : by_length) {
+        std::vector<int> tokens, ids, positions;
+        for (const int slot : slots_of) {
+          const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
+          tokens.insert(tokens.end(), request.prompts[p].begin(), request.prompts[p].end());
+          ids.push_back(id(p));
+          positions.push_back(static_cast<int>(length));
+        }
+        const int rows = static_cast<int>(slots_of.size());
+        const device::Buffer& logits = model.prefill(cache, slots_of, tokens, static_cast<int>(length));
+        const std::vector<int> drawn = model.sample(logits, rows, request.temperature, request.seed, ids, positions);
+        for (int r = 0; r < rows; ++r) {
+          const int slot = slots_of[static_cast<std::size_t>(r)];
+          const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
+          result.prefill_tokens += static_cast<long long>(length);
+          result.generated_tokens += 1;
+          result.responses[p].push_back(drawn[static_cast<std::size_t>(r)]);
+          next_token[static_cast<std::size_t>(slot)] = drawn[static_cast<std::size_t>(r)];
+          if (done(slot)) {
+            holds[static_cast<std::size_t>(slot)] = -1;
+            free.push_back(slot);
+          }
+        }
+      }
     }
   };
-  for (int slot = 0; slot < slots && admitted < count; ++slot) {
-    admit(slot);
-    refill(slot);
+  {
+    std::vector<int> all(static_cast<std::size_t>(slots));
+    for (int slot = 0; slot < slots; ++slot) all[static_cast<std::size_t>(slot)] = slot;
+    fill(std::move(all));
   }
   while (true) {
     std::vector<int> live_slots, tokens, positions, ids, sample_positions;
@@ -87,7 +108,15 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
       next_token[static_cast<std::size_t>(slot)] = drawn[static_cast<std::size_t>(r)];
       result.generated_tokens += 1;
     }
-    for (const int slot : live_slots) refill(slot);
+    // Sequences that reached their lengths leave; their slots take the next prompts.
+    std::vector<int> free;
+    for (const int slot : live_slots) {
+      if (done(slot)) {
+        holds[static_cast<std::size_t>(slot)] = -1;
+        free.push_back(slot);
+      }
+    }
+    fill(std::move(free));
   }
   return result;
 }

@@ -2,7 +2,8 @@
 // Generation on one replica with continuous batching, as a serving engine runs it: up to
 // `concurrency` sequences decode together, one token each per step; a sequence whose response
 // reaches its length leaves, and the next prompt is prefilled into its cache slot and joins
-// the next step. Response lengths are given (drawn from the workload by the same sampler as
+// the next step. Prompts admitted together are prefilled together (one pass over them all, as
+// an engine batches the prompts it schedules in a step, and as the cost model prices prefill). Response lengths are given (drawn from the workload by the same sampler as
 // hetrl-sim), so the run has the shape the cost model and the simulator price.
 
 #include <cstdint>

@@ -994,26 +994,45 @@ std::vector<float> Transformer::gradient(const std::string& name) {
 }
 
 const Buffer& Transformer::prefill(Cache& cache, int slot, const std::vector<int>& prompt) {
-  const int length = static_cast<int>(prompt.size());
-  if (slot < 0 || slot >= cache.slots() || length < 1 || length > cache.capacity()) {
-    throw core::InputError(fmt::format("prefill: {} tokens into slot {} of a cache of {} slots of {} positions", length,
-                                       slot, cache.slots(), cache.capacity()));
+  return prefill(cache, std::vector<int>{slot}, prompt, static_cast<int>(prompt.size()));
+}
+
+const Buffer& Transformer::prefill(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
+                                   int length) {
+  const int batch = static_cast<int>(slots.size());
+  if (batch < 1 || length < 1 || length > cache.capacity() ||
+      tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(length)) {
+    throw core::InputError(fmt::format("prefill: {} tokens for {} prompts of {} into a cache of {} positions",
+                                       tokens.size(), batch, length, cache.capacity()));
   }
   Step step;
-  step.batch = 1;
+  step.batch = batch;
   step.queries = length;
   step.cache = &cache;
-  step.tokens = prompt;
-  for (int p = 0; p < length; ++p) {
-    step.positions.push_back(p);
-    step.rows_at.push_back(slot * cache.capacity() + p);
+  step.tokens = tokens;
+  step.slots = slots;
+  for (const int slot : slots) {
+    if (slot < 0 || slot >= cache.slots() || std::count(slots.begin(), slots.end(), slot) > 1) {
+      throw core::InputError(fmt::format("prefill: slot {} twice or outside a cache of {} slots", slot, cache.slots()));
+    }
+    for (int p = 0; p < length; ++p) {
+      step.positions.push_back(p);
+      step.rows_at.push_back(slot * cache.capacity() + p);
+    }
+    step.lengths.push_back(length);
   }
-  step.lengths = {length};
-  step.slots = {slot};
   const Buffer& final_states = run_layers(step);
-  const std::size_t e = device::dtype_bytes(options_.dtype);
-  Buffer& logits = scratch("step_logits", static_cast<std::size_t>(arch_.vocab) * e);
-  head_logits(final_states, length - 1, 1, logits);
+  // Each prompt's last position, gathered into one block for the head.
+  const std::size_t row = static_cast<std::size_t>(arch_.hidden) * device::dtype_bytes(options_.dtype);
+  Buffer& last = scratch("prefill_last", static_cast<std::size_t>(batch) * row);
+  for (int b = 0; b < batch; ++b) {
+    b_.copy(static_cast<char*>(last.data()) + static_cast<std::size_t>(b) * row,
+            static_cast<const char*>(final_states.data()) +
+                (static_cast<std::size_t>(b) * static_cast<std::size_t>(length) + static_cast<std::size_t>(length - 1)) * row,
+            row);
+  }
+  Buffer& logits = scratch("step_logits", static_cast<std::size_t>(batch) * arch_.vocab * device::dtype_bytes(options_.dtype));
+  head_logits(last, 0, batch, logits);
   return logits;
 }
 

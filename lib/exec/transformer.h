@@ -137,6 +137,11 @@ class Transformer {
   // Runs a prompt into cache slot `slot` from position 0 and returns its last position's
   // logits (device buffer of vocab values in the model's dtype, valid until the next call).
   const device::Buffer& prefill(Cache& cache, int slot, const std::vector<int>& prompt);
+  // Runs prompts of `length` tokens each (tokens [prompt][position]) together, prompt i into
+  // cache slot slots[i] (each slot once), as an engine batches the prompts it schedules in one
+  // step; returns each prompt's last position's logits, [prompt][vocab].
+  const device::Buffer& prefill(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
+                                int length);
 
   // One decode step: token tokens[i] of the sequence in cache slot slots[i] at positions[i]
   // (its cache holds the positions before); returns the logits, [row][vocab] as prefill's.
