@@ -11,10 +11,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/tool.h"
 #include "core/error.h"
@@ -166,40 +170,62 @@ void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
   }
 }
 
-// Each training task's time by part, predicted and measured (the median over iterations of
-// the slowest replica's).
-void print_train_parts(std::FILE* text, const exec::RunResult& run, const plan::Prediction& predicted,
-                       const workload::TaskGraph& graph) {
+// One task's parts, predicted and measured (the median over iterations of the slowest
+// replica's): a row for each of `fields` (name and member), the task's name on the first.
+template <class Parts>
+void print_part_rows(std::FILE* text, const std::string& task, const Parts& expected, const std::vector<Parts>& measured,
+                     std::initializer_list<std::pair<const char*, double Parts::*>> fields) {
+  bool first = true;
+  for (const auto& [part, field] : fields) {
+    std::vector<double> seconds;
+    for (const Parts& m : measured) seconds.push_back(m.*field);
+    const double median = exec::median(seconds), wanted = expected.*field;
+    fmt::print(text, "{:<16} {:<20} {:>12.4g} {:>12.4g} {:>10}\n", first ? task : std::string(), part, wanted, median,
+               wanted > 0 ? fmt::format("{:.2f}", median / wanted) : std::string("-"));
+    first = false;
+  }
+}
+
+// Each generation and training task's time by part, predicted and measured.
+void print_parts(std::FILE* text, const exec::RunResult& run, const plan::Prediction& predicted,
+                 const workload::TaskGraph& graph) {
   bool header = false;
   for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-    if (graph.tasks[t].kind != workload::TaskKind::kTrain) continue;
-    std::vector<exec::TrainParts> measured;
+    const workload::TaskKind kind = graph.tasks[t].kind;
+    if (kind != workload::TaskKind::kGenerate && kind != workload::TaskKind::kTrain) continue;
+    std::vector<exec::TrainParts> trained;
+    std::vector<exec::GenerationParts> generated;
     std::size_t replicas = 0;
     for (const exec::IterationMeasurement& it : run.iterations) {
       if (!it.tasks[t].ran) continue;
-      measured.push_back(exec::slowest_parts(it.tasks[t]));
+      trained.push_back(exec::slowest_parts(it.tasks[t]));
+      generated.push_back(exec::slowest_generation_parts(it.tasks[t]));
       replicas = it.tasks[t].replica_seconds.size();
     }
-    if (measured.empty()) continue;
+    if (trained.empty()) continue;
     if (!header) {
-      fmt::print(text, "\n{:<16} {:<20} {:>12} {:>12} {:>10}\n", "training", "part", "predicted s", "measured s",
+      fmt::print(text, "\n{:<16} {:<20} {:>12} {:>12} {:>10}\n", "task", "part", "predicted s", "measured s",
                  "measured/predicted");
       header = true;
     }
-    const exec::TrainParts expected = exec::predicted_parts(predicted.tasks[t].terms);
-    const auto row = [&](const std::string& task, const char* part, double exec::TrainParts::*field) {
-      std::vector<double> seconds;
-      for (const exec::TrainParts& m : measured) seconds.push_back(m.*field);
-      const double median = exec::median(seconds), wanted = expected.*field;
-      fmt::print(text, "{:<16} {:<20} {:>12.4g} {:>12.4g} {:>10}\n", task, part, wanted, median,
-                 wanted > 0 ? fmt::format("{:.2f}", median / wanted) : std::string("-"));
-    };
-    row(graph.tasks[t].name, "passes", &exec::TrainParts::passes);
-    if (replicas > 1) {  // data parallel
-      row("", "wait for replicas", &exec::TrainParts::replica_wait);
-      row("", "gradient all-reduce", &exec::TrainParts::gradient_reduce);
+    const std::string& name = graph.tasks[t].name;
+    const std::span<const cost::Breakdown::Term> terms = predicted.tasks[t].terms;
+    if (kind == workload::TaskKind::kGenerate) {
+      using P = exec::GenerationParts;
+      print_part_rows<P>(text, name, exec::predicted_generation_parts(terms), generated,
+                         {{"prefill", &P::prefill}, {"decode steps", &P::decode}});
+    } else if (replicas > 1) {  // data parallel
+      using P = exec::TrainParts;
+      print_part_rows<P>(text, name, exec::predicted_parts(terms), trained,
+                         {{"passes", &P::passes},
+                          {"wait for replicas", &P::replica_wait},
+                          {"gradient all-reduce", &P::gradient_reduce},
+                          {"optimizer step", &P::optimizer_step}});
+    } else {
+      using P = exec::TrainParts;
+      print_part_rows<P>(text, name, exec::predicted_parts(terms), trained,
+                         {{"passes", &P::passes}, {"optimizer step", &P::optimizer_step}});
     }
-    row("", "optimizer step", &exec::TrainParts::optimizer_step);
   }
 }
 
@@ -489,7 +515,7 @@ int main(int argc, char** argv) {
                      "hetrl-sim's over the same iterations and response lengths{}\n",
                comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
-    print_train_parts(text, run, predicted, graph);
+    print_parts(text, run, predicted, graph);
     if (calibration) {
       fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
                        "optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",

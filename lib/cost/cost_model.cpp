@@ -395,8 +395,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                                      std::span<const double> kv_budget, Breakdown& out) const {
   if (samples <= 0) return 0;
   const auto [prefill_compute, prefill_tp] = prefill_seconds(task, stages, samples);
-  out.add("prefill compute", prefill_compute);
-  if (prefill_tp > 0) out.add("prefill TP all-reduce", prefill_tp);
+  out.add(kPrefillComputeTerm, prefill_compute);
+  if (prefill_tp > 0) out.add(kPrefillAllReduceTerm, prefill_tp);
 
   const double concurrent = concurrent_sequences(task, stages, kv_budget);
   const double live = std::min(samples, concurrent);

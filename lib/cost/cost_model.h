@@ -74,6 +74,9 @@ inline double trainer_rate_fraction(Trainer trainer, double training_efficiency)
 inline constexpr char kOptimizerStepTerm[] = "optimizer step";
 inline constexpr char kOffloadedOptimizerStepTerm[] = "optimizer step on the CPU (gradients out, Adam, weights back)";
 inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
+// And the prefill's of a generation task (its other terms are the decode steps').
+inline constexpr char kPrefillComputeTerm[] = "prefill compute";
+inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
 
 // Documented defaults; each can be changed by whoever builds a CostModel.
 struct CostParams {

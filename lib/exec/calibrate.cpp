@@ -164,6 +164,23 @@ TrainParts slowest_parts(const TaskMeasurement& m) {
   return m.replica_parts[static_cast<std::size_t>(slowest - m.replica_seconds.begin())];
 }
 
+GenerationParts predicted_generation_parts(std::span<const cost::Breakdown::Term> terms) {
+  GenerationParts parts;
+  for (const cost::Breakdown::Term& term : terms) {
+    const std::string_view name = term.name;
+    (name == cost::kPrefillComputeTerm || name == cost::kPrefillAllReduceTerm ? parts.prefill : parts.decode) +=
+        term.seconds;
+  }
+  return parts;
+}
+
+GenerationParts slowest_generation_parts(const TaskMeasurement& m) {
+  if (m.replica_prefill_seconds.empty() || m.replica_prefill_seconds.size() != m.replica_seconds.size()) return {};
+  const auto slowest = std::max_element(m.replica_seconds.begin(), m.replica_seconds.end());
+  const auto r = static_cast<std::size_t>(slowest - m.replica_seconds.begin());
+  return {m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r])};
+}
+
 Calibration calibrate(const CalibrationInputs& in) {
   const workload::TaskGraph& graph = *in.graph;
   const std::vector<int> types = plan_gpu_types(*in.plan, *in.cluster);

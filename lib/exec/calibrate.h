@@ -82,6 +82,20 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms);
 // The parts of the replica that took longest (none: zeros).
 TrainParts slowest_parts(const TaskMeasurement& m);
 
+// Where a generation task's time goes: the prompts' prefill passes (with their first tokens'
+// sampling) and the decode steps.
+struct GenerationParts {
+  double prefill = 0;
+  double decode = 0;
+};
+
+// A generation task's estimate (its terms, evaluated with explain) in those parts: the
+// prefill's terms, and every other (the decode steps', their engine overhead) the decode's.
+GenerationParts predicted_generation_parts(std::span<const cost::Breakdown::Term> terms);
+
+// The parts of the generation replica that took longest (none: zeros).
+GenerationParts slowest_generation_parts(const TaskMeasurement& m);
+
 // Throws core::InputError when the plan's GPUs are of more than one type (a profile describes
 // one) and core::JobError when the run measured no GPU task or the plan does not fit.
 Calibration calibrate(const CalibrationInputs& in);

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -42,6 +44,8 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
   // response token. A prompt whose response is that one token is done at once, and its slot
   // takes the next prompt.
   const auto fill = [&](std::vector<int> free) {
+    if (free.empty() || admitted == count) return;
+    const auto start = std::chrono::steady_clock::now();
     while (!free.empty() && admitted < count) {
       std::map<std::size_t, std::vector<int>> by_length;  // prompt length -> slots
       for (const int slot : free) {
@@ -76,12 +80,11 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
         }
       }
     }
+    result.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  {
-    std::vector<int> all(static_cast<std::size_t>(slots));
-    for (int slot = 0; slot < slots; ++slot) all[static_cast<std::size_t>(slot)] = slot;
-    fill(std::move(all));
-  }
+  std::vector<int> all(static_cast<std::size_t>(slots));
+  std::iota(all.begin(), all.end(), 0);
+  fill(std::move(all));
   while (true) {
     std::vector<int> live_slots, tokens, positions, ids, sample_positions;
     for (int slot = 0; slot < slots; ++slot) {

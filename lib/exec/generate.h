@@ -28,6 +28,9 @@ struct GenerationResult {
   long long generated_tokens = 0;
   long long decode_steps = 0;
   int largest_batch = 0;
+  // Host seconds in the prefills, each with its first tokens' sampling (which waits for the
+  // device), so without a synchronisation of its own.
+  double prefill_seconds = 0;
 };
 
 // Throws core::InputError for a request that does not fit its own terms (no prompts, a

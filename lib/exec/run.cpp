@@ -397,6 +397,7 @@ class Runner {
         long long steps = out.replica_decode_steps[r];
         world().broadcast_host(&steps, sizeof steps, lead);
         out.replica_decode_steps[r] = steps;
+        world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
       }
       if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
     }
@@ -643,7 +644,10 @@ class Runner {
     std::vector<std::vector<std::size_t>> shares;
     for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
     out.replica_seconds.assign(ranges.size(), 0.0);
-    if (t.kind == TaskKind::kGenerate) out.replica_decode_steps.assign(ranges.size(), 0);
+    if (t.kind == TaskKind::kGenerate) {
+      out.replica_decode_steps.assign(ranges.size(), 0);
+      out.replica_prefill_seconds.assign(ranges.size(), 0.0);
+    }
     if (t.kind == TaskKind::kTrain) out.replica_parts.assign(ranges.size(), {});
     if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
     if (t.kind == TaskKind::kGenerate) {
@@ -668,6 +672,7 @@ class Runner {
         out.replica_seconds[r] = watch.seconds();
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         out.replica_decode_steps[r] = g_out.decode_steps;
+        out.replica_prefill_seconds[r] = g_out.prefill_seconds;
         for (std::size_t i = first; i < last; ++i) {
           const std::vector<int>& response = g_out.responses[i - first];
           samples_[i].tokens.insert(samples_[i].tokens.end(), response.begin(), response.end());

@@ -72,6 +72,7 @@ struct TaskMeasurement {
   double start = 0, end = 0;            // seconds from the start of the run, as run here
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
   std::vector<long long> replica_decode_steps;  // generation
+  std::vector<double> replica_prefill_seconds;  // generation: the prefills' part of replica_seconds
   std::vector<TrainParts> replica_parts;        // training
 };
 

@@ -1,5 +1,9 @@
 #include "io/exec_io.h"
 
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
 #include "device/numeric.h"
 #include "exec/calibrate.h"
 #include "io/json_reader.h"
@@ -11,22 +15,38 @@ using detail::OrderedJson;
 
 namespace {
 
-// A training task's parts: the prediction's and, per iteration, the slowest replica's.
+// A task's parts: the prediction's and, per iteration, the slowest replica's.
+template <class Parts>
+OrderedJson parts_json(const Parts& expected, const std::vector<Parts>& measured,
+                       std::initializer_list<std::pair<const char*, double Parts::*>> fields) {
+  OrderedJson out = OrderedJson::object();
+  for (const auto& [name, field] : fields) {
+    OrderedJson seconds = OrderedJson::array();
+    for (const Parts& m : measured) seconds.push_back(detail::file_units(m.*field));
+    out[name] = {{"predicted_seconds", detail::file_units(expected.*field)}, {"seconds", std::move(seconds)}};
+  }
+  return out;
+}
+
 OrderedJson train_parts(std::size_t t, const exec::RunResult& run, const plan::Prediction& predicted) {
-  const exec::TrainParts expected = exec::predicted_parts(predicted.tasks[t].terms);
   std::vector<exec::TrainParts> measured;
   for (const exec::IterationMeasurement& it : run.iterations) measured.push_back(exec::slowest_parts(it.tasks[t]));
-  OrderedJson out = OrderedJson::object();
-  const auto part = [&](const char* name, double exec::TrainParts::*field) {
-    OrderedJson seconds = OrderedJson::array();
-    for (const exec::TrainParts& m : measured) seconds.push_back(detail::file_units(m.*field));
-    out[name] = {{"predicted_seconds", detail::file_units(expected.*field)}, {"seconds", std::move(seconds)}};
-  };
-  part("passes", &exec::TrainParts::passes);
-  part("replica_wait", &exec::TrainParts::replica_wait);
-  part("gradient_reduce", &exec::TrainParts::gradient_reduce);
-  part("optimizer_step", &exec::TrainParts::optimizer_step);
-  return out;
+  using P = exec::TrainParts;
+  return parts_json<P>(exec::predicted_parts(predicted.tasks[t].terms), measured,
+                       {{"passes", &P::passes},
+                        {"replica_wait", &P::replica_wait},
+                        {"gradient_reduce", &P::gradient_reduce},
+                        {"optimizer_step", &P::optimizer_step}});
+}
+
+OrderedJson generation_parts(std::size_t t, const exec::RunResult& run, const plan::Prediction& predicted) {
+  std::vector<exec::GenerationParts> measured;
+  for (const exec::IterationMeasurement& it : run.iterations) {
+    measured.push_back(exec::slowest_generation_parts(it.tasks[t]));
+  }
+  using P = exec::GenerationParts;
+  return parts_json<P>(exec::predicted_generation_parts(predicted.tasks[t].terms), measured,
+                       {{"prefill", &P::prefill}, {"decode", &P::decode}});
 }
 
 }  // namespace
@@ -88,6 +108,7 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                         {"replica_seconds", std::move(replicas)},
                         {"tokens", std::move(tokens)}};
     if (graph.tasks[t].kind == workload::TaskKind::kTrain) task["parts"] = train_parts(t, run, predicted);
+    if (graph.tasks[t].kind == workload::TaskKind::kGenerate) task["parts"] = generation_parts(t, run, predicted);
     tasks[graph.tasks[t].name] = std::move(task);
   }
   out["tasks"] = std::move(tasks);

@@ -187,6 +187,32 @@ TEST_CASE("training's parts: the estimate's terms split into passes, gradient al
   }
 }
 
+TEST_CASE("generation's parts: the estimate's terms split into prefill and decode, summing to it") {
+  const Run run = load();
+  const cost::CostModel model(run.in.cluster, run.in.workload.workload, run.in.graph, run.in.workload.models);
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
+  REQUIRE(predicted.feasible);
+  const plan::TaskPrediction& task = predicted.tasks[static_cast<std::size_t>(run.in.graph.find("generate"))];
+  const GenerationParts parts = predicted_generation_parts(task.terms);
+  CHECK(parts.prefill > 0);
+  CHECK(parts.decode > parts.prefill);  // a few hundred prompt tokens, responses decoded a token a step
+  CHECK(parts.prefill + parts.decode == hetrl::testing::approx(task.seconds).epsilon(1e-9));
+}
+
+TEST_CASE("generation's parts: a measured task's are its slowest replica's, its decode the rest") {
+  TaskMeasurement m;
+  m.replica_seconds = {1.0, 3.0, 2.0};
+  m.replica_prefill_seconds = {0.2, 0.5, 0.9};
+  const GenerationParts slowest = slowest_generation_parts(m);
+  CHECK(slowest.prefill == 0.5);
+  CHECK(slowest.decode == hetrl::testing::approx(2.5));
+  // A task measured without them (not generation) has none.
+  m.replica_prefill_seconds.clear();
+  CHECK(slowest_generation_parts(m).prefill == 0);
+  CHECK(slowest_generation_parts(m).decode == 0);
+}
+
 TEST_CASE("training's parts: a measured task's are its slowest replica's") {
   TaskMeasurement m;
   m.replica_seconds = {1.0, 3.0, 2.0};
