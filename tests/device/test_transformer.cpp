@@ -216,7 +216,7 @@ TEST_CASE("transformer: prefill and decode steps over the cache give the logits 
   }
 }
 
-TEST_CASE("transformer: prompts prefilled together give each one's logits and cache as prefilled alone") {
+TEST_CASE("transformer: a prefill's and a decode step's rows do not depend on what they are batched with") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(true, false, false);
   TransformerOptions o;
@@ -224,43 +224,37 @@ TEST_CASE("transformer: prompts prefilled together give each one's logits and ca
   Transformer model(*b, a, Head::kLanguage, o);
   randomise(*b, model, o.dtype);
   const std::size_t v = static_cast<std::size_t>(a.vocab);
-  const std::vector<int> first = some_tokens(5, a.vocab, 6), second = some_tokens(5, a.vocab, 7);
-  std::vector<int> both = first;
-  both.insert(both.end(), second.begin(), second.end());
-  // Slots 3 and 0 together in one cache, each alone in another (the GEMMs of two prompts
-  // and of one may add up in another order).
-  Transformer::Cache together = model.make_cache(4, 8), alone = model.make_cache(4, 8);
-  const std::vector<double> batched = device::get(*b, o.dtype, model.prefill(together, {3, 0}, both, 5), 2 * v);
-  const std::vector<double> one = device::get(*b, o.dtype, model.prefill(alone, 3, first), v);
-  const std::vector<double> two = device::get(*b, o.dtype, model.prefill(alone, 0, second), v);
-  for (std::size_t i = 0; i < v; ++i) {
-    CAPTURE(i);
-    CHECK(batched[i] == doctest::Approx(one[i]).epsilon(1e-5).scale(1.0));
-    CHECK(batched[v + i] == doctest::Approx(two[i]).epsilon(1e-5).scale(1.0));
+  // Prompts prefilled together give each one's logits and cache as prefilled alone.
+  {
+    const std::vector<int> first = some_tokens(5, a.vocab, 6), second = some_tokens(5, a.vocab, 7);
+    std::vector<int> both = first;
+    both.insert(both.end(), second.begin(), second.end());
+    // Slots 3 and 0 together in one cache, each alone in another (the GEMMs of two prompts
+    // and of one may add up in another order).
+    Transformer::Cache together = model.make_cache(4, 8), alone = model.make_cache(4, 8);
+    const std::vector<double> batched = device::get(*b, o.dtype, model.prefill(together, {3, 0}, both, 5), 2 * v);
+    const std::vector<double> one = device::get(*b, o.dtype, model.prefill(alone, 3, first), v);
+    const std::vector<double> two = device::get(*b, o.dtype, model.prefill(alone, 0, second), v);
+    for (std::size_t i = 0; i < v; ++i) {
+      CAPTURE(i);
+      CHECK(batched[i] == doctest::Approx(one[i]).epsilon(1e-5).scale(1.0));
+      CHECK(batched[v + i] == doctest::Approx(two[i]).epsilon(1e-5).scale(1.0));
+    }
+    // The caches hold the same keys and values: a decode step over both slots agrees.
+    const std::vector<double> next = device::get(*b, o.dtype, model.decode(together, {0, 3}, {1, 2}, {5, 5}), 2 * v);
+    const std::vector<double> expected = device::get(*b, o.dtype, model.decode(alone, {0, 3}, {1, 2}, {5, 5}), 2 * v);
+    for (std::size_t i = 0; i < 2 * v; ++i) CHECK(next[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1.0));
+    // Prompts that are not `length` each, a slot twice or outside the cache, prompts longer than
+    // its slots: refused.
+    CHECK_THROWS_AS(model.prefill(together, {1, 2}, first, 5), core::InputError);
+    CHECK_THROWS_AS(model.prefill(together, {1, 1}, both, 5), core::InputError);
+    CHECK_THROWS_AS(model.prefill(together, {1, 4}, both, 5), core::InputError);
+    CHECK_THROWS_AS(model.prefill(together, {1, 2}, std::vector<int>(18, 1), 9), core::InputError);  // 8 positions
   }
-  // The caches hold the same keys and values: a decode step over both slots agrees.
-  const std::vector<double> next = device::get(*b, o.dtype, model.decode(together, {0, 3}, {1, 2}, {5, 5}), 2 * v);
-  const std::vector<double> expected = device::get(*b, o.dtype, model.decode(alone, {0, 3}, {1, 2}, {5, 5}), 2 * v);
-  for (std::size_t i = 0; i < 2 * v; ++i) CHECK(next[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1.0));
-  // Prompts that are not `length` each, a slot twice or outside the cache, prompts longer than
-  // its slots: refused.
-  CHECK_THROWS_AS(model.prefill(together, {1, 2}, first, 5), core::InputError);
-  CHECK_THROWS_AS(model.prefill(together, {1, 1}, both, 5), core::InputError);
-  CHECK_THROWS_AS(model.prefill(together, {1, 4}, both, 5), core::InputError);
-  CHECK_THROWS_AS(model.prefill(together, {1, 2}, std::vector<int>(18, 1), 9), core::InputError);  // 8 positions
-}
-
-TEST_CASE("transformer: a decode step's rows do not depend on what they are batched with") {
-  auto b = device::test_backend();
-  const workload::ModelArch a = tiny(true, false, false);
-  TransformerOptions o;
-  o.dtype = DType::kF32;
-  Transformer model(*b, a, Head::kLanguage, o);
-  randomise(*b, model, o.dtype);
+  // A decode step's rows, with another sequence and alone.
   Transformer::Cache cache = model.make_cache(4, 10);
   model.prefill(cache, 1, some_tokens(3, a.vocab, 4));
   model.prefill(cache, 3, some_tokens(6, a.vocab, 5));
-  const std::size_t v = static_cast<std::size_t>(a.vocab);
   const std::vector<double> both = device::get(*b, o.dtype, model.decode(cache, {3, 1}, {5, 6}, {6, 3}), 2 * v);
   const std::vector<double> alone = device::get(*b, o.dtype, model.decode(cache, {1}, {6}, {3}), v);
   for (std::size_t i = 0; i < v; ++i) CHECK(both[v + i] == doctest::Approx(alone[i]).epsilon(1e-6));
