@@ -10,7 +10,8 @@ set(calibrated ${OUT}/exec_fit_cluster.json)
 file(REMOVE ${fit} ${report} ${calibrated})
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
     --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 3 --report ${report} --fit-profile ${fit})
-foreach(piece "fitted on the measured tasks" "pass efficiency" "wrote ${fit}")
+# The optimizer efficiency fitted on the two trainers' timed optimizer steps.
+foreach(piece "fitted on the measured tasks" "pass efficiency" "on the optimizer steps of 2 training tasks" "wrote ${fit}")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the output lacks \"${piece}\":\n${out}")
