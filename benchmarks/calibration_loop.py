@@ -112,7 +112,9 @@ def main():
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--fit-iterations", type=int, default=15,
                         help="iterations of the run the profile is fitted on (its medians steady the fit)")
-    parser.add_argument("--runs", type=int, default=1, help="runs of each plan against each cluster")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs of each plan against each cluster; a task's figure is the median over all their "
+                             "iterations, so with three one slow run of a shared machine does not set it")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=896)
     parser.add_argument("--vocab", type=int, default=16384)
