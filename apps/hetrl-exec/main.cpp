@@ -11,10 +11,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
 #include <limits>
 #include <mutex>
-#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -170,61 +168,31 @@ void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
   }
 }
 
-// One task's parts, predicted and measured (the median over iterations of the slowest
-// replica's): a row for each of `fields` (name and member), the task's name on the first.
-template <class Parts>
-void print_part_rows(std::FILE* text, const std::string& task, const Parts& expected, const std::vector<Parts>& measured,
-                     std::initializer_list<std::pair<const char*, double Parts::*>> fields) {
-  bool first = true;
-  for (const auto& [part, field] : fields) {
-    std::vector<double> seconds;
-    for (const Parts& m : measured) seconds.push_back(m.*field);
-    const double median = exec::median(seconds), wanted = expected.*field;
-    fmt::print(text, "{:<16} {:<20} {:>12.4g} {:>12.4g} {:>10}\n", first ? task : std::string(), part, wanted, median,
-               wanted > 0 ? fmt::format("{:.2f}", median / wanted) : std::string("-"));
-    first = false;
-  }
-}
-
-// Each generation and training task's time by part, predicted and measured.
+// Each generation and training task's time by part, predicted and measured (the median over
+// iterations of the slowest replica's); the data-parallel parts where the task has replicas.
 void print_parts(std::FILE* text, const exec::RunResult& run, const plan::Prediction& predicted,
                  const workload::TaskGraph& graph) {
   bool header = false;
   for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
-    const workload::TaskKind kind = graph.tasks[t].kind;
-    if (kind != workload::TaskKind::kGenerate && kind != workload::TaskKind::kTrain) continue;
-    std::vector<exec::TrainParts> trained;
-    std::vector<exec::GenerationParts> generated;
+    const std::vector<exec::TaskPart> parts = exec::task_parts(graph.tasks[t].kind, predicted.tasks[t].terms, run, t);
+    if (parts.empty() || parts.front().measured.empty()) continue;
     std::size_t replicas = 0;
     for (const exec::IterationMeasurement& it : run.iterations) {
-      if (!it.tasks[t].ran) continue;
-      trained.push_back(exec::slowest_parts(it.tasks[t]));
-      generated.push_back(exec::slowest_generation_parts(it.tasks[t]));
-      replicas = it.tasks[t].replica_seconds.size();
+      if (it.tasks[t].ran) replicas = it.tasks[t].replica_seconds.size();
     }
-    if (trained.empty()) continue;
     if (!header) {
       fmt::print(text, "\n{:<16} {:<20} {:>12} {:>12} {:>10}\n", "task", "part", "predicted s", "measured s",
                  "measured/predicted");
       header = true;
     }
-    const std::string& name = graph.tasks[t].name;
-    const std::span<const cost::Breakdown::Term> terms = predicted.tasks[t].terms;
-    if (kind == workload::TaskKind::kGenerate) {
-      using P = exec::GenerationParts;
-      print_part_rows<P>(text, name, exec::predicted_generation_parts(terms), generated,
-                         {{"prefill", &P::prefill}, {"decode steps", &P::decode}});
-    } else if (replicas > 1) {  // data parallel
-      using P = exec::TrainParts;
-      print_part_rows<P>(text, name, exec::predicted_parts(terms), trained,
-                         {{"passes", &P::passes},
-                          {"wait for replicas", &P::replica_wait},
-                          {"gradient all-reduce", &P::gradient_reduce},
-                          {"optimizer step", &P::optimizer_step}});
-    } else {
-      using P = exec::TrainParts;
-      print_part_rows<P>(text, name, exec::predicted_parts(terms), trained,
-                         {{"passes", &P::passes}, {"optimizer step", &P::optimizer_step}});
+    bool first = true;
+    for (const exec::TaskPart& part : parts) {
+      if (part.data_parallel && replicas <= 1) continue;
+      const double median = exec::median(part.measured);
+      fmt::print(text, "{:<16} {:<20} {:>12.4g} {:>12.4g} {:>10}\n", first ? graph.tasks[t].name : std::string(),
+                 part.label, part.predicted, median,
+                 part.predicted > 0 ? fmt::format("{:.2f}", median / part.predicted) : std::string("-"));
+      first = false;
     }
   }
 }
@@ -440,7 +408,7 @@ int main(int argc, char** argv) {
         std::vector<double> seconds, steps;
         for (const exec::TaskMeasurement& t : it.tasks) {
           seconds.push_back(t.ran ? t.seconds : -1.0);
-          steps.push_back(t.ran && !t.replica_parts.empty() ? exec::slowest_parts(t).optimizer_step : -1.0);
+          steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);  // 0 without parts: not fitted on
         }
         fit.measured.push_back(std::move(seconds));
         fit.optimizer_steps.push_back(std::move(steps));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <initializer_list>
 #include <string_view>
 
 #include "core/error.h"
@@ -57,7 +58,8 @@ struct Simulated {
 class Fit {
  public:
   // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on.
-  Fit(const CalibrationInputs& in, int type, bool steps_measured) : in_(in), type_(type), cluster_(*in.cluster) {
+  Fit(const CalibrationInputs& in, int type, bool steps_measured)
+      : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
     start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead)};
@@ -106,6 +108,7 @@ class Fit {
     for (std::size_t t = 0; t < per_task.size(); ++t) {
       if (!per_task[t].empty()) out.tasks[t] = median(per_task[t]);
     }
+    if (!steps_measured_) return out;  // no step to set the priced ones against
     plan::Evaluator evaluator(model);
     const plan::Prediction& predicted = evaluator.evaluate(*in_.plan, /*explain=*/true);
     for (std::size_t t = 0; t < per_task.size(); ++t) {
@@ -122,6 +125,7 @@ class Fit {
   hw::Cluster cluster_;  // the run's, its GPU type's figures set for each simulation
   Figures start_{};
   std::array<bool, kFigures> held_{};  // kept where they started
+  bool steps_measured_;                // the run's optimizer steps are fitted on: price them
 };
 
 }  // namespace
@@ -179,6 +183,52 @@ GenerationParts slowest_generation_parts(const TaskMeasurement& m) {
   const auto slowest = std::max_element(m.replica_seconds.begin(), m.replica_seconds.end());
   const auto r = static_cast<std::size_t>(slowest - m.replica_seconds.begin());
   return {m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r])};
+}
+
+namespace {
+
+template <class Parts>
+struct PartField {
+  const char* key;
+  const char* label;
+  bool data_parallel;
+  double Parts::*member;
+};
+
+template <class Parts>
+std::vector<TaskPart> parts_of(const Parts& expected, Parts (*slowest)(const TaskMeasurement&), const RunResult& run,
+                               std::size_t task, std::initializer_list<PartField<Parts>> fields) {
+  std::vector<Parts> measured;
+  for (const IterationMeasurement& it : run.iterations) {
+    if (it.tasks[task].ran) measured.push_back(slowest(it.tasks[task]));
+  }
+  std::vector<TaskPart> out;
+  for (const PartField<Parts>& f : fields) {
+    TaskPart part{f.key, f.label, f.data_parallel, expected.*f.member, {}};
+    for (const Parts& m : measured) part.measured.push_back(m.*f.member);
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::Breakdown::Term> terms,
+                                 const RunResult& run, std::size_t task) {
+  if (kind == workload::TaskKind::kGenerate) {
+    using P = GenerationParts;
+    return parts_of<P>(predicted_generation_parts(terms), &slowest_generation_parts, run, task,
+                       {{"prefill", "prefill", false, &P::prefill}, {"decode", "decode steps", false, &P::decode}});
+  }
+  if (kind == workload::TaskKind::kTrain) {
+    using P = TrainParts;
+    return parts_of<P>(predicted_parts(terms), &slowest_parts, run, task,
+                       {{"passes", "passes", false, &P::passes},
+                        {"replica_wait", "wait for replicas", true, &P::replica_wait},
+                        {"gradient_reduce", "gradient all-reduce", true, &P::gradient_reduce},
+                        {"optimizer_step", "optimizer step", false, &P::optimizer_step}});
+  }
+  return {};
 }
 
 Calibration calibrate(const CalibrationInputs& in) {

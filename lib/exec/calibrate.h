@@ -96,6 +96,21 @@ GenerationParts predicted_generation_parts(std::span<const cost::Breakdown::Term
 // The parts of the generation replica that took longest (none: zeros).
 GenerationParts slowest_generation_parts(const TaskMeasurement& m);
 
+// One part of a generation or training task's time, for the report and the table.
+struct TaskPart {
+  const char* key = "";        // the report's name ("passes", "prefill", ...)
+  const char* label = "";      // the table's ("wait for replicas", "decode steps", ...)
+  bool data_parallel = false;  // a part only data-parallel replicas have
+  double predicted = 0;        // the estimate's (its terms, evaluated with explain)
+  std::vector<double> measured;  // each iteration the task ran: its slowest replica's
+};
+
+// Task `task`'s parts (a generation task's prefill and decode, a training task's passes,
+// replica wait, gradient all-reduce and optimizer step; none for another kind) from its
+// estimate's terms and the run.
+std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::Breakdown::Term> terms,
+                                 const RunResult& run, std::size_t task);
+
 // Throws core::InputError when the plan's GPUs are of more than one type (a profile describes
 // one) and core::JobError when the run measured no GPU task or the plan does not fit.
 Calibration calibrate(const CalibrationInputs& in);

@@ -1,7 +1,5 @@
 #include "io/exec_io.h"
 
-#include <initializer_list>
-#include <utility>
 #include <vector>
 
 #include "device/numeric.h"
@@ -12,44 +10,6 @@
 namespace hetrl::io {
 
 using detail::OrderedJson;
-
-namespace {
-
-// A task's parts: the prediction's and, per iteration, the slowest replica's.
-template <class Parts>
-OrderedJson parts_json(const Parts& expected, const std::vector<Parts>& measured,
-                       std::initializer_list<std::pair<const char*, double Parts::*>> fields) {
-  OrderedJson out = OrderedJson::object();
-  for (const auto& [name, field] : fields) {
-    OrderedJson seconds = OrderedJson::array();
-    for (const Parts& m : measured) seconds.push_back(detail::file_units(m.*field));
-    out[name] = {{"predicted_seconds", detail::file_units(expected.*field)}, {"seconds", std::move(seconds)}};
-  }
-  return out;
-}
-
-OrderedJson train_parts(std::size_t t, const exec::RunResult& run, const plan::Prediction& predicted) {
-  std::vector<exec::TrainParts> measured;
-  for (const exec::IterationMeasurement& it : run.iterations) measured.push_back(exec::slowest_parts(it.tasks[t]));
-  using P = exec::TrainParts;
-  return parts_json<P>(exec::predicted_parts(predicted.tasks[t].terms), measured,
-                       {{"passes", &P::passes},
-                        {"replica_wait", &P::replica_wait},
-                        {"gradient_reduce", &P::gradient_reduce},
-                        {"optimizer_step", &P::optimizer_step}});
-}
-
-OrderedJson generation_parts(std::size_t t, const exec::RunResult& run, const plan::Prediction& predicted) {
-  std::vector<exec::GenerationParts> measured;
-  for (const exec::IterationMeasurement& it : run.iterations) {
-    measured.push_back(exec::slowest_generation_parts(it.tasks[t]));
-  }
-  using P = exec::GenerationParts;
-  return parts_json<P>(exec::predicted_generation_parts(predicted.tasks[t].terms), measured,
-                       {{"prefill", &P::prefill}, {"decode", &P::decode}});
-}
-
-}  // namespace
 
 std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResult& run,
                              const plan::Prediction& predicted, const std::vector<std::vector<double>>& simulated,
@@ -107,8 +67,18 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                         {"seconds", std::move(seconds)},
                         {"replica_seconds", std::move(replicas)},
                         {"tokens", std::move(tokens)}};
-    if (graph.tasks[t].kind == workload::TaskKind::kTrain) task["parts"] = train_parts(t, run, predicted);
-    if (graph.tasks[t].kind == workload::TaskKind::kGenerate) task["parts"] = generation_parts(t, run, predicted);
+    // A generation or training task's parts: the prediction's and, per iteration, the slowest
+    // replica's.
+    const std::vector<exec::TaskPart> parts = exec::task_parts(graph.tasks[t].kind, predicted.tasks[t].terms, run, t);
+    if (!parts.empty()) {
+      OrderedJson by_part = OrderedJson::object();
+      for (const exec::TaskPart& part : parts) {
+        OrderedJson measured = OrderedJson::array();
+        for (const double s : part.measured) measured.push_back(detail::file_units(s));
+        by_part[part.key] = {{"predicted_seconds", detail::file_units(part.predicted)}, {"seconds", std::move(measured)}};
+      }
+      task["parts"] = std::move(by_part);
+    }
     tasks[graph.tasks[t].name] = std::move(task);
   }
   out["tasks"] = std::move(tasks);

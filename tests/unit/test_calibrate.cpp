@@ -213,6 +213,36 @@ TEST_CASE("generation's parts: a measured task's are its slowest replica's, its 
   CHECK(slowest_generation_parts(m).decode == 0);
 }
 
+TEST_CASE("task parts: a training task's four, two of them data-parallel, measured where the task ran") {
+  RunResult run;
+  run.iterations.resize(3);
+  for (IterationMeasurement& it : run.iterations) it.tasks.resize(2);
+  const double passes[] = {1.5, 9.0, 2.5};
+  for (std::size_t i = 0; i < 3; ++i) {
+    TaskMeasurement& m = run.iterations[i].tasks[1];
+    m.ran = i != 1;  // the second iteration did not run it
+    m.replica_seconds = {passes[i] + 0.5, 0.5};
+    m.replica_parts = {{.passes = passes[i], .replica_wait = 0.1, .gradient_reduce = 0.2, .optimizer_step = 0.3}, {}};
+  }
+  const std::vector<cost::Breakdown::Term> terms = {{cost::kOptimizerStepTerm, 0.25}, {"forward and backward", 2.0}};
+  const std::vector<TaskPart> parts = task_parts(workload::TaskKind::kTrain, terms, run, 1);
+  REQUIRE(parts.size() == 4);
+  CHECK(std::string(parts[0].key) == "passes");
+  CHECK(parts[0].predicted == 2.0);
+  CHECK(parts[0].measured == std::vector<double>{1.5, 2.5});
+  CHECK((parts[1].data_parallel && parts[2].data_parallel && !parts[0].data_parallel && !parts[3].data_parallel));
+  CHECK(std::string(parts[3].key) == "optimizer_step");
+  CHECK(parts[3].predicted == 0.25);
+  CHECK(parts[3].measured == std::vector<double>{0.3, 0.3});
+  // A generation task's two; none for a scoring task.
+  const std::vector<TaskPart> generation = task_parts(workload::TaskKind::kGenerate, terms, run, 1);
+  REQUIRE(generation.size() == 2);
+  CHECK(std::string(generation[0].key) == "prefill");
+  CHECK(generation[0].predicted == 0);
+  CHECK(generation[1].predicted == 2.25);
+  CHECK(task_parts(workload::TaskKind::kForward, terms, run, 1).empty());
+}
+
 TEST_CASE("training's parts: a measured task's are its slowest replica's") {
   TaskMeasurement m;
   m.replica_seconds = {1.0, 3.0, 2.0};
