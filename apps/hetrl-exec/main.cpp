@@ -431,6 +431,7 @@ int main(int argc, char** argv) {
       profile.pass_efficiency = calibration->pass_efficiency;
       profile.optimizer_efficiency = calibration->optimizer_efficiency;
       profile.decode_step_overhead = calibration->decode_step_overhead;
+      profile.copy_efficiency = calibration->copy_efficiency;
       hw::GpuProfile::Calibration c{plan_path, settings.iterations, {}};
       for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
       profile.calibration = std::move(c);
@@ -494,6 +495,10 @@ int main(int argc, char** argv) {
                                    calibration->optimizer_steps == 1 ? "" : "s")
                      : std::string(),
                  calibration->decode_step_overhead / core::kMillisecond);
+      if (!calibration->copy_held) {
+        fmt::print(text, "weight copy efficiency {:.3f} (on the weight sync's copies on the devices)\n",
+                   *calibration->copy_efficiency);
+      }
       fmt::print(text, "{:<16} {:>12} {:>12} {:>12}\n", "task", "measured s", "before s", "after s");
       for (const exec::CalibrationRow& row : calibration->rows) {
         fmt::print(text, "{:<16} {:>12.4g} {:>12.4g} {:>12.4g}\n", row.task, row.measured, row.before, row.after);

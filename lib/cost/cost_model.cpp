@@ -699,11 +699,25 @@ double largest_shard_seconds(const ModelShape& shape, std::span<const std::span<
 
 }  // namespace
 
-double CostModel::reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
-                                  Breakdown& out) const {
-  out.add("weight reshard inside the group",
-          largest_shard_seconds(shapes_[reader], replicas,
-                                [&](int node) { return cluster_.nodes[node].intra_node.bandwidth; }));
+double CostModel::reshard_seconds(int reader, std::span<const ReshardGpu> gpus, Breakdown& out) const {
+  const ModelShape& shape = shapes_[reader];
+  double slowest = -1, copy = 0, gather = 0;
+  for (const ReshardGpu& gpu : gpus) {
+    const hw::Node& node = cluster_.nodes[gpu.node];
+    const hw::GpuSpec& g = cluster_.gpu_types[node.gpu_type];
+    const double wanted = shape.slice_params(gpu.loads);
+    const double local = gpu.holds.layers > 0 ? shape.held_params(gpu.loads, gpu.holds) : 0.0;
+    const double copy_rate = g.memory_bandwidth * (g.efficiency.copy > 0 ? g.efficiency.copy : g.efficiency.memory);
+    const double c = 2.0 * kBf16 * local / copy_rate;
+    const double r = kBf16 * std::max(0.0, wanted - local) / node.intra_node.bandwidth;
+    if (c + r > slowest) {
+      slowest = c + r;
+      copy = c;
+      gather = r;
+    }
+  }
+  if (copy > 0) out.add(kWeightCopyTerm, copy);
+  if (gather > 0) out.add(kWeightGatherTerm, gather);
   return out.total();
 }
 

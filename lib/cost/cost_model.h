@@ -26,7 +26,8 @@
 //   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
 //     capped by the zone links crossed). weight_transfer_seconds: the trained weights to
 //     generation in another group (the transfer, or a broadcast inside the generation group);
-//     reshard_seconds: to generation on the GPUs that trained them; weight_load_seconds: from
+//     reshard_seconds: to generation on the GPUs that trained them (a copy on each GPU of what
+//     its training shard holds, the rest over the node's links); weight_load_seconds: from
 //     host memory into generation in another group (the transfer there overlaps generation).
 //   - memory: weights, gradients, optimizer state (ZeRO stage 0-3), activations (with or
 //     without recompute), KV cache per stage (stage_memory); what the roles sharing a GPU keep
@@ -77,6 +78,9 @@ inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
+// And the weight sync's inside a group.
+inline constexpr char kWeightCopyTerm[] = "weight copy on the GPU";
+inline constexpr char kWeightGatherTerm[] = "weight gather over the node's links";
 
 // Documented defaults; each can be changed by whoever builds a CostModel.
 struct CostParams {
@@ -423,10 +427,21 @@ class CostModel {
   // slowest NIC; the slower of the two sets the pace.
   double weight_transfer_seconds(double bytes, const GpuSet& trainer, const GpuSet& reader,
                                  Breakdown& out) const;
+  // One GPU of a generation replica at a weight sync inside its group: its node, the slice of
+  // the actor it loads, and the slice of the trained actor its own training shard holds
+  // (layers 0: it trains none).
+  struct ReshardGpu {
+    int node = 0;
+    WeightSlice loads;
+    WeightSlice holds;
+  };
   // The trained weights reaching the generation replicas of task `reader` on the GPUs that
-  // trained them: each GPU gathers its own shard over its node's links.
-  double reshard_seconds(int reader, std::span<const std::span<const Stage>> replicas,
-                         Breakdown& out) const;
+  // trained them: each GPU copies on the device what its own training shard holds of its
+  // generation shard (read and written at the copy share of its memory bandwidth,
+  // hw::Efficiency::copy) and gathers the rest over its node's links, all at once; the slowest
+  // sets the time. Training and generation in the same layout copy only; ZeRO-3's shards, or
+  // another TP or PP, gather most.
+  double reshard_seconds(int reader, std::span<const ReshardGpu> gpus, Breakdown& out) const;
   // The new weights, received into host memory while generation ran on the old ones (the
   // asynchronous overlap), copied into the generation replicas of task `reader`: each GPU loads
   // its own shard from its node's host memory at host_bandwidth, all in parallel.

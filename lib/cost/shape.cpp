@@ -41,6 +41,26 @@ double ModelShape::shard_params(int stage_layers, bool first, bool last, int tp)
   return split / tp + ends / (vocab_parallel ? tp : 1);
 }
 
+double ModelShape::slice_params(const WeightSlice& s) const {
+  return shard_params(s.layers, s.first_layer == 0, s.first_layer + s.layers == layers, s.tp) / s.zero_shards;
+}
+
+double ModelShape::held_params(const WeightSlice& want, const WeightSlice& have) const {
+  const int both_layers = std::min(want.first_layer + want.layers, have.first_layer + have.layers) -
+                          std::max(want.first_layer, have.first_layer);
+  if (have.layers <= 0 || want.layers <= 0) return 0;
+  // The share of a layer both TP shards cover: [i / tp, (i + 1) / tp) of each, intersected.
+  const double lo = std::max(static_cast<double>(want.tp_index) / want.tp, static_cast<double>(have.tp_index) / have.tp);
+  const double hi =
+      std::min(static_cast<double>(want.tp_index + 1) / want.tp, static_cast<double>(have.tp_index + 1) / have.tp);
+  const double share = std::max(0.0, hi - lo);
+  const bool first = want.first_layer == 0 && have.first_layer == 0;
+  const bool last = want.first_layer + want.layers == layers && have.first_layer + have.layers == layers;
+  const double ends = stage_params(0, first, last) * (vocab_parallel ? share : 1.0);
+  const double held = (std::max(0, both_layers) * layer_params * share + ends) / have.zero_shards;
+  return std::min(held, slice_params(want));
+}
+
 double ModelShape::kv_bytes_per_token_layer(int tp) const {
   const double heads_per_rank = std::max(1.0, static_cast<double>(kv_heads) / tp);
   return 2.0 /* K and V */ * heads_per_rank * (kv_dim / kv_heads) * 2.0 /* bf16 */;

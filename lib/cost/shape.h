@@ -14,6 +14,18 @@
 
 namespace hetrl::cost {
 
+// The part of a model's weights one GPU holds: of the layers [first_layer, first_layer +
+// layers) (with the embedding where that includes layer 0, the final norm and head where it
+// includes the last), the tp_index-th of tp equal shards of each (of the ends too where the
+// vocabulary is split), and under ZeRO-3 one of zero_shards pieces of that.
+struct WeightSlice {
+  int first_layer = 0;
+  int layers = 0;
+  int tp = 1;
+  int tp_index = 0;
+  int zero_shards = 1;
+};
+
 struct ModelShape {
   double layer_params = 0;        // parameters of one decoder layer
   double layer_linear_params = 0;  // of which in GEMMs (q, k, v, o, gate, up, down)
@@ -54,6 +66,12 @@ struct ModelShape {
   // Of which one GPU of the stage's TP group of `tp` holds: a tp-th of the layers, and of the
   // embedding, final norm and head a tp-th or, without vocab_parallel, all.
   double shard_params(int stage_layers, bool first, bool last, int tp) const;
+  // Parameters of a slice (its ZeRO-3 piece where it has one), and those of `want` that `have`
+  // holds: the layers both hold, of each the share of the layer both TP shards cover, and the
+  // ends both hold (as shard_params splits them), over have's ZeRO-3 pieces. A tied head held
+  // apart from the embedding counts as not held.
+  double slice_params(const WeightSlice& s) const;
+  double held_params(const WeightSlice& want, const WeightSlice& have) const;
 
   // Forward FLOPs per token through `stage_layers` layers at the given attention context: the
   // GEMMs and the attention (scores and weighted sum).

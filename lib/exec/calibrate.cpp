@@ -16,7 +16,8 @@
 namespace hetrl::exec {
 namespace {
 
-constexpr int kFigures = 3;  // pass efficiency, optimizer efficiency, decode step overhead
+// Pass efficiency, optimizer efficiency, decode step overhead, copy efficiency.
+constexpr int kFigures = 4;
 using Figures = std::array<double, kFigures>;  // their logarithms
 
 // The pull towards the start, against the squared log ratios of the tasks: weak enough that
@@ -55,20 +56,39 @@ struct Simulated {
   std::vector<double> optimizer_steps;
 };
 
+// Whether the plan's weight sync copies weights on a device (a reshard inside a group whose
+// trainer holds part of what generation loads): the run's sync then informs the copy share.
+bool sync_copies(const CalibrationInputs& in) {
+  const int task = in.graph->weight_sync().task;
+  if (task < 0) return false;
+  const cost::CostModel model(*in.cluster, *in.workload, *in.graph, *in.models, executor_cost_params());
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(*in.plan, /*explain=*/true);
+  if (static_cast<std::size_t>(task) >= predicted.tasks.size()) return false;
+  const auto& terms = predicted.tasks[static_cast<std::size_t>(task)].terms;
+  return std::any_of(terms.begin(), terms.end(), [](const cost::Breakdown::Term& t) {
+    return std::string_view(t.name) == cost::kWeightCopyTerm && t.seconds > 0;
+  });
+}
+
 class Fit {
  public:
-  // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on.
-  Fit(const CalibrationInputs& in, int type, bool steps_measured)
+  // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on;
+  // `sync_measured`: its weight sync copied on the devices, to fit the copy efficiency on.
+  Fit(const CalibrationInputs& in, int type, bool steps_measured, bool sync_measured)
       : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
     start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
-              e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead)};
+              e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead),
+              e.copy > 0 ? e.copy : e.memory};
     // A start of no overhead at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
     // Without the run's own steps, an optimizer efficiency the type already has was measured
     // (hetrl-profile times the step alone) or given: held, so that run noise in the training
     // tasks cannot trade it against the passes' figure, of which the step is a small part.
     held_[1] = !steps_measured && e.optimizer > 0;
+    // Without a copy in the run's sync, nothing informs the copy efficiency.
+    held_[3] = !sync_measured;
   }
 
   bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
@@ -80,6 +100,7 @@ class Fit {
     v[0] = std::clamp(v[0], 1e-3, 1.0);
     v[1] = std::clamp(v[1], 1e-3, 1.0);
     v[2] = std::clamp(v[2], 0.0, 1.0);
+    v[3] = std::clamp(v[3], 1e-3, 1.0);
     return v;
   }
   Figures clamp(const Figures& x) const {
@@ -95,6 +116,7 @@ class Fit {
     e.training = v[0];
     e.optimizer = v[1];
     e.decode_step_overhead = v[2];
+    e.copy = v[3];
     const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
     params.iterations = in_.warmup + static_cast<int>(in_.measured.size());
@@ -239,13 +261,15 @@ Calibration calibrate(const CalibrationInputs& in) {
   }
   const int type = types.front();
 
-  // The GPU tasks measured, each its median over the iterations.
+  // The GPU tasks measured, each its median over the iterations, and the weight sync where it
+  // copies weights on the devices.
+  const bool copies = sync_copies(in);
   std::vector<int> tasks;
   std::vector<double> measured(graph.tasks.size(), -1.0);
   for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
     const workload::TaskKind kind = graph.tasks[t].kind;
     if (kind != workload::TaskKind::kGenerate && kind != workload::TaskKind::kForward &&
-        kind != workload::TaskKind::kTrain) {
+        kind != workload::TaskKind::kTrain && !(kind == workload::TaskKind::kWeightSync && copies)) {
       continue;
     }
     std::vector<double> seconds;
@@ -273,7 +297,9 @@ Calibration calibrate(const CalibrationInputs& in) {
     steps.push_back(t);
   }
 
-  Fit fit(in, type, !steps.empty());
+  const bool sync_measured =
+      copies && std::find(tasks.begin(), tasks.end(), graph.weight_sync().task) != tasks.end();
+  Fit fit(in, type, !steps.empty(), sync_measured);
   // The log ratios of simulated to measured: the tasks', then the optimizer steps'.
   const auto residuals = [&](const Simulated& simulated) {
     std::vector<double> r;
@@ -346,6 +372,9 @@ Calibration calibrate(const CalibrationInputs& in) {
   out.optimizer_held = fit.held(1);
   out.optimizer_steps = static_cast<int>(steps.size());
   out.decode_step_overhead = v[2];
+  const double type_copy = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.copy;
+  if (!fit.held(3) || type_copy > 0) out.copy_efficiency = v[3];
+  out.copy_held = fit.held(3);
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
     out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});

@@ -5,14 +5,17 @@
 // A profile measures kernels one at a time; a run measures what the tasks built of them take,
 // with what a profile cannot see: an engine's work between decode steps, a trainer's passes
 // falling short of its GEMMs' rate, an optimizer step bound by arithmetic instead of memory.
-// The fit adjusts three figures of the run's GPU type, each the coefficient of one term of the
+// The fit adjusts four figures of the run's GPU type, each the coefficient of one term of the
 // cost model, so that the simulator (the run's own response lengths, hetrl-sim's draws for the
 // same seed) gives each task what was measured:
 //   - the passes' share of the kernel rates (hw::Efficiency::training): forward and training
 //     passes' compute;
 //   - the optimizer step's share of the memory bandwidth (hw::Efficiency::optimizer);
 //   - the engine's seconds a decode step outside its kernels (hw::Efficiency::
-//     decode_step_overhead).
+//     decode_step_overhead);
+//   - the share of the memory bandwidth a weight copy on the device reaches with every device
+//     of the node busy (hw::Efficiency::copy), on the weight sync where it copies the trained
+//     shard into the engine's (held where it does not: a sync between groups, or none).
 // It minimises the squared log ratios of simulated to measured task seconds (each task's median
 // over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
 // towards where they started (a figure no task informs stays put), each within its range.
@@ -21,6 +24,7 @@
 // passes' noise; a run without them leaves an optimizer efficiency the type already has
 // (hetrl-profile's AdamW step, or a cluster file's) held, and fits the other two.
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,7 +68,12 @@ struct Calibration {
   bool optimizer_held = false;
   int optimizer_steps = 0;  // training tasks whose timed optimizer steps the fit used
   double decode_step_overhead = 0;  // seconds
-  std::vector<CalibrationRow> rows;  // GPU tasks the run measured, graph order
+  // The copy efficiency, fitted on the weight sync where the run's copied weights on the
+  // devices, else the type's own (none: it had none, and the memory efficiency stands for it).
+  std::optional<double> copy_efficiency;
+  bool copy_held = false;
+  // GPU tasks the run measured, graph order (with the weight sync where it informed the copy).
+  std::vector<CalibrationRow> rows;
 };
 
 // The GPU types (indices in the cluster's) of the plan's GPUs, in the order first met.

@@ -41,6 +41,7 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
   o.training = fraction(profile.pass_efficiency, "pass efficiency");
   // A fitted figure replaces one the profile measured.
   take(o.optimizer_efficiency, fraction(profile.optimizer_efficiency, "optimizer efficiency"));
+  take(o.copy_efficiency, fraction(profile.copy_efficiency, "copy efficiency"));
   if (profile.decode_step_overhead) {
     if (!(*profile.decode_step_overhead >= 0 && *profile.decode_step_overhead < 1e3)) {
       throw core::InputError(
@@ -145,7 +146,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   for (std::optional<double> O::*field :
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
-        &O::attention, &O::optimizer_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
+        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);

@@ -136,10 +136,11 @@ struct GpuProfile {
 
   // Fitted on a run of a plan (hetrl-exec --fit-profile; docs/exec.md): of the kernel rates,
   // what forward and training passes reach (Efficiency::training); of the memory bandwidth,
-  // what the optimizer step reaches; the seconds a decode step of the engine takes outside
-  // its kernels.
+  // what the optimizer step reaches, and what a weight sync's copy on the device reaches; the
+  // seconds a decode step of the engine takes outside its kernels.
   std::optional<double> pass_efficiency;
   std::optional<double> optimizer_efficiency;
+  std::optional<double> copy_efficiency;
   std::optional<double> decode_step_overhead;
   // What they were fitted on: each task's measured seconds against the prediction before and
   // after the fit (the run's response lengths, as hetrl-sim draws them).

@@ -159,6 +159,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
   p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
   p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kFraction);
+  p.copy_efficiency = f.optional_number("copy_efficiency", Range::kFraction);
   if (auto ms = f.optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
     p.decode_step_overhead = *ms * core::kMillisecond;
   }
@@ -320,6 +321,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("gemm_width_half", p.gemm_width_half, 1.0);
   put("pass_efficiency", p.pass_efficiency, 1.0);
   put("optimizer_efficiency", p.optimizer_efficiency, 1.0);
+  put("copy_efficiency", p.copy_efficiency, 1.0);
   put("decode_step_overhead_ms", p.decode_step_overhead, core::kMillisecond);
   if (p.calibration) {
     OrderedJson tasks = OrderedJson::array();

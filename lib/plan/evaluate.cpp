@@ -411,26 +411,61 @@ double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
   const int gg = plan.group_of(sync_.reader);
   if (gg < 0) return 0;  // a partial plan: priced when generation is placed
   cost::Breakdown out(explain);
-  all_stages_.clear();
-  stage_offsets_.clear();
-  for (const TaskPlacement& placement : plan.groups[gg].tasks) {
-    if (placement.task != sync_.reader) continue;
-    for (const Replica& replica : placement.replicas) {
-      stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
-      for (const Stage& s : replica.stages) {
-        all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+  const std::vector<TaskPlacement>& placements = plan.groups[gg].tasks;
+  if (gt == gg) {
+    // Each GPU's slice of the trained actor, then each generation GPU's with it.
+    const auto slices = [&](const TaskPlacement& placement, auto&& visit) {
+      const int zero_shards = placement.train.zero_stage == 3 ? static_cast<int>(placement.replicas.size()) : 1;
+      for (const Replica& replica : placement.replicas) {
+        int first_layer = 0;
+        for (const Stage& s : replica.stages) {
+          const int tp = static_cast<int>(s.devices.size());
+          for (int i = 0; i < tp; ++i) {
+            visit(s.node, s.devices[static_cast<std::size_t>(i)], cost::WeightSlice{first_layer, s.layers, tp, i, zero_shards});
+          }
+          first_layer += s.layers;
+        }
+      }
+    };
+    held_.resize(slot_of_gpu_.size());
+    for (const TaskPlacement& placement : placements) {
+      if (placement.task != sync_.trainer) continue;
+      slices(placement, [&](int node, int device, const cost::WeightSlice& slice) {
+        held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)] = slice;
+      });
+    }
+    reshard_gpus_.clear();
+    for (const TaskPlacement& placement : placements) {
+      if (placement.task != sync_.reader) continue;
+      slices(placement, [&](int node, int device, const cost::WeightSlice& slice) {
+        reshard_gpus_.push_back({node, slice, held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)]});
+      });
+    }
+    for (const TaskPlacement& placement : placements) {
+      if (placement.task != sync_.trainer) continue;
+      slices(placement, [&](int node, int device, const cost::WeightSlice&) {
+        held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)] = {};
+      });
+    }
+    model_.reshard_seconds(sync_.reader, reshard_gpus_, out);
+  } else {
+    all_stages_.clear();
+    stage_offsets_.clear();
+    for (const TaskPlacement& placement : placements) {
+      if (placement.task != sync_.reader) continue;
+      for (const Replica& replica : placement.replicas) {
+        stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+        for (const Stage& s : replica.stages) {
+          all_stages_.push_back({s.node, static_cast<int>(s.devices.size()), s.layers});
+        }
       }
     }
-  }
-  stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
-  spans_.clear();
-  for (std::size_t r = 0; r + 1 < stage_offsets_.size(); ++r) {
-    spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
-                        static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
-  }
-  if (gt == gg) {
-    model_.reshard_seconds(sync_.reader, spans_, out);
-  } else {
+    stage_offsets_.push_back(static_cast<int>(all_stages_.size()));
+    spans_.clear();
+    for (std::size_t r = 0; r + 1 < stage_offsets_.size(); ++r) {
+      spans_.emplace_back(all_stages_.data() + stage_offsets_[r],
+                          static_cast<std::size_t>(stage_offsets_[r + 1] - stage_offsets_[r]));
+    }
     model_.weight_load_seconds(sync_.reader, spans_, out);
   }
   if (explain) prediction_.tasks[sync_.task].terms = out.terms();

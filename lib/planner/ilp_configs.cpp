@@ -195,8 +195,10 @@ void Composer::prepare(Search& s, const std::vector<int>& tasks, int allocation)
   s.allocation = allocation;
   s.cap = busy_cap_[allocation];
   s.generate = -1;
+  s.trainer = -1;
   s.order.clear();
   for (std::size_t i = 0; i < tasks.size(); ++i) {
+    if (tasks[i] == graph.weight_sync().trainer) s.trainer = static_cast<int>(i);
     if (graph.tasks[tasks[i]].kind == TaskKind::kGenerate) {
       s.generate = static_cast<int>(i);
     } else {
@@ -364,10 +366,13 @@ void Composer::leaf(Search& s, double busy) {
     c.seconds[i] = o.seconds;
   }
   if (s.generate >= 0) {
-    // Generation's time depends only on the resident memory of the others: look it up by
-    // their options' memory signatures, or price the whole group once for them.
+    // Generation's time depends only on the resident memory of the others, and the weight
+    // sync's on the trainer's strategy: look them up by the others' memory signatures and the
+    // trainer's strategy, or price the whole group once for them.
     s.key.clear();
     for (int i : s.order) s.key.push_back((*s.options[i])[s.pick[i]].signature);
+    // The weight sync reshards from the trainer's layout: its strategy, not only its memory.
+    if (s.trainer >= 0) s.key.push_back(s.pick[s.trainer]);
     auto it = s.generation.find(s.key);
     if (it == s.generation.end()) {
       std::vector<GroupChoice> group(1);

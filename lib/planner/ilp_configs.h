@@ -9,9 +9,10 @@
 // (cost::RoleMemory) and stops a branch at the first GPU over capacity, and stops it when the
 // group's busy time (the sum of its tasks' times: a group runs them in turn) passes the
 // allocation's cap. Generation's time depends only on the memory the others leave for its KV
-// cache: it is priced with the whole group once per combination of the others' resident
-// memory, and bounded before that by its floor (CostModel::generation_floor). Configurations no
-// faster than another of the same group and allocation in every task (and the weight sync) are
+// cache, and the weight sync's on the trainer's strategy: they are priced with the whole group
+// once per combination of the others' resident memory and the trainer's strategy, and
+// generation is bounded before that by its floor (CostModel::generation_floor). Configurations
+// no faster than another of the same group and allocation in every task (and the weight sync) are
 // dropped: the period never shrinks when a duration grows, and a group's price depends on its
 // nodes alone. The survivors are priced again as a whole group by the evaluator.
 
@@ -103,6 +104,7 @@ class Composer {
     int allocation = 0;
     double cap = 0;     // the group's busy time may not exceed this
     int generate = -1;  // position of generation in `tasks`, or -1
+    int trainer = -1;   // position of the weight sync's trainer in `tasks`, or -1
     std::vector<int> order;  // the other positions, searched in this order
     std::vector<const std::vector<Option>*> options;  // per position
     std::vector<int> role_of;  // per position: its role's index in the group

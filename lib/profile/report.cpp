@@ -89,7 +89,7 @@ std::string transfer_matrix(const hw::GpuProfile& m) {
 
 // What a run fitted (hetrl-exec --fit-profile), and each task's seconds before and after.
 std::string calibration_table(const hw::GpuProfile& m) {
-  if (!m.pass_efficiency && !m.optimizer_efficiency && !m.decode_step_overhead) return "";
+  if (!m.pass_efficiency && !m.optimizer_efficiency && !m.copy_efficiency && !m.decode_step_overhead) return "";
   std::string out = "\nfitted on a run";
   if (m.calibration) {
     out += fmt::format(" of {} ({} iteration{})", m.calibration->plan, m.calibration->iterations,
@@ -101,6 +101,7 @@ std::string calibration_table(const hw::GpuProfile& m) {
   };
   figure("pass efficiency", m.pass_efficiency, 1.0, "{:.3f}");
   figure("optimizer efficiency", m.optimizer_efficiency, 1.0, "{:.3f}");
+  figure("weight copy efficiency", m.copy_efficiency, 1.0, "{:.3f}");
   figure("decode step overhead (ms)", m.decode_step_overhead, core::kMillisecond, "{:.3g}");
   if (m.calibration && !m.calibration->tasks.empty()) {
     out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "task (seconds)", "measured", "before", "after");

@@ -10,8 +10,10 @@ set(calibrated ${OUT}/exec_fit_cluster.json)
 file(REMOVE ${fit} ${report} ${calibrated})
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
     --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 3 --report ${report} --fit-profile ${fit})
-# The optimizer efficiency fitted on the two trainers' timed optimizer steps.
-foreach(piece "fitted on the measured tasks" "pass efficiency" "on the optimizer steps of 2 training tasks" "wrote ${fit}")
+# The optimizer efficiency fitted on the two trainers' timed optimizer steps, the copy
+# efficiency on the weight sync (training and generation share the GPUs and the layout).
+foreach(piece "fitted on the measured tasks" "pass efficiency" "on the optimizer steps of 2 training tasks"
+        "weight copy efficiency" "wrote ${fit}")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the output lacks \"${piece}\":\n${out}")
@@ -26,10 +28,11 @@ string(JSON iterations GET "${profile}" fitted calibration iterations)
 if(NOT schema STREQUAL "hetrl.profile/v2" OR NOT type STREQUAL "L4" OR NOT tool STREQUAL "hetrl-exec" OR NOT iterations EQUAL 3)
   message(FATAL_ERROR "unexpected profile header: ${schema}, ${type}, ${tool}, ${iterations} iterations")
 endif()
-# Each GPU task's row: its measured seconds are the report's median of the three iterations.
+# Each GPU task's row and the weight sync's: its measured seconds are the report's median of
+# the three iterations.
 string(JSON rows LENGTH "${profile}" fitted calibration tasks)
-if(NOT rows EQUAL 7)
-  message(FATAL_ERROR "the fit has ${rows} tasks, expected the 7 GPU tasks")
+if(NOT rows EQUAL 8)
+  message(FATAL_ERROR "the fit has ${rows} tasks, expected the 7 GPU tasks and the weight sync")
 endif()
 math(EXPR last "${rows} - 1")
 foreach(i RANGE ${last})
@@ -62,7 +65,8 @@ endforeach()
 # hetrl-cluster adopts the fitted figures as the type's.
 run(${CLUSTER} --from-profile ${fit} --node lab:2xL4 -o ${calibrated})
 file(READ ${calibrated} cluster)
-foreach(pair "pass_efficiency:training" "optimizer_efficiency:optimizer" "decode_step_overhead_ms:decode_step_overhead_ms")
+foreach(pair "pass_efficiency:training" "optimizer_efficiency:optimizer" "decode_step_overhead_ms:decode_step_overhead_ms"
+        "copy_efficiency:copy")
   string(REPLACE ":" ";" keys ${pair})
   list(GET keys 0 from)
   list(GET keys 1 to)

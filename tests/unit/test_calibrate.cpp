@@ -70,11 +70,14 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   hw::Cluster truth = run.in.cluster;
   REQUIRE(truth.gpu_types.size() == 1);
   hw::Efficiency& e = truth.gpu_types[0].efficiency;
-  const double pass = 0.43, optimizer = 0.21, overhead = 7e-3;
+  const double pass = 0.43, optimizer = 0.21, overhead = 7e-3, copy = 0.37;
   REQUIRE(e.training != hetrl::testing::approx(pass).epsilon(0.1));
+  REQUIRE(e.copy == 0);  // the memory efficiency stands for it
+  REQUIRE(e.memory != hetrl::testing::approx(copy).epsilon(0.1));
   e.training = pass;
   e.optimizer = optimizer;
   e.decode_step_overhead = overhead;
+  e.copy = copy;
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
@@ -86,18 +89,26 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
   CHECK_FALSE(fit.optimizer_held);
   CHECK(fit.optimizer_steps == 0);  // none timed apart: the training tasks inform it
-  // Every GPU task the run measured, each now simulated as measured and not before.
-  int generation = 0, passes = 0;
+  // The plan trains and generates on the same GPUs in the same layout: its weight sync is a
+  // copy on each, which the copy efficiency prices.
+  CHECK_FALSE(fit.copy_held);
+  REQUIRE(fit.copy_efficiency);
+  CHECK(*fit.copy_efficiency == hetrl::testing::approx(copy).epsilon(0.02));
+  // Every GPU task the run measured and the weight sync, each now simulated as measured and
+  // not before.
+  int generation = 0, passes = 0, syncs = 0;
   for (const CalibrationRow& row : fit.rows) {
     CAPTURE(row.task);
     CHECK(row.measured > 0);
     CHECK(row.after == hetrl::testing::approx(row.measured).epsilon(0.01));
     CHECK(row.before != hetrl::testing::approx(row.measured).epsilon(0.05));
     generation += row.task == "generate";
+    syncs += row.task == "weight_sync";
     ++passes;
   }
   CHECK(generation == 1);
-  CHECK(passes == 7);  // generate, four scoring tasks, two trainers
+  CHECK(syncs == 1);
+  CHECK(passes == 8);  // generate, four scoring tasks, two trainers, the weight sync
 
   // A run whose tasks were not measured has nothing to fit on.
   for (std::vector<double>& it : in.measured) it.assign(it.size(), -1.0);

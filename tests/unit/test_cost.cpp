@@ -572,6 +572,61 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   CHECK(seconds == hetrl::testing::approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
 }
 
+TEST_CASE("a weight sync inside a group copies what the GPU's training shard holds and gathers the rest, by hand") {
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const cost::CostModel& m = f.model;
+  const int generate = f.task("generate");
+  const cost::ModelShape& shape = m.shape(generate);
+  const hw::GpuSpec& a100 = f.cluster.gpu_types[0];
+  const double copy_rate = a100.memory_bandwidth * a100.efficiency.memory;  // no copy figure of its own
+  const double link = f.cluster.nodes[0].intra_node.bandwidth;
+  const int layers = shape.layers;
+  const double ends = shape.stage_params(layers, true, true) - layers * shape.layer_params;
+  REQUIRE(a100.efficiency.copy == 0);
+
+  // The slices by hand: TP 2's second shard holds half of every layer and of the ends.
+  const cost::WeightSlice whole{0, layers, 1, 0, 1}, second{0, layers, 2, 1, 1};
+  CHECK(shape.slice_params(whole) == hetrl::testing::approx(shape.total_params()));
+  CHECK(shape.held_params(second, whole) == hetrl::testing::approx(shape.total_params() / 2));
+  CHECK(shape.held_params(whole, second) == hetrl::testing::approx(shape.total_params() / 2));
+  CHECK(shape.held_params(second, cost::WeightSlice{0, layers, 2, 0, 1}) == 0);
+  // A pipeline stage of the first half of the layers holds those and the embedding.
+  const cost::WeightSlice front{0, layers / 2, 1, 0, 1};
+  CHECK(shape.held_params(whole, front) ==
+        hetrl::testing::approx(layers / 2 * shape.layer_params + shape.stage_params(0, true, false)));
+  // ZeRO-3 over 4 replicas keeps a quarter of it.
+  CHECK(shape.held_params(whole, cost::WeightSlice{0, layers, 1, 0, 4}) ==
+        hetrl::testing::approx(shape.total_params() / 4));
+  CHECK(ends > 0);
+
+  const auto sync = [&](std::vector<cost::CostModel::ReshardGpu> gpus) {
+    cost::Breakdown out(true);
+    m.reshard_seconds(generate, gpus, out);
+    return out;
+  };
+  // The same layout: each GPU reads and writes its shard on the device, nothing crosses a link.
+  const double shard = 2.0 * shape.total_params() / 2;  // bf16 bytes of a TP-2 shard
+  const cost::Breakdown same = sync({{0, second, second}, {0, {0, layers, 2, 0, 1}, {0, layers, 2, 0, 1}}});
+  CHECK(term(same, cost::kWeightCopyTerm) == hetrl::testing::approx(2 * shard / copy_rate));
+  CHECK(term_or_zero(same, cost::kWeightGatherTerm) == 0);
+  // Trained at TP 2, generating at TP 1 on each GPU: half is on the GPU, half comes over the link.
+  const cost::Breakdown wider = sync({{0, whole, second}});
+  CHECK(term(wider, cost::kWeightCopyTerm) == hetrl::testing::approx(2 * shard / copy_rate));
+  CHECK(term(wider, cost::kWeightGatherTerm) == hetrl::testing::approx(shard / link));
+  // A GPU that trains nothing gathers its whole shard; ZeRO-3's shards gather most of it.
+  CHECK(sync({{0, whole, {}}}).total() == hetrl::testing::approx(2 * shape.total_params() / link));
+  const cost::Breakdown zero3 = sync({{0, whole, {0, layers, 1, 0, 4}}});
+  CHECK(term(zero3, cost::kWeightGatherTerm) == hetrl::testing::approx(0.75 * 2 * shape.total_params() / link));
+  // The slowest GPU sets the time; a copy figure of the type's own replaces the memory's.
+  CHECK(sync({{0, second, second}, {0, whole, {}}}).total() == hetrl::testing::approx(2 * shape.total_params() / link));
+  hw::Cluster slow_copy = f.cluster;
+  slow_copy.gpu_types[0].efficiency.copy = a100.efficiency.memory / 4;
+  const cost::CostModel quarter(slow_copy, f.workload, f.graph, catalogs().models);
+  cost::Breakdown out(true);
+  quarter.reshard_seconds(generate, std::vector<cost::CostModel::ReshardGpu>{{0, second, second}}, out);
+  CHECK(out.total() == hetrl::testing::approx(4 * same.total()));
+}
+
 TEST_CASE("precision: FP16 at its own peak where a GPU has no BF16, a BF16 workload does not run there") {
   workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
   const hw::Cluster cluster = make_cluster({"a:4xT4", "a:8xA100-SXM-80G"});

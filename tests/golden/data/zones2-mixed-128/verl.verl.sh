@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl 0.8.0.dev: plan by verl for ppo-qwen2.5-14b-rm on zones2-mixed-128: 5.636 samples/s predicted
+# verl 0.8.0.dev: plan by verl for ppo-qwen2.5-14b-rm on zones2-mixed-128: 5.637 samples/s predicted
 # keys as documented in the reference configurations ppo_trainer.yaml and ppo_megatron_trainer.yaml (docs/examples/config.rst) and the one-step-off-policy recipe (docs/advance/one_step_off.md)
 # give the data as data.train_files and data.val_files
 # run it on a Ray cluster of the plan's 16 nodes: us-east-1a-p4de.24xlarge-0, us-east-1a-p4de.24xlarge-1, us-east-1a-p4de.24xlarge-2, us-east-1a-p4de.24xlarge-3, us-east-1a-p5.48xlarge-0, us-east-1a-p5.48xlarge-1, us-east-1a-p5.48xlarge-2, us-east-1a-p5.48xlarge-3, us-east-1b-g6e.48xlarge-0, us-east-1b-g6e.48xlarge-1, us-east-1b-g6e.48xlarge-2, us-east-1b-g6e.48xlarge-3, us-east-1b-g6e.48xlarge-4, us-east-1b-g6e.48xlarge-5, us-east-1b-g6e.48xlarge-6, us-east-1b-g6e.48xlarge-7
@@ -15,26 +15,22 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \
   actor_rollout_ref.actor.ppo_epochs=1 \
   actor_rollout_ref.actor.use_dynamic_bsz=True \
   actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 \
-  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2 \
+  actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4 \
   actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2 \
   actor_rollout_ref.actor.megatron.param_offload=False \
   actor_rollout_ref.actor.megatron.use_distributed_optimizer=True \
   actor_rollout_ref.actor.megatron.grad_offload=False \
   actor_rollout_ref.actor.megatron.optimizer_offload=False \
-  actor_rollout_ref.actor.megatron.override_transformer_config.recompute_granularity=full \
-  actor_rollout_ref.actor.megatron.override_transformer_config.recompute_method=uniform \
-  actor_rollout_ref.actor.megatron.override_transformer_config.recompute_num_layers=1 \
   actor_rollout_ref.rollout.name=vllm \
   actor_rollout_ref.rollout.n=1 \
   actor_rollout_ref.rollout.tensor_model_parallel_size=4 \
-  actor_rollout_ref.rollout.pipeline_model_parallel_size=2 \
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.20 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.53 \
   actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True \
   actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192 \
   actor_rollout_ref.ref.strategy=megatron \
   actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True \
   actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=8192 \
-  actor_rollout_ref.ref.megatron.tensor_model_parallel_size=2 \
+  actor_rollout_ref.ref.megatron.tensor_model_parallel_size=4 \
   actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2 \
   actor_rollout_ref.ref.megatron.param_offload=False \
   critic.strategy=megatron \
@@ -43,21 +39,18 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \
   critic.use_dynamic_bsz=True \
   critic.ppo_max_token_len_per_gpu=8192 \
   critic.forward_max_token_len_per_gpu=8192 \
-  critic.megatron.tensor_model_parallel_size=2 \
+  critic.megatron.tensor_model_parallel_size=4 \
   critic.megatron.pipeline_model_parallel_size=2 \
   critic.megatron.param_offload=False \
   critic.megatron.use_distributed_optimizer=True \
   critic.megatron.grad_offload=False \
   critic.megatron.optimizer_offload=False \
-  critic.megatron.override_transformer_config.recompute_granularity=full \
-  critic.megatron.override_transformer_config.recompute_method=uniform \
-  critic.megatron.override_transformer_config.recompute_num_layers=1 \
   reward_model.enable=True \
   reward_model.strategy=megatron \
   reward_model.model.path=Qwen/Qwen2.5-7B \
   reward_model.use_dynamic_bsz=True \
   reward_model.forward_max_token_len_per_gpu=8192 \
-  reward_model.megatron.tensor_model_parallel_size=2 \
+  reward_model.megatron.tensor_model_parallel_size=4 \
   reward_model.megatron.pipeline_model_parallel_size=2 \
   reward_model.megatron.param_offload=False \
   trainer.nnodes=16 \
