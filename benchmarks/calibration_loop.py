@@ -179,8 +179,12 @@ def main():
         w.writerow(["plan", "task", "predicted_before_s", "predicted_after_s", "simulated_after_s", "measured_s",
                     "plan_iteration_after_s"])
         w.writerows(rows)
+    extra = "".join(f", {name} {fitted[key]:.3f}" for key, name in
+                    (("prefill_efficiency", "prefill efficiency"), ("copy_efficiency", "copy efficiency"))
+                    if key in fitted)
     print(f"fitted on the first plan: pass efficiency {fitted['pass_efficiency']:.3f}, optimizer efficiency "
-          f"{fitted['optimizer_efficiency']:.3f}, decode step overhead {fitted['decode_step_overhead_ms']:.3g} ms")
+          f"{fitted['optimizer_efficiency']:.3f}, decode step overhead {fitted['decode_step_overhead_ms']:.3g} ms"
+          + extra)
     print(f"{'plan':<60} {'task':<26} {'before':>8} {'after':>8} {'measured':>9} {'m/before':>8} {'m/after':>8}")
     for label, task, before, after, simulated, measured, overlapped in rows:
         if task in ("advantage",):

@@ -403,15 +403,18 @@ int main(int argc, char** argv) {
     // measured (exec/calibrate.h), as a profile of that type.
     std::optional<exec::Calibration> calibration;
     if (!fit_path.empty()) {
-      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}};
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}};
       for (const exec::IterationMeasurement& it : run.iterations) {
-        std::vector<double> seconds, steps;
+        std::vector<double> seconds, steps, prefills;
         for (const exec::TaskMeasurement& t : it.tasks) {
           seconds.push_back(t.ran ? t.seconds : -1.0);
-          steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);  // 0 without parts: not fitted on
+          // 0 without parts: not fitted on.
+          steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);
+          prefills.push_back(t.ran ? exec::slowest_generation_parts(t).prefill : -1.0);
         }
         fit.measured.push_back(std::move(seconds));
         fit.optimizer_steps.push_back(std::move(steps));
+        fit.prefills.push_back(std::move(prefills));
       }
       calibration = exec::calibrate(fit);
     }
@@ -432,6 +435,7 @@ int main(int argc, char** argv) {
       profile.optimizer_efficiency = calibration->optimizer_efficiency;
       profile.decode_step_overhead = calibration->decode_step_overhead;
       profile.copy_efficiency = calibration->copy_efficiency;
+      profile.prefill_efficiency = calibration->prefill_efficiency;
       hw::GpuProfile::Calibration c{plan_path, settings.iterations, {}};
       for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
       profile.calibration = std::move(c);
@@ -495,6 +499,10 @@ int main(int argc, char** argv) {
                                    calibration->optimizer_steps == 1 ? "" : "s")
                      : std::string(),
                  calibration->decode_step_overhead / core::kMillisecond);
+      if (calibration->prefills > 0) {
+        fmt::print(text, "prefill efficiency {:.3f} (on the prefills of {} generation task{})\n",
+                   *calibration->prefill_efficiency, calibration->prefills, calibration->prefills == 1 ? "" : "s");
+      }
       if (!calibration->copy_held) {
         fmt::print(text, "weight copy efficiency {:.3f} (on the weight sync's copies on the devices)\n",
                    *calibration->copy_efficiency);

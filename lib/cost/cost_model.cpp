@@ -340,9 +340,11 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     const double bandwidth = g.memory_bandwidth * g.efficiency.memory;
     // Each chunk's GEMMs take the longer of their compute and streaming the stage's weights.
     const double weights = chunks * kBf16 * shape.shard_params(stage.layers, s == 0, s == pp - 1, stage.tp) / bandwidth;
+    // The engine's share of the kernel rates (a GPU type's own, measured by a run), or all.
+    const double share = g.efficiency.prefill > 0 ? g.efficiency.prefill : 1.0;
     const double compute =
-        std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens)), weights) +
-        tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention) +
+        std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens) * share), weights) +
+        tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention * share) +
         tokens * stage.layers * shape.elementwise_bytes / stage.tp / bandwidth +
         chunks * stage.layers * params_.prefill_layer_overhead;
     const double tp = stage.tp > 1

@@ -16,8 +16,9 @@
 namespace hetrl::exec {
 namespace {
 
-// Pass efficiency, optimizer efficiency, decode step overhead, copy efficiency.
-constexpr int kFigures = 4;
+// Pass efficiency, optimizer efficiency, decode step overhead, copy efficiency, prefill
+// efficiency.
+constexpr int kFigures = 5;
 using Figures = std::array<double, kFigures>;  // their logarithms
 
 // The pull towards the start, against the squared log ratios of the tasks: weak enough that
@@ -50,10 +51,12 @@ void solve(std::array<std::array<double, kFigures>, kFigures>& a, Figures& b) {
 }
 
 // What the simulator gives at some figures, each task's median over the measured iterations
-// (-1: not run), and each training task's optimizer step as the cost model prices it (-1: none).
+// (-1: not run), each training task's optimizer step and each generation task's prefill as the
+// cost model prices them (-1: none).
 struct Simulated {
   std::vector<double> tasks;
   std::vector<double> optimizer_steps;
+  std::vector<double> prefills;
 };
 
 // Whether the plan's weight sync copies weights on a device (a reshard inside a group whose
@@ -74,13 +77,15 @@ bool sync_copies(const CalibrationInputs& in) {
 class Fit {
  public:
   // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on;
-  // `sync_measured`: its weight sync copied on the devices, to fit the copy efficiency on.
-  Fit(const CalibrationInputs& in, int type, bool steps_measured, bool sync_measured)
-      : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured) {
+  // `sync_measured`: its weight sync copied on the devices, to fit the copy efficiency on;
+  // `prefills_measured`: it timed generation's prefill apart, to fit the prefill efficiency on.
+  Fit(const CalibrationInputs& in, int type, bool steps_measured, bool sync_measured, bool prefills_measured)
+      : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured),
+        prefills_measured_(prefills_measured) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
     start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead),
-              e.copy > 0 ? e.copy : e.memory};
+              e.copy > 0 ? e.copy : e.memory, e.prefill > 0 ? e.prefill : 1.0};
     // A start of no overhead at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
     // Without the run's own steps, an optimizer efficiency the type already has was measured
@@ -89,6 +94,8 @@ class Fit {
     held_[1] = !steps_measured && e.optimizer > 0;
     // Without a copy in the run's sync, nothing informs the copy efficiency.
     held_[3] = !sync_measured;
+    // Within a generation task the prefill is a small part: only its own timing informs it.
+    held_[4] = !prefills_measured;
   }
 
   bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
@@ -101,6 +108,7 @@ class Fit {
     v[1] = std::clamp(v[1], 1e-3, 1.0);
     v[2] = std::clamp(v[2], 0.0, 1.0);
     v[3] = std::clamp(v[3], 1e-3, 1.0);
+    v[4] = std::clamp(v[4], 1e-3, 1.0);
     return v;
   }
   Figures clamp(const Figures& x) const {
@@ -117,6 +125,7 @@ class Fit {
     e.optimizer = v[1];
     e.decode_step_overhead = v[2];
     e.copy = v[3];
+    e.prefill = v[4];
     const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
     params.iterations = in_.warmup + static_cast<int>(in_.measured.size());
@@ -126,17 +135,23 @@ class Fit {
     for (const sim::TaskRun& r : run.recorder.tasks) {
       if (r.iteration >= in_.warmup) per_task[static_cast<std::size_t>(r.task)].push_back(r.end - r.start);
     }
-    Simulated out{std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0)};
+    Simulated out{std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0),
+                  std::vector<double>(per_task.size(), -1.0)};
     for (std::size_t t = 0; t < per_task.size(); ++t) {
       if (!per_task[t].empty()) out.tasks[t] = median(per_task[t]);
     }
-    if (!steps_measured_) return out;  // no step to set the priced ones against
+    if (!steps_measured_ && !prefills_measured_) return out;  // no part to set the priced ones against
     plan::Evaluator evaluator(model);
     const plan::Prediction& predicted = evaluator.evaluate(*in_.plan, /*explain=*/true);
-    for (std::size_t t = 0; t < per_task.size(); ++t) {
-      if (in_.graph->tasks[t].kind != workload::TaskKind::kTrain || t >= predicted.tasks.size()) continue;
-      const double step = predicted_parts(predicted.tasks[t].terms).optimizer_step;
-      if (step > 0) out.optimizer_steps[t] = step;
+    for (std::size_t t = 0; t < per_task.size() && t < predicted.tasks.size(); ++t) {
+      const workload::TaskKind kind = in_.graph->tasks[t].kind;
+      if (kind == workload::TaskKind::kTrain) {
+        const double step = predicted_parts(predicted.tasks[t].terms).optimizer_step;
+        if (step > 0) out.optimizer_steps[t] = step;
+      } else if (kind == workload::TaskKind::kGenerate) {
+        const double prefill = predicted_generation_parts(predicted.tasks[t].terms).prefill;
+        if (prefill > 0) out.prefills[t] = prefill;
+      }
     }
     return out;
   }
@@ -148,6 +163,7 @@ class Fit {
   Figures start_{};
   std::array<bool, kFigures> held_{};  // kept where they started
   bool steps_measured_;                // the run's optimizer steps are fitted on: price them
+  bool prefills_measured_;             // and its prefills
 };
 
 }  // namespace
@@ -282,31 +298,42 @@ Calibration calibrate(const CalibrationInputs& in) {
   }
   if (tasks.empty()) throw core::JobError("the run measured no GPU task to fit the profile on");
 
-  // The training tasks' optimizer steps timed apart, each its median over the iterations.
-  std::vector<int> steps;
-  std::vector<double> measured_steps(graph.tasks.size(), -1.0);
-  for (int t : tasks) {
-    const auto i = static_cast<std::size_t>(t);
-    if (graph.tasks[i].kind != workload::TaskKind::kTrain) continue;
-    std::vector<double> seconds;
-    for (const std::vector<double>& it : in.optimizer_steps) {
-      if (i < it.size() && it[i] > 0) seconds.push_back(it[i]);
+  // Parts of the tasks of a kind the run timed apart (training tasks' optimizer steps,
+  // generation tasks' prefills), each its median over the iterations into `medians`.
+  const auto timed = [&](workload::TaskKind kind, const std::vector<std::vector<double>>& per_iteration,
+                         std::vector<double>& medians) {
+    std::vector<int> out;
+    medians.assign(graph.tasks.size(), -1.0);
+    for (int t : tasks) {
+      const auto i = static_cast<std::size_t>(t);
+      if (graph.tasks[i].kind != kind) continue;
+      std::vector<double> seconds;
+      for (const std::vector<double>& it : per_iteration) {
+        if (i < it.size() && it[i] > 0) seconds.push_back(it[i]);
+      }
+      if (seconds.empty()) continue;
+      medians[i] = median(seconds);
+      out.push_back(t);
     }
-    if (seconds.empty()) continue;
-    measured_steps[i] = median(seconds);
-    steps.push_back(t);
-  }
+    return out;
+  };
+  std::vector<double> measured_steps, measured_prefills;
+  const std::vector<int> steps = timed(workload::TaskKind::kTrain, in.optimizer_steps, measured_steps);
+  const std::vector<int> prefills = timed(workload::TaskKind::kGenerate, in.prefills, measured_prefills);
 
   const bool sync_measured =
       copies && std::find(tasks.begin(), tasks.end(), graph.weight_sync().task) != tasks.end();
-  Fit fit(in, type, !steps.empty(), sync_measured);
-  // The log ratios of simulated to measured: the tasks', then the optimizer steps'.
+  Fit fit(in, type, !steps.empty(), sync_measured, !prefills.empty());
+  // The log ratios of simulated to measured: the tasks', the optimizer steps', the prefills'.
   const auto residuals = [&](const Simulated& simulated) {
     std::vector<double> r;
     const auto add = [&](double s, double m) { r.push_back(s > 0 ? std::log(s / m) : 0.0); };
     for (int t : tasks) add(simulated.tasks[static_cast<std::size_t>(t)], measured[static_cast<std::size_t>(t)]);
     for (int t : steps) {
       add(simulated.optimizer_steps[static_cast<std::size_t>(t)], measured_steps[static_cast<std::size_t>(t)]);
+    }
+    for (int t : prefills) {
+      add(simulated.prefills[static_cast<std::size_t>(t)], measured_prefills[static_cast<std::size_t>(t)]);
     }
     return r;
   };
@@ -375,6 +402,9 @@ Calibration calibrate(const CalibrationInputs& in) {
   const double type_copy = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.copy;
   if (!fit.held(3) || type_copy > 0) out.copy_efficiency = v[3];
   out.copy_held = fit.held(3);
+  const double type_prefill = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.prefill;
+  if (!fit.held(4) || type_prefill > 0) out.prefill_efficiency = v[4];
+  out.prefills = static_cast<int>(prefills.size());
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
     out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});

@@ -5,7 +5,7 @@
 // A profile measures kernels one at a time; a run measures what the tasks built of them take,
 // with what a profile cannot see: an engine's work between decode steps, a trainer's passes
 // falling short of its GEMMs' rate, an optimizer step bound by arithmetic instead of memory.
-// The fit adjusts four figures of the run's GPU type, each the coefficient of one term of the
+// The fit adjusts five figures of the run's GPU type, each the coefficient of one term of the
 // cost model, so that the simulator (the run's own response lengths, hetrl-sim's draws for the
 // same seed) gives each task what was measured:
 //   - the passes' share of the kernel rates (hw::Efficiency::training): forward and training
@@ -15,7 +15,11 @@
 //     decode_step_overhead);
 //   - the share of the memory bandwidth a weight copy on the device reaches with every device
 //     of the node busy (hw::Efficiency::copy), on the weight sync where it copies the trained
-//     shard into the engine's (held where it does not: a sync between groups, or none).
+//     shard into the engine's (held where it does not: a sync between groups, or none);
+//   - the share of the kernel rates the engine's prefill reaches (hw::Efficiency::prefill), on
+//     the prefills the run timed apart (each generation task's slowest replica's, against the
+//     cost model's prefill terms; held without them), so that the decode step overhead is left
+//     to explain the decode steps alone.
 // It minimises the squared log ratios of simulated to measured task seconds (each task's median
 // over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
 // towards where they started (a figure no task informs stays put), each within its range.
@@ -51,6 +55,9 @@ struct CalibrationInputs {
   // Seconds per measured iteration and task of the optimizer step of a training task's slowest
   // replica (indexed like the graph; negative: not a training task, or not timed apart).
   std::vector<std::vector<double>> optimizer_steps;
+  // Seconds per measured iteration and task of the prefill of a generation task's slowest
+  // replica (indexed like the graph; negative: not a generation task, or not timed apart).
+  std::vector<std::vector<double>> prefills;
 };
 
 struct CalibrationRow {
@@ -72,6 +79,10 @@ struct Calibration {
   // devices, else the type's own (none: it had none, and the memory efficiency stands for it).
   std::optional<double> copy_efficiency;
   bool copy_held = false;
+  // The prefill efficiency, fitted on the prefills the run timed apart, else the type's own
+  // (none: it had none, and prefill runs at the kernel rates).
+  std::optional<double> prefill_efficiency;
+  int prefills = 0;  // generation tasks whose timed prefills the fit used
   // GPU tasks the run measured, graph order (with the weight sync where it informed the copy).
   std::vector<CalibrationRow> rows;
 };

@@ -87,6 +87,7 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.training, "training", spec.name);
   if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name);
   if (spec.efficiency.copy != 0) require_fraction(spec.efficiency.copy, "copy", spec.name);
+  if (spec.efficiency.prefill != 0) require_fraction(spec.efficiency.prefill, "prefill", spec.name);
   if (spec.efficiency.gemm_width_half && !(*spec.efficiency.gemm_width_half >= 0 && std::isfinite(*spec.efficiency.gemm_width_half))) {
     throw core::InputError(fmt::format("GPU type {}: gemm_width_half must be a finite number at least 0, found {}",
                                        core::quoted(spec.name), *spec.efficiency.gemm_width_half));
@@ -142,7 +143,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   }
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
-                                  o.copy_efficiency || o.gemm_width_half || o.decode_step_overhead;
+                                  o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead;
   if (o.gemm_curve) spec.efficiency.gemm_curve = *o.gemm_curve;
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
@@ -152,6 +153,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.attention) spec.efficiency.attention = *o.attention;
   if (o.optimizer_efficiency) spec.efficiency.optimizer = *o.optimizer_efficiency;
   if (o.copy_efficiency) spec.efficiency.copy = *o.copy_efficiency;
+  if (o.prefill_efficiency) spec.efficiency.prefill = *o.prefill_efficiency;
   if (o.gemm_width_half) spec.efficiency.gemm_width_half = *o.gemm_width_half;
   if (o.decode_step_overhead) spec.efficiency.decode_step_overhead = *o.decode_step_overhead;
   if (efficiency_changed && !o.source.empty()) spec.efficiency.source = o.source;

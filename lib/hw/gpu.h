@@ -82,6 +82,10 @@ struct Efficiency {
   // device reaches, as a weight sync copies the trained shard into the engine's; 0: `memory`'s
   // (a run measures its own, hetrl-exec --fit-profile, with every device of the node copying).
   double copy = 0;
+  // Of the kernel rates (GEMMs and attention), what an engine's prefill pass reaches; 0: all of
+  // them, as a serving engine's fused prefill does on a GPU (a run measures its own,
+  // hetrl-exec --fit-profile, on the prefill it timed).
+  double prefill = 0;
   // Where a device was measured: how its GEMMs' efficiency depends on their width (the half
   // width of cost::CostParams::gemm_width_half; 0: not at all, as on a CPU, whose GEMMs are as
   // fast narrow as wide), and the seconds one decode step of the engine that ran on it takes
@@ -179,6 +183,7 @@ struct GpuTypeOverride {
   std::optional<double> attention;
   std::optional<double> optimizer_efficiency;
   std::optional<double> copy_efficiency;
+  std::optional<double> prefill_efficiency;
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;  // seconds
   std::string source;

@@ -42,6 +42,7 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
   // A fitted figure replaces one the profile measured.
   take(o.optimizer_efficiency, fraction(profile.optimizer_efficiency, "optimizer efficiency"));
   take(o.copy_efficiency, fraction(profile.copy_efficiency, "copy efficiency"));
+  o.prefill_efficiency = fraction(profile.prefill_efficiency, "prefill efficiency");
   if (profile.decode_step_overhead) {
     if (!(*profile.decode_step_overhead >= 0 && *profile.decode_step_overhead < 1e3)) {
       throw core::InputError(
@@ -90,6 +91,11 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       }
       o.optimizer_efficiency = std::min(1.0, *profile.optimizer_bandwidth / *profile.memory_bandwidth);
     }
+    // A copy's share likewise (a CPU may write faster than it reads: then as fast as reading).
+    if (profile.copy_bandwidth) {
+      if (!(*profile.copy_bandwidth > 0)) throw core::InputError("the measured copy rate must be positive");
+      o.copy_efficiency = std::min(1.0, *profile.copy_bandwidth / *profile.memory_bandwidth);
+    }
     // The link between two such devices in a node: nominally PCIe 4, at the measured rate when
     // the profile has one.
     o.intra_node_link = "pcie4";
@@ -127,6 +133,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
                               "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
   o.optimizer_efficiency = ratio(profile.optimizer_bandwidth, spec.memory_bandwidth,
                                  "measured optimizer step rate", "GB/s", core::kGBps, spec.name);
+  o.copy_efficiency =
+      ratio(profile.copy_bandwidth, spec.memory_bandwidth, "measured copy rate", "GB/s", core::kGBps, spec.name);
   if (profile.intra_node_bandwidth) {
     if (!(*profile.intra_node_bandwidth > 0)) {
       throw core::InputError("measured intra-node bandwidth must be positive");
@@ -146,7 +154,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   for (std::optional<double> O::*field :
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
-        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
+        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);
@@ -178,6 +186,7 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
   p.optimizer_bandwidth =
       spec.memory_bandwidth * (spec.efficiency.optimizer > 0 ? spec.efficiency.optimizer : spec.efficiency.memory);
+  p.copy_bandwidth = spec.memory_bandwidth * (spec.efficiency.copy > 0 ? spec.efficiency.copy : spec.efficiency.memory);
   return p;
 }
 

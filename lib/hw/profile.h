@@ -130,17 +130,22 @@ struct GpuProfile {
   // Bytes/s the optimizer step moves over the most parameters measured (too many for a cache);
   // of the memory bandwidth, it is the optimizer efficiency (hw::Efficiency::optimizer).
   std::optional<double> optimizer_bandwidth;
+  // Bytes/s a copy on the device reads and writes together over the largest buffer copied; of
+  // the memory bandwidth, it is the copy efficiency (hw::Efficiency::copy).
+  std::optional<double> copy_bandwidth;
   // GEMMs measured at two widths: the half width of the GEMM efficiency's dependence on it
   // (cost::CostParams::gemm_width_half; 0 where the wider ones are no faster).
   std::optional<double> gemm_width_half;
 
   // Fitted on a run of a plan (hetrl-exec --fit-profile; docs/exec.md): of the kernel rates,
   // what forward and training passes reach (Efficiency::training); of the memory bandwidth,
-  // what the optimizer step reaches, and what a weight sync's copy on the device reaches; the
-  // seconds a decode step of the engine takes outside its kernels.
+  // what the optimizer step reaches, and what a weight sync's copy on the device reaches; of
+  // the kernel rates, what the engine's prefill reaches; the seconds a decode step of the
+  // engine takes outside its kernels.
   std::optional<double> pass_efficiency;
   std::optional<double> optimizer_efficiency;
   std::optional<double> copy_efficiency;
+  std::optional<double> prefill_efficiency;
   std::optional<double> decode_step_overhead;
   // What they were fitted on: each task's measured seconds against the prediction before and
   // after the fit (the run's response lengths, as hetrl-sim draws them).

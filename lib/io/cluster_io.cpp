@@ -60,6 +60,7 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     o.attention = e->optional_number("attention", Range::kFraction);
     o.optimizer_efficiency = e->optional_number("optimizer", Range::kFraction);
     o.copy_efficiency = e->optional_number("copy", Range::kFraction);
+    o.prefill_efficiency = e->optional_number("prefill", Range::kFraction);
     o.gemm_width_half = e->optional_number("gemm_width_half", Range::kNonNegative);
     if (auto ms = e->optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
       o.decode_step_overhead = *ms * core::kMillisecond;
@@ -110,6 +111,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   put_fraction("attention", o.attention);
   put_fraction("optimizer", o.optimizer_efficiency);
   put_fraction("copy", o.copy_efficiency);
+  put_fraction("prefill", o.prefill_efficiency);
   put_fraction("gemm_width_half", o.gemm_width_half);
   if (o.decode_step_overhead) efficiency["decode_step_overhead_ms"] = detail::file_units(*o.decode_step_overhead / core::kMillisecond);
   if (!efficiency.empty()) out["efficiency"] = std::move(efficiency);

@@ -156,10 +156,12 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
   p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
   p.optimizer_bandwidth = f.optional_quantity("optimizer_gb_per_s", core::kGBps);
+  p.copy_bandwidth = f.optional_quantity("copy_gb_per_s", core::kGBps);
   p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
   p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
   p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kFraction);
   p.copy_efficiency = f.optional_number("copy_efficiency", Range::kFraction);
+  p.prefill_efficiency = f.optional_number("prefill_efficiency", Range::kFraction);
   if (auto ms = f.optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
     p.decode_step_overhead = *ms * core::kMillisecond;
   }
@@ -316,12 +318,14 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
   put("optimizer_gb_per_s", p.optimizer_bandwidth, core::kGBps);
+  put("copy_gb_per_s", p.copy_bandwidth, core::kGBps);
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);
   put("intra_node_latency_us", p.intra_node_latency, kMicrosecond);
   put("gemm_width_half", p.gemm_width_half, 1.0);
   put("pass_efficiency", p.pass_efficiency, 1.0);
   put("optimizer_efficiency", p.optimizer_efficiency, 1.0);
   put("copy_efficiency", p.copy_efficiency, 1.0);
+  put("prefill_efficiency", p.prefill_efficiency, 1.0);
   put("decode_step_overhead_ms", p.decode_step_overhead, core::kMillisecond);
   if (p.calibration) {
     OrderedJson tasks = OrderedJson::array();

@@ -537,13 +537,18 @@ void fit(hw::GpuProfile& p) {
     break;
   }
   // Reading memory: the largest buffer read (the cost model streams weights and caches);
-  // host to device: the largest transfer (smaller ones may stay in a CPU's caches).
-  double largest_read = 0, largest_upload = 0;
+  // copying: the largest buffer copied (a weight sync copies whole shards); host to device:
+  // the largest transfer (smaller ones may stay in a CPU's caches).
+  double largest_read = 0, largest_copy = 0, largest_upload = 0;
   for (const hw::BandwidthMeasurement& m : p.bandwidths) {
     const double rate = m.bytes / m.seconds.median;
     if (m.op == "read" && m.bytes >= largest_read) {
       largest_read = m.bytes;
       p.memory_bandwidth = rate;
+    }
+    if (m.op == "copy" && m.bytes >= largest_copy) {
+      largest_copy = m.bytes;
+      p.copy_bandwidth = rate;
     }
     if (m.op == "host_to_device" && m.bytes >= largest_upload) {
       largest_upload = m.bytes;

@@ -89,7 +89,8 @@ std::string transfer_matrix(const hw::GpuProfile& m) {
 
 // What a run fitted (hetrl-exec --fit-profile), and each task's seconds before and after.
 std::string calibration_table(const hw::GpuProfile& m) {
-  if (!m.pass_efficiency && !m.optimizer_efficiency && !m.copy_efficiency && !m.decode_step_overhead) return "";
+  if (!m.pass_efficiency && !m.optimizer_efficiency && !m.copy_efficiency && !m.prefill_efficiency &&
+      !m.decode_step_overhead) return "";
   std::string out = "\nfitted on a run";
   if (m.calibration) {
     out += fmt::format(" of {} ({} iteration{})", m.calibration->plan, m.calibration->iterations,
@@ -102,6 +103,7 @@ std::string calibration_table(const hw::GpuProfile& m) {
   figure("pass efficiency", m.pass_efficiency, 1.0, "{:.3f}");
   figure("optimizer efficiency", m.optimizer_efficiency, 1.0, "{:.3f}");
   figure("weight copy efficiency", m.copy_efficiency, 1.0, "{:.3f}");
+  figure("prefill efficiency", m.prefill_efficiency, 1.0, "{:.3f}");
   figure("decode step overhead (ms)", m.decode_step_overhead, core::kMillisecond, "{:.3g}");
   if (m.calibration && !m.calibration->tasks.empty()) {
     out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "task (seconds)", "measured", "before", "after");
@@ -147,6 +149,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("decode attention, KV read (GB/s)", m.decode_attention_bandwidth, s.decode_attention_bandwidth, core::kGBps,
       "{:.4g}");
   row("optimizer step (GB/s)", m.optimizer_bandwidth, s.optimizer_bandwidth, core::kGBps, "{:.4g}");
+  row("copy, read + write (GB/s)", m.copy_bandwidth, s.copy_bandwidth, core::kGBps, "{:.4g}");
   row("GPU to GPU (GB/s)", m.intra_node_bandwidth, s.intra_node_bandwidth, core::kGBps, "{:.4g}");
   row("GPU to GPU latency (us)", m.intra_node_latency, s.intra_node_latency, 1e-6, "{:.3g}");
   row("all-reduce bus (GB/s)", m.allreduce_bus_bandwidth, s.allreduce_bus_bandwidth, core::kGBps, "{:.4g}");

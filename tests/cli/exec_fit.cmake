@@ -11,9 +11,10 @@ file(REMOVE ${fit} ${report} ${calibrated})
 run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_ppo.json --plan ${DATA}/plan_exec_ppo.json
     --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 3 --report ${report} --fit-profile ${fit})
 # The optimizer efficiency fitted on the two trainers' timed optimizer steps, the copy
-# efficiency on the weight sync (training and generation share the GPUs and the layout).
+# efficiency on the weight sync (training and generation share the GPUs and the layout), the
+# prefill efficiency on generation's timed prefills.
 foreach(piece "fitted on the measured tasks" "pass efficiency" "on the optimizer steps of 2 training tasks"
-        "weight copy efficiency" "wrote ${fit}")
+        "weight copy efficiency" "on the prefills of 1 generation task" "wrote ${fit}")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "the output lacks \"${piece}\":\n${out}")
@@ -66,7 +67,7 @@ endforeach()
 run(${CLUSTER} --from-profile ${fit} --node lab:2xL4 -o ${calibrated})
 file(READ ${calibrated} cluster)
 foreach(pair "pass_efficiency:training" "optimizer_efficiency:optimizer" "decode_step_overhead_ms:decode_step_overhead_ms"
-        "copy_efficiency:copy")
+        "copy_efficiency:copy" "prefill_efficiency:prefill")
   string(REPLACE ":" ";" keys ${pair})
   list(GET keys 0 from)
   list(GET keys 1 to)

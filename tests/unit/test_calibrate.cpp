@@ -65,6 +65,22 @@ std::vector<std::vector<double>> optimizer_steps(const Run& run, const hw::Clust
   return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), steps);
 }
 
+// Each measured iteration's prefill of every generation task as the cost model prices it on
+// `cluster` (-1 for the other tasks).
+std::vector<std::vector<double>> prefills(const Run& run, const hw::Cluster& cluster, int iterations) {
+  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models,
+                              executor_cost_params());
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
+  std::vector<double> out(run.in.graph.tasks.size(), -1.0);
+  for (std::size_t t = 0; t < out.size(); ++t) {
+    if (run.in.graph.tasks[t].kind == workload::TaskKind::kGenerate) {
+      out[t] = predicted_generation_parts(predicted.tasks[t].terms).prefill;
+    }
+  }
+  return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), out);
+}
+
 TEST_CASE("calibration: figures the runs were made with are fitted back from others") {
   const Run run = load();
   hw::Cluster truth = run.in.cluster;
@@ -81,7 +97,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.gpu_type == 0);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
@@ -131,7 +147,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.optimizer_held);
   CHECK(fit.optimizer_efficiency == held);
@@ -165,7 +181,7 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   REQUIRE(p.groups[0].gpus.size() == 2);
   p.groups[0].gpus[1].node = 1;
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
-                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}};
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
 }
 
@@ -268,6 +284,41 @@ TEST_CASE("training's parts: a measured task's are its slowest replica's") {
   // A task measured without parts (not training) has none.
   m.replica_parts.clear();
   CHECK(slowest_parts(m).passes == 0);
+}
+
+TEST_CASE("calibration: the prefill efficiency is fitted on the run's timed prefills, the decode overhead on the rest") {
+  // Prompts of 512 tokens: a prefill bound by its GEMMs, not by streaming the weights once.
+  Run run = load();
+  run.in.workload.workload.prompt_length_tokens = 512;
+  const io::Catalogs& catalogs = io::builtin_catalogs();
+  run.in.graph = workload::build_task_graph(run.in.workload.workload, catalogs.algorithms, catalogs.models);
+  hw::Cluster truth = run.in.cluster;
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  const double pass = 0.43, optimizer = 0.21, overhead = 7e-3, prefill = 0.55;
+  REQUIRE(e.prefill == 0);  // prefill at the kernel rates
+  e.training = pass;
+  e.optimizer = optimizer;
+  e.decode_step_overhead = overhead;
+  e.prefill = prefill;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models,
+                       &run.plan, simulate(run, truth, warmup, 3, seed), warmup, seed,
+                       optimizer_steps(run, truth, 3), prefills(run, truth, 3)};
+  const Calibration fit = calibrate(in);
+  CHECK(fit.prefills == 1);
+  REQUIRE(fit.prefill_efficiency);
+  CHECK(*fit.prefill_efficiency == hetrl::testing::approx(prefill).epsilon(0.02));
+  CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+
+  // Without the prefills timed apart nothing informs it: held (the type has none to keep), and
+  // the slower prefill lands on the decode steps' overhead.
+  in.prefills.clear();
+  const Calibration blind = calibrate(in);
+  CHECK(blind.prefills == 0);
+  CHECK_FALSE(blind.prefill_efficiency);
+  CHECK(blind.decode_step_overhead > 1.02 * overhead);
 }
 
 }  // namespace

@@ -479,7 +479,7 @@ TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in
   CHECK(seconds(cluster, "generate") > 1.2 * generate);
 }
 
-TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as the cap, optimizer and decode overhead") {
+TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as the cap, optimizer, decode overhead and prefill") {
   // Qwen2.5-0.5B (hidden 896) PPO on one A100: the actor's training pass and generation.
   hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
   const workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
@@ -516,6 +516,13 @@ TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as t
   const char* overhead = "decode steps' engine overhead (scheduling, sampling)";
   e.decode_step_overhead = 12e-3;
   CHECK(term(priced(cluster, "generate"), overhead) == hetrl::testing::approx(4 * term(generate, overhead)).epsilon(1e-9));
+  // The engine's prefill at half the kernel rates: its GEMMs and attention take twice as long,
+  // its element-wise work and fixed costs do not.
+  const double prefill_before = term(priced(cluster, "generate"), cost::kPrefillComputeTerm);
+  e.prefill = 0.5;
+  const double prefill_after = term(priced(cluster, "generate"), cost::kPrefillComputeTerm);
+  CHECK(prefill_after > 1.5 * prefill_before);
+  CHECK(prefill_after < 2.0 * prefill_before);
 }
 
 TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {

@@ -392,6 +392,39 @@ TEST_CASE("profile: the optimizer step's rate over the most parameters becomes t
   CHECK(*hw::datasheet_profile(l4).optimizer_bandwidth == hetrl::testing::approx(l4.memory_bandwidth * l4.efficiency.memory));
 }
 
+TEST_CASE("profile: the largest copy's rate becomes the type's copy efficiency, a run's fitted one replaces it") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  p.gemm_large_flops = 2e11;
+  // A copy counts what it reads and what it writes; the small one stays in a cache.
+  p.bandwidths = {{"read", 1 << 30, spread((1 << 30) / 20e9)},
+                  {"copy", 2.0 * (1 << 20), spread(2.0 * (1 << 20) / 80e9)},
+                  {"copy", 2.0 * (1 << 30), spread(2.0 * (1 << 30) / 12e9)}};
+  profile::fit(p);
+  REQUIRE(p.copy_bandwidth);
+  CHECK(*p.copy_bandwidth == hetrl::testing::approx(12e9));
+  const hw::Catalog& catalog = testing::catalogs().hardware;
+  const auto adopted = [&](const hw::GpuProfile& profile) {
+    return hw::apply_override(catalog, hw::override_from_profile(profile, catalog, "p.json"));
+  };
+  CHECK(adopted(p).efficiency.copy == hetrl::testing::approx(0.6));
+  hw::GpuProfile fitted = p;
+  fitted.copy_efficiency = 0.3;
+  CHECK(adopted(fitted).efficiency.copy == hetrl::testing::approx(0.3));
+  // Written and read back.
+  const hw::GpuProfile q = io::parse_profile(io::profile_to_json(fitted), "p.json");
+  CHECK(*q.copy_bandwidth == hetrl::testing::approx(12e9));
+  CHECK(*q.copy_efficiency == hetrl::testing::approx(0.3));
+  // A known type: of its datasheet bandwidth; the catalogue's own figure for comparison.
+  const hw::GpuSpec& l4 = catalog.gpu("L4", "");
+  hw::GpuProfile known;
+  known.gpu_type = "L4";
+  known.copy_bandwidth = 0.7 * l4.memory_bandwidth;
+  CHECK(adopted(known).efficiency.copy == hetrl::testing::approx(0.7));
+  CHECK(*hw::datasheet_profile(l4).copy_bandwidth == hetrl::testing::approx(l4.memory_bandwidth * l4.efficiency.memory));
+}
+
 TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending names where") {
   const std::string head = R"({"schema": "hetrl.profile/v2", "gpu_type": "L4", )";
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("measurements": {"launch": {"median_us": 5, "min_us": 6,
