@@ -49,34 +49,21 @@ std::vector<std::vector<double>> simulate(const Run& run, const hw::Cluster& clu
   return out;
 }
 
-// Each measured iteration's optimizer step of every training task as the cost model prices it
-// on `cluster` (-1 for the other tasks).
-std::vector<std::vector<double>> optimizer_steps(const Run& run, const hw::Cluster& cluster, int iterations) {
-  const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models,
-                              executor_cost_params());
-  plan::Evaluator evaluator(model);
-  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
-  std::vector<double> steps(run.in.graph.tasks.size(), -1.0);
-  for (std::size_t t = 0; t < steps.size(); ++t) {
-    if (run.in.graph.tasks[t].kind == workload::TaskKind::kTrain) {
-      steps[t] = predicted_parts(predicted.tasks[t].terms).optimizer_step;
-    }
-  }
-  return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), steps);
-}
-
-// Each measured iteration's prefill of every generation task as the cost model prices it on
-// `cluster` (-1 for the other tasks).
-std::vector<std::vector<double>> prefills(const Run& run, const hw::Cluster& cluster, int iterations) {
+// The part hetrl-exec times apart, as the cost model prices it on `cluster`, for each measured
+// iteration: the optimizer step of every training task (`kind` kTrain) or the prefill of every
+// generation task (kGenerate); -1 for the other tasks.
+std::vector<std::vector<double>> priced_parts(const Run& run, const hw::Cluster& cluster, int iterations,
+                                              workload::TaskKind kind) {
   const cost::CostModel model(cluster, run.in.workload.workload, run.in.graph, run.in.workload.models,
                               executor_cost_params());
   plan::Evaluator evaluator(model);
   const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
   std::vector<double> out(run.in.graph.tasks.size(), -1.0);
   for (std::size_t t = 0; t < out.size(); ++t) {
-    if (run.in.graph.tasks[t].kind == workload::TaskKind::kGenerate) {
-      out[t] = predicted_generation_parts(predicted.tasks[t].terms).prefill;
-    }
+    if (run.in.graph.tasks[t].kind != kind) continue;
+    const auto& terms = predicted.tasks[t].terms;
+    out[t] = kind == workload::TaskKind::kTrain ? predicted_parts(terms).optimizer_step
+                                                : predicted_generation_parts(terms).prefill;
   }
   return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), out);
 }
@@ -157,7 +144,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   // The run's optimizer steps timed apart: the efficiency is fitted on them, the held figure
   // (a quick profile's, off the truth by half) notwithstanding.
   measured.gpu_types[0].efficiency.optimizer = optimizer / 2;
-  in.optimizer_steps = optimizer_steps(run, truth, 3);
+  in.optimizer_steps = priced_parts(run, truth, 3, workload::TaskKind::kTrain);
   const Calibration from_steps = calibrate(in);
   CHECK_FALSE(from_steps.optimizer_held);
   CHECK(from_steps.optimizer_steps == 2);  // actor_train, critic_train
@@ -304,7 +291,8 @@ TEST_CASE("calibration: the prefill efficiency is fitted on the run's timed pref
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models,
                        &run.plan, simulate(run, truth, warmup, 3, seed), warmup, seed,
-                       optimizer_steps(run, truth, 3), prefills(run, truth, 3)};
+                       priced_parts(run, truth, 3, workload::TaskKind::kTrain),
+                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate)};
   const Calibration fit = calibrate(in);
   CHECK(fit.prefills == 1);
   REQUIRE(fit.prefill_efficiency);
