@@ -341,7 +341,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     // Each chunk's GEMMs take the longer of their compute and streaming the stage's weights.
     const double weights = chunks * kBf16 * shape.shard_params(stage.layers, s == 0, s == pp - 1, stage.tp) / bandwidth;
     // The engine's share of the kernel rates (a GPU type's own, measured by a run), or all.
-    const double share = g.efficiency.prefill > 0 ? g.efficiency.prefill : 1.0;
+    const double share = g.efficiency.prefill_share();
     const double compute =
         std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens) * share), weights) +
         tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention * share) +
@@ -514,7 +514,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                     params * params_.adam_bytes_per_param /
                         (params_.host_memory_bandwidth / cluster_.nodes[stage.node].gpu_count)
               : params * params_.adam_bytes_per_param /
-                    (g.memory_bandwidth * (g.efficiency.optimizer > 0 ? g.efficiency.optimizer : g.efficiency.memory));
+                    (g.memory_bandwidth * g.efficiency.optimizer_share());
       optimizer = std::max(optimizer, step);
     }
   }
@@ -709,7 +709,7 @@ double CostModel::reshard_seconds(int reader, std::span<const ReshardGpu> gpus, 
     const hw::GpuSpec& g = cluster_.gpu_types[node.gpu_type];
     const double wanted = shape.slice_params(gpu.loads);
     const double local = gpu.holds.layers > 0 ? shape.held_params(gpu.loads, gpu.holds) : 0.0;
-    const double copy_rate = g.memory_bandwidth * (g.efficiency.copy > 0 ? g.efficiency.copy : g.efficiency.memory);
+    const double copy_rate = g.memory_bandwidth * g.efficiency.copy_share();
     const double c = 2.0 * kBf16 * local / copy_rate;
     const double r = kBf16 * std::max(0.0, wanted - local) / node.intra_node.bandwidth;
     if (c + r > slowest) {

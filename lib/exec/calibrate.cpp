@@ -83,9 +83,9 @@ class Fit {
       : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured),
         prefills_measured_(prefills_measured) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
-    start_ = {e.training, e.optimizer > 0 ? e.optimizer : e.memory,
+    start_ = {e.training, e.optimizer_share(),
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead),
-              e.copy > 0 ? e.copy : e.memory, e.prefill > 0 ? e.prefill : 1.0};
+              e.copy_share(), e.prefill_share()};
     // A start of no overhead at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
     // Without the run's own steps, an optimizer efficiency the type already has was measured

@@ -97,6 +97,12 @@ struct Efficiency {
   GemmCurve gemm_curve;
   std::string source;
 
+  // The figures in effect where a type has none of its own (0): the memory efficiency's for the
+  // optimizer step and a copy, the kernel rates for prefill.
+  double optimizer_share() const { return optimizer > 0 ? optimizer : memory; }
+  double copy_share() const { return copy > 0 ? copy : memory; }
+  double prefill_share() const { return prefill > 0 ? prefill : 1.0; }
+
   double gemm(double tokens) const {
     return gemm_curve.empty() ? gemm_efficiency(gemm_small, gemm_large, tokens) : gemm_curve_efficiency(gemm_curve, tokens);
   }

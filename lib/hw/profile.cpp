@@ -184,9 +184,8 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
   p.intra_node_bandwidth = spec.intra_node.bandwidth;
   p.allreduce_bus_bandwidth = spec.intra_node.bandwidth * spec.efficiency.collective;
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
-  p.optimizer_bandwidth =
-      spec.memory_bandwidth * (spec.efficiency.optimizer > 0 ? spec.efficiency.optimizer : spec.efficiency.memory);
-  p.copy_bandwidth = spec.memory_bandwidth * (spec.efficiency.copy > 0 ? spec.efficiency.copy : spec.efficiency.memory);
+  p.optimizer_bandwidth = spec.memory_bandwidth * spec.efficiency.optimizer_share();
+  p.copy_bandwidth = spec.memory_bandwidth * spec.efficiency.copy_share();
   return p;
 }
 

@@ -427,26 +427,25 @@ double Evaluator::weight_sync_seconds(const Plan& plan, bool explain) {
         }
       }
     };
+    // held_ is all empty slices between calls: the slots set here are emptied again below.
     held_.resize(slot_of_gpu_.size());
+    held_slots_.clear();
+    const auto slot = [&](int node, int device) { return static_cast<std::size_t>(node * max_gpus_per_node_ + device); };
     for (const TaskPlacement& placement : placements) {
       if (placement.task != sync_.trainer) continue;
       slices(placement, [&](int node, int device, const cost::WeightSlice& slice) {
-        held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)] = slice;
+        held_[slot(node, device)] = slice;
+        held_slots_.push_back(slot(node, device));
       });
     }
     reshard_gpus_.clear();
     for (const TaskPlacement& placement : placements) {
       if (placement.task != sync_.reader) continue;
       slices(placement, [&](int node, int device, const cost::WeightSlice& slice) {
-        reshard_gpus_.push_back({node, slice, held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)]});
+        reshard_gpus_.push_back({node, slice, held_[slot(node, device)]});
       });
     }
-    for (const TaskPlacement& placement : placements) {
-      if (placement.task != sync_.trainer) continue;
-      slices(placement, [&](int node, int device, const cost::WeightSlice&) {
-        held_[static_cast<std::size_t>(node * max_gpus_per_node_ + device)] = {};
-      });
-    }
+    for (std::size_t s : held_slots_) held_[s] = {};
     model_.reshard_seconds(sync_.reader, reshard_gpus_, out);
   } else {
     all_stages_.clear();

@@ -192,6 +192,7 @@ class Evaluator {
   std::vector<std::span<const cost::Stage>> spans_;
   std::vector<double> all_budgets_;  // per stage in all_stages_: memory left for a KV cache
   std::vector<cost::WeightSlice> held_;  // like slot_of_gpu_: the trained actor's slice there
+  std::vector<std::size_t> held_slots_;  // the entries of held_ the last weight sync set
   std::vector<cost::CostModel::ReshardGpu> reshard_gpus_;
   std::vector<double> budgets_all_;  // per group and GPU: memory left for a KV cache
   std::vector<int> budget_offset_;   // per group: its first entry in budgets_all_
