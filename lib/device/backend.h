@@ -68,6 +68,15 @@ struct Attention {
   int batch = 0, queries = 0, heads = 0, kv_heads = 0, head_dim = 0, capacity = 0;
 };
 
+// Causal attention over whole sequences of different lengths packed one after another, without
+// padding (a scoring or training pass, as engines run variable-length batches): `tokens` rows
+// in all, sequence s being rows starts[s] to starts[s + 1] (device ints, batch + 1 of them) of
+// q and out ([row][head][head_dim]) and of k and v ([row][kv_head][head_dim]): its own keys.
+struct PackedAttention {
+  DType dtype = DType::kBf16;
+  int batch = 0, tokens = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+
 // Rows x cols of a larger row-major matrix `full_cols` wide, from (first_row, first_col): a
 // slice of a weight. A whole tensor of n values is whole(n).
 struct Block {
@@ -122,6 +131,13 @@ class Backend {
   virtual void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
                                   const void* out, const void* dout, const float* lse, float* delta, void* dq, void* dk,
                                   void* dv) = 0;
+  // Attention and its gradients over packed sequences, as attention and attention_backward
+  // (lse and delta [row][head]); dk and dv are written whole.
+  virtual void packed_attention(const PackedAttention& a, const void* q, const void* k, const void* v,
+                                const int* starts, void* out, float* lse) = 0;
+  virtual void packed_attention_backward(const PackedAttention& a, const void* q, const void* k, const void* v,
+                                         const int* starts, const void* out, const void* dout, const float* lse,
+                                         float* delta, void* dq, void* dk, void* dv) = 0;
   // As rope, token i at positions[i] (device ints): a decode step's sequences are at
   // positions of their own.
   virtual void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,

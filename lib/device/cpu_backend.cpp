@@ -319,6 +319,67 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void packed_attention(const PackedAttention& a, const void* q, const void* k, const void* v, const int* starts,
+                        void* out, float* lse) override {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+      const int group = a.heads / a.kv_heads;
+      const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
+      for (int s = 0; s < a.batch; ++s) {
+        const int first = starts[s], queries = starts[s + 1] - starts[s];
+        for (int t = 0; t < queries; ++t) {
+          for (int h = 0; h < a.heads; ++h) {
+            const long row = static_cast<long>(first + t) * a.heads + h;
+            const long kv = first * stride + static_cast<long>(h / group) * a.head_dim;
+            const float l = attend_cached(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+                                          visible_length(queries, queries, t), stride, a.head_dim, scale,
+                                          typed<T>(out) + row * a.head_dim);
+            if (lse) lse[row] = l;
+          }
+        }
+      }
+    });
+  }
+
+  void packed_attention_backward(const PackedAttention& a, const void* q, const void* k, const void* v,
+                                 const int* starts, const void* out, const void* dout, const float* lse, float* delta,
+                                 void* dq, void* dk, void* dv) override {
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+      const int group = a.heads / a.kv_heads;
+      const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
+      const long rows = static_cast<long>(a.tokens) * a.heads;
+      for (long row = 0; row < rows; ++row) {
+        delta[row] = attention_delta(typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+      }
+      for (int s = 0; s < a.batch; ++s) {
+        const int first = starts[s], queries = starts[s + 1] - starts[s];
+        const long first_row = static_cast<long>(first) * a.heads;
+        for (int t = 0; t < queries; ++t) {
+          for (int h = 0; h < a.heads; ++h) {
+            const long row = first_row + static_cast<long>(t) * a.heads + h;
+            const long kv = first * stride + static_cast<long>(h / group) * a.head_dim;
+            attend_cached_dq(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+                             typed<T>(dout) + row * a.head_dim, lse[row], delta[row],
+                             visible_length(queries, queries, t), stride, a.head_dim, scale,
+                             typed<T>(dq) + row * a.head_dim);
+          }
+        }
+        for (int j = 0; j < queries; ++j) {
+          for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+            const long at = (first + j) * stride + static_cast<long>(kvh) * a.head_dim;
+            attend_cached_dkv(typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
+                              lse + first_row, delta + first_row, typed<T>(k) + at, typed<T>(v) + at,
+                              first_query_seeing(queries, queries, j), queries, a.heads, kvh * group, group,
+                              a.head_dim, scale, typed<T>(dk) + at, typed<T>(dv) + at);
+          }
+        }
+      }
+    });
+  }
+
   void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,
                bool inverse) override {
     with_dtype(t, [&](auto tag) {

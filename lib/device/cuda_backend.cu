@@ -147,6 +147,59 @@ __global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const 
                     a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
 }
 
+// One thread per query head of a packed row (PackedAttention).
+template <typename T>
+__global__ void packed_attention_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
+                                        T* out, float* lse) {
+  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= static_cast<long>(a.tokens) * a.heads) return;
+  const int h = static_cast<int>(row % a.heads);
+  const int token = static_cast<int>(row / a.heads);
+  const int s = packed_sequence(starts, a.batch, token);
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = starts[s] * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  const int queries = starts[s + 1] - starts[s];
+  const float l = attend_cached(q + row * a.head_dim, k + kv, v + kv, visible_length(queries, queries, token - starts[s]),
+                                stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  if (lse) lse[row] = l;
+}
+
+template <typename T>
+__global__ void packed_attention_dq_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
+                                           const T* out, const T* dout, const float* lse, float* delta, T* dq) {
+  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= static_cast<long>(a.tokens) * a.heads) return;
+  const int h = static_cast<int>(row % a.heads);
+  const int token = static_cast<int>(row / a.heads);
+  const int s = packed_sequence(starts, a.batch, token);
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = starts[s] * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  const int queries = starts[s + 1] - starts[s];
+  delta[row] = attention_delta(out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
+  attend_cached_dq(q + row * a.head_dim, k + kv, v + kv, dout + row * a.head_dim, lse[row], delta[row],
+                   visible_length(queries, queries, token - starts[s]), stride, a.head_dim,
+                   rsqrtf(static_cast<float>(a.head_dim)), dq + row * a.head_dim);
+}
+
+// One thread per packed position of one kv head; reads every delta of its sequence, so it runs
+// after the dq kernel has written them.
+template <typename T>
+__global__ void packed_attention_dkv_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
+                                            const T* dout, const float* lse, const float* delta, T* dk, T* dv) {
+  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= static_cast<long>(a.tokens) * a.kv_heads) return;
+  const int kvh = static_cast<int>(p % a.kv_heads);
+  const int token = static_cast<int>(p / a.kv_heads);
+  const int s = packed_sequence(starts, a.batch, token);
+  const int queries = starts[s + 1] - starts[s];
+  const int group = a.heads / a.kv_heads;
+  const long first_row = static_cast<long>(starts[s]) * a.heads;
+  const long at = p * a.head_dim;
+  attend_cached_dkv(q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row, delta + first_row,
+                    k + at, v + at, first_query_seeing(queries, queries, token - starts[s]), queries, a.heads,
+                    kvh * group, group, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
+}
+
 template <typename T>
 __global__ void rope_at_kernel(T* x, const int* positions, int tokens, int heads, int head_dim, float theta,
                                bool inverse) {
@@ -450,6 +503,36 @@ class CudaBackend final : public Backend {
           a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(dout), lse, delta, typed<T>(dk), typed<T>(dv));
     });
     launched("attention_backward");
+  }
+
+  void packed_attention(const PackedAttention& a, const void* q, const void* k, const void* v, const int* starts,
+                        void* out, float* lse) override {
+    if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
+    const std::size_t rows = static_cast<std::size_t>(a.tokens) * a.heads;
+    if (rows == 0) return;
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      packed_attention_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
+                                                                          starts, typed<T>(out), lse);
+    });
+    launched("packed_attention");
+  }
+
+  void packed_attention_backward(const PackedAttention& a, const void* q, const void* k, const void* v,
+                                 const int* starts, const void* out, const void* dout, const float* lse, float* delta,
+                                 void* dq, void* dk, void* dv) override {
+    if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
+    const std::size_t rows = static_cast<std::size_t>(a.tokens) * a.heads;
+    const std::size_t positions = static_cast<std::size_t>(a.tokens) * a.kv_heads;
+    if (rows == 0) return;
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      packed_attention_dq_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), starts, typed<T>(out), typed<T>(dout), lse, delta, typed<T>(dq));
+      packed_attention_dkv_kernel<<<blocks_for(positions), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), starts, typed<T>(dout), lse, delta, typed<T>(dk), typed<T>(dv));
+    });
+    launched("packed_attention_backward");
   }
 
   void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,

@@ -137,6 +137,21 @@ HETRL_HD inline int first_query_seeing(int length, int queries, int j) {
   return t > 0 ? t : 0;
 }
 
+// The packed sequence holding row `row`: the last s with starts[s] <= row, over `batch`
+// sequences (PackedAttention's starts).
+HETRL_HD inline int packed_sequence(const int* starts, int batch, int row) {
+  int low = 0, high = batch - 1;
+  while (low < high) {
+    const int mid = (low + high + 1) / 2;
+    if (starts[mid] <= row) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return low;
+}
+
 // D = dout . out for one query head: the softmax backward's row term.
 template <typename T>
 HETRL_HD float attention_delta(const T* out, const T* dout, int head_dim) {

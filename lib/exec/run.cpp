@@ -48,7 +48,8 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_;
 };
 
-// A micro-batch: samples of alike lengths, padded to the longest.
+// A micro-batch: samples of alike lengths, handed to the model padded to the longest, which it
+// runs packed (the padding is never computed).
 struct MicroBatch {
   std::vector<std::size_t> samples;
   int length = 0;
@@ -536,17 +537,22 @@ class Runner {
   }
 
   // Micro-batches over samples [first, last): by length, each at most the cost model's
-  // micro-batch tokens once padded (at least one sample).
+  // micro-batch tokens (the samples' own, as the model runs them packed; at least one sample).
   std::vector<MicroBatch> micro_batches(std::vector<std::size_t> members) const {
     std::stable_sort(members.begin(), members.end(),
                      [&](std::size_t a, std::size_t b) { return samples_[a].tokens.size() < samples_[b].tokens.size(); });
     const double budget = model_.params().micro_batch_tokens;
     std::vector<MicroBatch> out;
+    double tokens = 0;
     for (const std::size_t i : members) {
       const int length = static_cast<int>(samples_[i].tokens.size());
-      if (out.empty() || static_cast<double>(out.back().samples.size() + 1) * length > budget) out.emplace_back();
+      if (out.empty() || tokens + length > budget) {
+        out.emplace_back();
+        tokens = 0;
+      }
       out.back().samples.push_back(i);
       out.back().length = std::max(out.back().length, length);
+      tokens += length;
     }
     return out;
   }

@@ -431,13 +431,14 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
 const Buffer& Transformer::run_layers(const Step& step, bool save) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
-  const int rows = step.batch * step.queries;
+  const int rows = static_cast<int>(step.tokens.size());
   const int hidden = arch_.hidden, head_dim = arch_.head_dim;
   const std::size_t n = static_cast<std::size_t>(rows);
   const std::size_t local = shards_.size();
+  const bool packed = !step.starts.empty();
   Buffer& tokens = upload_ints("tokens", step.tokens);
   Buffer& positions = upload_ints("positions", step.positions);
-  Buffer& lengths = upload_ints("lengths", step.lengths);
+  Buffer& lengths = upload_ints(packed ? "starts" : "lengths", packed ? step.starts : step.lengths);
   Buffer* slots = step.slots.empty() ? nullptr : &upload_ints("slots", step.slots);
   Buffer* rows_at = step.cache ? &upload_ints("rows_at", step.rows_at) : nullptr;
   // A training forward keeps each layer's activations in saved_ (sized to the step); any other
@@ -504,15 +505,20 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
         keys = cache.k[at].data();
         values = cache.v[at].data();
       }
-      device::Attention a;
-      a.dtype = t;
-      a.batch = step.batch;
-      a.queries = step.queries;
-      a.heads = sh.heads;
-      a.kv_heads = sh.kv_heads;
-      a.head_dim = head_dim;
-      a.capacity = step.cache ? step.cache->capacity() : step.queries;
-      b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), lse);
+      if (packed) {
+        b_.packed_attention(packed_shape(step.batch, rows, sh), q.data(), keys, values, lengths.as<int>(), o.data(),
+                            lse);
+      } else {
+        device::Attention a;
+        a.dtype = t;
+        a.batch = step.batch;
+        a.queries = step.queries;
+        a.heads = sh.heads;
+        a.kv_heads = sh.kv_heads;
+        a.head_dim = head_dim;
+        a.capacity = step.cache ? step.cache->capacity() : step.queries;
+        b_.attention(a, q.data(), keys, values, lengths.as<int>(), slots ? slots->as<int>() : nullptr, o.data(), lse);
+      }
       linear(o, sw.wo, tmp, rows, q_width, hidden, s > 0);
     }
     reduce(tmp, n * hidden);
@@ -568,17 +574,35 @@ void check_sequences(const std::vector<int>& tokens, int batch, int length, int 
 }  // namespace
 
 Transformer::Step Transformer::whole_sequences(const std::vector<int>& tokens, int batch, int length,
-                                               const char* what) const {
+                                               const std::vector<int>& ends, const char* what) const {
   check_sequences(tokens, batch, length, arch_.vocab, what);
+  if (!ends.empty() && ends.size() != static_cast<std::size_t>(batch)) {
+    throw core::InputError(fmt::format("{}: {} sequence ends for {} sequences", what, ends.size(), batch));
+  }
   Step step;
   step.batch = batch;
   step.queries = length;
-  step.tokens = tokens;
+  step.starts.push_back(0);
   for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p < length; ++p) step.positions.push_back(p);
-    step.lengths.push_back(length);
+    const int end = ends.empty() ? length : std::clamp(ends[static_cast<std::size_t>(s)], 0, length);
+    const auto from = tokens.begin() + static_cast<long>(s) * length;
+    step.tokens.insert(step.tokens.end(), from, from + end);
+    for (int p = 0; p < end; ++p) step.positions.push_back(p);
+    step.starts.push_back(step.starts.back() + end);
   }
+  if (step.tokens.empty()) throw core::InputError(fmt::format("{}: every sequence ends before its first token", what));
   return step;
+}
+
+device::PackedAttention Transformer::packed_shape(int batch, int rows, const ShardShape& shard) const {
+  device::PackedAttention a;
+  a.dtype = options_.dtype;
+  a.batch = batch;
+  a.tokens = rows;
+  a.heads = shard.heads;
+  a.kv_heads = shard.kv_heads;
+  a.head_dim = arch_.head_dim;
+  return a;
 }
 
 void Transformer::head_logits(const Buffer& states, int first, int rows, Buffer& logits) {
@@ -599,22 +623,18 @@ int Transformer::logit_chunk() const {
 
 std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length, int first,
                                       const std::vector<int>& ends) {
-  return head_outputs(run_layers(whole_sequences(tokens, batch, length, "score")), tokens, batch, length,
-                      scored_positions(batch, length, first, ends));
+  const Step step = whole_sequences(tokens, batch, length, ends, "score");
+  return head_outputs(run_layers(step), step, length, scored_positions(step, length, first));
 }
 
-Transformer::Scored Transformer::scored_positions(int batch, int length, int first, const std::vector<int>& ends) {
-  if (!ends.empty() && ends.size() != static_cast<std::size_t>(batch)) {
-    throw core::InputError(fmt::format("score: {} sequence ends for {} sequences", ends.size(), batch));
-  }
+Transformer::Scored Transformer::scored_positions(const Step& step, int length, int first) {
   Scored scored;
   scored.length = length;
   first = std::clamp(first, 0, length - 1);
-  for (int s = 0; s < batch; ++s) {
-    const int end = ends.empty() ? length : std::clamp(ends[static_cast<std::size_t>(s)], 0, length);
-    const int count = end - 1 - first;
+  for (int s = 0; s < step.batch; ++s) {
+    const int count = step.starts[static_cast<std::size_t>(s) + 1] - step.starts[static_cast<std::size_t>(s)] - 1 - first;
     if (count <= 0) continue;
-    scored.runs.push_back({s, first, count, scored.rows});
+    scored.runs.push_back({s, first, count, scored.rows, step.starts[static_cast<std::size_t>(s)] + first});
     scored.rows += count;
   }
   return scored;
@@ -625,44 +645,46 @@ const Buffer& Transformer::scored_rows(const Buffer& final_states, const Scored&
   Buffer& rows = scratch("scored_rows", std::max<std::size_t>(1, static_cast<std::size_t>(scored.rows)) * row);
   for (const Scored::Run& r : scored.runs) {
     b_.copy(static_cast<char*>(rows.data()) + static_cast<std::size_t>(r.at) * row,
-            static_cast<const char*>(final_states.data()) +
-                (static_cast<std::size_t>(r.sequence) * static_cast<std::size_t>(scored.length) +
-                 static_cast<std::size_t>(r.first)) * row,
+            static_cast<const char*>(final_states.data()) + static_cast<std::size_t>(r.row) * row,
             static_cast<std::size_t>(r.count) * row);
   }
   return rows;
 }
 
-std::vector<int> Transformer::scored_targets(const std::vector<int>& tokens, const Scored& scored) {
+std::vector<int> Transformer::scored_targets(const std::vector<int>& packed, const Scored& scored) {
   std::vector<int> targets;
   for (const Scored::Run& r : scored.runs) {
-    for (int p = r.first; p < r.first + r.count; ++p) {
-      targets.push_back(tokens[static_cast<std::size_t>(r.sequence * scored.length + p + 1)]);
-    }
+    for (int i = 1; i <= r.count; ++i) targets.push_back(packed[static_cast<std::size_t>(r.row + i)]);
   }
   return targets;
 }
 
-std::vector<float> Transformer::head_outputs(const Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                             int length, const Scored& scored) {
+std::vector<float> Transformer::head_outputs(const Buffer& final_states, const Step& step, int length,
+                                             const Scored& scored) {
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
-  const int rows = batch * length;
+  const int batch = step.batch, rows = static_cast<int>(step.tokens.size());
   std::vector<float> out;
   if (head_ == Head::kScalar) {
     Buffer& values = scratch("values", static_cast<std::size_t>(rows) * e);
     Buffer& wide = scratch("values_f32", static_cast<std::size_t>(rows) * sizeof(float));
     linear(final_states, lm_head_, values, rows, arch_.hidden, 1);
     b_.cast(t, values.data(), DType::kF32, wide.data(), static_cast<std::size_t>(rows));
-    out.resize(static_cast<std::size_t>(rows));
-    b_.download(out.data(), wide.data(), out.size() * sizeof(float));
+    std::vector<float> packed(static_cast<std::size_t>(rows));
+    b_.download(packed.data(), wide.data(), packed.size() * sizeof(float));
+    // Each sequence's values at its positions; none past its end.
+    out.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(length), 0.0f);
+    for (int s = 0; s < batch; ++s) {
+      const int from = step.starts[static_cast<std::size_t>(s)], to = step.starts[static_cast<std::size_t>(s) + 1];
+      std::copy(packed.begin() + from, packed.begin() + to, out.begin() + static_cast<long>(s) * length);
+    }
     return out;
   }
   // Log-probabilities of the scored positions' next tokens, in chunks of rows of the logits.
   out.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(length - 1), 0.0f);
   if (scored.rows == 0) return out;
   const Buffer& states = scored_rows(final_states, scored);
-  Buffer& device_targets = upload_ints("targets", scored_targets(tokens, scored));
+  Buffer& device_targets = upload_ints("targets", scored_targets(step.tokens, scored));
   const int chunk = logit_chunk();
   Buffer& logits = scratch("logits", static_cast<std::size_t>(std::min(chunk, scored.rows)) * arch_.vocab * e);
   Buffer& losses = scratch("losses", static_cast<std::size_t>(scored.rows) * sizeof(float));
@@ -684,15 +706,13 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const s
 
 std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length, int first,
                                         const std::vector<int>& ends) {
-  const Step step = whole_sequences(tokens, batch, length, "forward");
-  pass_.batch = batch;
+  Step step = whole_sequences(tokens, batch, length, ends, "forward");
+  pass_scored_ = scored_positions(step, length, first);
+  const std::vector<float> out = head_outputs(run_layers(step, true), step, length, pass_scored_);
   pass_.length = length;
-  pass_scored_ = scored_positions(batch, length, first, ends);
-  pass_.tokens = tokens;
-  pass_.positions = step.positions;
-  pass_.lengths = step.lengths;
+  pass_.step = std::move(step);
   pass_.active = true;
-  return head_outputs(run_layers(step, true), tokens, batch, length, pass_scored_);
+  return out;
 }
 
 Buffer& Transformer::grad(const std::string& name) {
@@ -740,10 +760,11 @@ void Transformer::backward(const std::vector<float>& doutput) {
   pass_.active = false;
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
-  const int batch = pass_.batch, length = pass_.length, rows = batch * length;
+  const Step& step = pass_.step;
+  const int batch = step.batch, length = pass_.length, rows = static_cast<int>(step.tokens.size());
   const int hidden = arch_.hidden, head_dim = arch_.head_dim;
   const std::size_t n = static_cast<std::size_t>(rows);
-  const std::size_t outputs = head_ == Head::kScalar ? n : static_cast<std::size_t>(batch) * (length - 1);
+  const std::size_t outputs = static_cast<std::size_t>(batch) * static_cast<std::size_t>(head_ == Head::kScalar ? length : length - 1);
   if (doutput.size() != outputs) {
     throw core::InputError(fmt::format("backward: {} output gradients for {} outputs", doutput.size(), outputs));
   }
@@ -754,7 +775,13 @@ void Transformer::backward(const std::vector<float>& doutput) {
   const Buffer& final_states = pass_.final_states;
 
   if (head_ == Head::kScalar) {
-    Buffer& wide = upload_floats("dvalues_f32", doutput);
+    // The gradients of the values each sequence has, packed as its rows are.
+    std::vector<float> packed;
+    for (int s = 0; s < batch; ++s) {
+      const auto from = doutput.begin() + static_cast<long>(s) * length;
+      packed.insert(packed.end(), from, from + (step.starts[static_cast<std::size_t>(s) + 1] - step.starts[static_cast<std::size_t>(s)]));
+    }
+    Buffer& wide = upload_floats("dvalues_f32", packed);
     Buffer& dvalues = scratch("dvalues", n * e);
     b_.cast(DType::kF32, wide.data(), t, dvalues.data(), n);
     linear_backward(final_states, lm_head_, dvalues, &dfinal, false, "head", rows, hidden, 1);
@@ -771,7 +798,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
     b_.fill_zero(dfinal.data(), n * hidden * e);
     if (scored.rows > 0) {
       Buffer& row_weights = upload_floats("row_weights", weights);
-      Buffer& targets = upload_ints("targets", scored_targets(pass_.tokens, scored));
+      Buffer& targets = upload_ints("targets", scored_targets(step.tokens, scored));
       const Buffer& states = scored_rows(final_states, scored);
       Buffer& dstates = scratch("dscored_rows", static_cast<std::size_t>(scored.rows) * hidden * e);
       const int chunk = logit_chunk();
@@ -805,8 +832,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
       // Back to each sequence's rows of the final states.
       const std::size_t row = static_cast<std::size_t>(hidden) * e;
       for (const Scored::Run& r : scored.runs) {
-        b_.copy(static_cast<char*>(dfinal.data()) +
-                    (static_cast<std::size_t>(r.sequence) * static_cast<std::size_t>(length) + static_cast<std::size_t>(r.first)) * row,
+        b_.copy(static_cast<char*>(dfinal.data()) + static_cast<std::size_t>(r.row) * row,
                 static_cast<const char*>(dstates.data()) + static_cast<std::size_t>(r.at) * row,
                 static_cast<std::size_t>(r.count) * row);
       }
@@ -816,8 +842,8 @@ void Transformer::backward(const std::vector<float>& doutput) {
                       hidden, options_.norm_eps);
   add_grad("final_norm", dnorm, static_cast<std::size_t>(hidden));
 
-  Buffer& positions = upload_ints("positions", pass_.positions);
-  Buffer& lengths = upload_ints("lengths", pass_.lengths);
+  Buffer& positions = upload_ints("positions", step.positions);
+  Buffer& starts = upload_ints("starts", step.starts);
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const Layer& w = layers_[l];
     const Saved& saved = saved_[l];
@@ -858,17 +884,10 @@ void Transformer::backward(const std::vector<float>& doutput) {
       Buffer& dv = scratch("dv", n * kv_width * e);
       Buffer& dout = scratch("do", n * q_width * e);
       Buffer& delta = scratch("delta", n * sh.heads * sizeof(float));
-      device::Attention a;
-      a.dtype = t;
-      a.batch = batch;
-      a.queries = length;
-      a.heads = sh.heads;
-      a.kv_heads = sh.kv_heads;
-      a.head_dim = head_dim;
-      a.capacity = length;
       linear_backward(ss.o, sw.wo, dx, &dout, false, shard_name(p + "wo", sh), rows, q_width, hidden);
-      b_.attention_backward(a, ss.q.data(), ss.k.data(), ss.v.data(), lengths.as<int>(), ss.o.data(), dout.data(),
-                            ss.lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+      b_.packed_attention_backward(packed_shape(batch, rows, sh), ss.q.data(), ss.k.data(), ss.v.data(),
+                                   starts.as<int>(), ss.o.data(), dout.data(), ss.lse.as<float>(), delta.as<float>(),
+                                   dq.data(), dk.data(), dv.data());
       b_.rope_at(t, dq.data(), positions.as<int>(), rows, sh.heads, head_dim, options_.rope_theta, true);
       b_.rope_at(t, dk.data(), positions.as<int>(), rows, sh.kv_heads, head_dim, options_.rope_theta, true);
       Buffer* dq_in = &dq;
@@ -898,7 +917,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
     add_grad(p + "attn_norm", dnorm, static_cast<std::size_t>(hidden));
     b_.add(t, dx.data(), dfinal.data(), n * hidden);
   }
-  Buffer& tokens = upload_ints("tokens", pass_.tokens);
+  Buffer& tokens = upload_ints("tokens", step.tokens);
   b_.embed_backward(t, dx.data(), tokens.as<int>(), grad("embedding").as<float>(), rows, hidden);
 }
 

@@ -128,9 +128,10 @@ class Transformer {
   // The outputs of `batch` whole sequences of `length` tokens each (tokens [sequence][position],
   // positions from 0): for the language head the log-probability of each next token
   // ([sequence][length - 1]), for the scalar head each token's value ([sequence][length]).
-  // The language head runs only over the positions scored: from `first` (a response's first
-  // token's predecessor) to each sequence's own end (ends[s] tokens, padding after them; empty:
-  // `length` each); the other outputs are 0.
+  // Each sequence runs up to its own end (ends[s] tokens, padding after them that is never
+  // computed: the sequences are packed, as engines run variable-length batches; empty: `length`
+  // each), and its outputs past the end are 0. The language head runs only over the positions
+  // scored: from `first` (a response's first token's predecessor) to the end; the others are 0.
   std::vector<float> score(const std::vector<int>& tokens, int batch, int length, int first = 0,
                            const std::vector<int>& ends = {});
 
@@ -194,10 +195,19 @@ class Transformer {
     device::Buffer x_in, h, x_mid, h2;
     std::vector<SavedShard> shards;
   };
-  // What a training forward leaves for backward.
+  // Where a step's keys and values go: into `cache` at rows `rows_at` (prefill and decode, `batch`
+  // sequences of `queries` tokens each), or, for whole sequences (score, forward), kept in the
+  // workspace as the step's own, the sequences packed without padding: sequence s is rows
+  // starts[s] to starts[s + 1]. tokens and positions are per row.
+  struct Step {
+    int batch = 0, queries = 0;
+    Cache* cache = nullptr;
+    std::vector<int> tokens, positions, lengths, slots, rows_at, starts;
+  };
+  // What a training forward leaves for backward: its step, the padded length its caller uses.
   struct Pass {
-    int batch = 0, length = 0;
-    std::vector<int> tokens, positions, lengths;
+    Step step;
+    int length = 0;
     device::Buffer x_out, final_states;  // the residual stream after the last layer, and its norm
     bool active = false;
   };
@@ -205,7 +215,8 @@ class Transformer {
   // rows, gathered one sequence after another.
   struct Scored {
     struct Run {
-      int sequence = 0, first = 0, count = 0, at = 0;  // rows [first, first + count) of the sequence, from row `at`
+      // Positions [first, first + count) of the sequence, packed row `row` on; gathered from row `at`.
+      int sequence = 0, first = 0, count = 0, at = 0, row = 0;
     };
     std::vector<Run> runs;
     int rows = 0;
@@ -226,36 +237,33 @@ class Transformer {
   const device::Buffer& weight(Weight w, int layer, int shard) const;
   device::Buffer& weight(Weight w, int layer, int shard);
   void check_reshard(const Transformer& from) const;
-  static Scored scored_positions(int batch, int length, int first, const std::vector<int>& ends);
+  static Scored scored_positions(const Step& step, int length, int first);
   // A parameter's optimiser state: fp32 gradient, and from the first step master weights and
   // moments.
   struct Optimizer {
     device::Buffer grad, master, m, v;
   };
-  // Where a step's keys and values go: into `cache` at rows `rows_at` (prefill and decode), or
-  // kept in the workspace as the step's own cache (score).
-  struct Step {
-    int batch = 0, queries = 0;
-    Cache* cache = nullptr;
-    std::vector<int> tokens, positions, lengths, slots, rows_at;
-  };
   // The final hidden states of the step's rows, after the last norm.
   const device::Buffer& run_layers(const Step& step, bool save = false);
-  // A step of `batch` whole sequences of `length` tokens from position 0 (score, forward);
-  // throws core::InputError naming `what` for tokens that do not make them.
-  Step whole_sequences(const std::vector<int>& tokens, int batch, int length, const char* what) const;
+  // A step of `batch` whole sequences of `length` tokens from position 0, each up to its end
+  // (score, forward), packed; throws core::InputError naming `what` for tokens that do not
+  // make them.
+  Step whole_sequences(const std::vector<int>& tokens, int batch, int length, const std::vector<int>& ends,
+                       const char* what) const;
+  device::PackedAttention packed_shape(int batch, int rows, const ShardShape& shard) const;
   // The language head's logits of `rows` rows of the final states from row `first`.
   void head_logits(const device::Buffer& states, int first, int rows, device::Buffer& logits);
   const device::Buffer& language_head() const { return arch_.tied_embeddings ? embedding_ : lm_head_; }
   // Rows of logits computed at a time (kLogitChunk values at most).
   int logit_chunk() const;
-  // The head over the final states: log-probabilities of next tokens or scalars, as score.
-  std::vector<float> head_outputs(const device::Buffer& final_states, const std::vector<int>& tokens, int batch,
-                                  int length, const Scored& scored);
+  // The head over a whole-sequence step's final states: log-probabilities of next tokens or
+  // scalars, as score lays them out.
+  std::vector<float> head_outputs(const device::Buffer& final_states, const Step& step, int length,
+                                  const Scored& scored);
   // The language head's rows gathered from the final states into one block, and their next
   // tokens.
   const device::Buffer& scored_rows(const device::Buffer& final_states, const Scored& scored);
-  static std::vector<int> scored_targets(const std::vector<int>& tokens, const Scored& scored);
+  static std::vector<int> scored_targets(const std::vector<int>& packed, const Scored& scored);
   void linear_backward(const device::Buffer& x, const device::Buffer& w, const device::Buffer& dy, device::Buffer* dx,
                        bool accumulate_dx, const std::string& weight, int rows, int in, int out);
   device::Buffer& grad(const std::string& name);

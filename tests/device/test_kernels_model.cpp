@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "device/kernels.h"
 #include "device_test_backend.h"
 #include "kernel_checks.h"
 
@@ -139,6 +140,66 @@ TEST_CASE("kernels: causal attention over a cache (prefill and continued steps) 
     const auto loss_q = [&](const std::vector<double>& x) { return dot(attention_reference(a, x, k, v, lengths).out, g); };
     const auto loss_k = [&](const std::vector<double>& x) { return dot(attention_reference(a, q, x, v, lengths).out, g); };
     const auto loss_v = [&](const std::vector<double>& x) { return dot(attention_reference(a, q, k, x, lengths).out, g); };
+    const double tolerance = 8 * precision(t) + 1e-5;
+    check_close(get(*b, t, dq, q_count), numeric_gradient(loss_q, q), tolerance);
+    check_close(get(*b, t, dk, kv_count), numeric_gradient(loss_k, k), tolerance);
+    check_close(get(*b, t, dv, kv_count), numeric_gradient(loss_v, v), tolerance);
+  }
+}
+
+// Packed attention in double: each sequence's rows as one whole sequence over its own keys.
+AttentionReference packed_reference(const PackedAttention& a, const std::vector<int>& starts,
+                                    const std::vector<double>& q, const std::vector<double>& k,
+                                    const std::vector<double>& v) {
+  AttentionReference r;
+  const std::size_t q_row = static_cast<std::size_t>(a.heads * a.head_dim), kv_row = static_cast<std::size_t>(a.kv_heads * a.head_dim);
+  for (int s = 0; s < a.batch; ++s) {
+    const int n = starts[s + 1] - starts[s];
+    if (n == 0) continue;
+    Attention one;
+    one.batch = 1, one.queries = n, one.capacity = n, one.heads = a.heads, one.kv_heads = a.kv_heads;
+    one.head_dim = a.head_dim;
+    const auto slice = [&](const std::vector<double>& x, std::size_t row) {
+      return std::vector<double>(x.begin() + static_cast<long>(starts[s] * row),
+                                 x.begin() + static_cast<long>((starts[s] + n) * row));
+    };
+    const AttentionReference part = attention_reference(one, slice(q, q_row), slice(k, kv_row), slice(v, kv_row), {n});
+    r.out.insert(r.out.end(), part.out.begin(), part.out.end());
+    r.lse.insert(r.lse.end(), part.lse.begin(), part.lse.end());
+  }
+  return r;
+}
+
+TEST_CASE("kernels: attention over packed sequences of different lengths is each one's own, and its gradients") {
+  auto b = test_backend();
+  // Three sequences one after another, the middle one empty (a sample with nothing to score).
+  PackedAttention a;
+  a.batch = 3, a.tokens = 7, a.heads = 4, a.kv_heads = 2, a.head_dim = 8;
+  const std::vector<int> starts{0, 3, 3, 7};
+  // The sequence of each row, as the GPU's threads find it: the empty one holds none.
+  const std::vector<int> owner{0, 0, 0, 2, 2, 2, 2};
+  for (int row = 0; row < a.tokens; ++row) CHECK(packed_sequence(starts.data(), a.batch, row) == owner[static_cast<std::size_t>(row)]);
+  const std::size_t q_count = static_cast<std::size_t>(a.tokens * a.heads * a.head_dim);
+  const std::size_t kv_count = static_cast<std::size_t>(a.tokens * a.kv_heads * a.head_dim);
+  for (DType t : kTypes) {
+    CAPTURE(dtype_name(t));
+    a.dtype = t;
+    const std::vector<double> q = random_values(q_count, 1.0, 41, t), k = random_values(kv_count, 1.0, 42, t),
+                              v = random_values(kv_count, 1.0, 43, t), g = random_values(q_count, 1.0, 44, t);
+    const AttentionReference expected = packed_reference(a, starts, q, k, v);
+    const Buffer dq_in = put(*b, t, q), dk_in = put(*b, t, k), dv_in = put(*b, t, v), ds = put_raw(*b, starts);
+    const Buffer out(*b, q_count * dtype_bytes(t)), lse(*b, q_count / a.head_dim * sizeof(float));
+    b->packed_attention(a, dq_in.data(), dk_in.data(), dv_in.data(), ds.as<int>(), out.data(), lse.as<float>());
+    check_close(get(*b, t, out, q_count), expected.out, 2 * precision(t));
+    check_close(widen(get_raw<float>(*b, lse, expected.lse.size())), expected.lse, 1e-5);
+
+    const Buffer dout = put(*b, t, g), delta(*b, q_count / a.head_dim * sizeof(float));
+    const Buffer dq(*b, q_count * dtype_bytes(t)), dk(*b, kv_count * dtype_bytes(t)), dv(*b, kv_count * dtype_bytes(t));
+    b->packed_attention_backward(a, dq_in.data(), dk_in.data(), dv_in.data(), ds.as<int>(), out.data(), dout.data(),
+                                 lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+    const auto loss_q = [&](const std::vector<double>& x) { return dot(packed_reference(a, starts, x, k, v).out, g); };
+    const auto loss_k = [&](const std::vector<double>& x) { return dot(packed_reference(a, starts, q, x, v).out, g); };
+    const auto loss_v = [&](const std::vector<double>& x) { return dot(packed_reference(a, starts, q, k, x).out, g); };
     const double tolerance = 8 * precision(t) + 1e-5;
     check_close(get(*b, t, dq, q_count), numeric_gradient(loss_q, q), tolerance);
     check_close(get(*b, t, dk, kv_count), numeric_gradient(loss_k, k), tolerance);

@@ -335,57 +335,65 @@ TEST_CASE("transformer: every parameter's gradient matches finite differences of
   }
 }
 
-TEST_CASE("transformer: the language head over the responses only gives the whole head's log-probabilities there, "
-          "and the same gradients") {
+TEST_CASE("transformer: sequences run to their own ends give the whole sequences' outputs there and the same "
+          "gradients, both heads; the language head scores the responses only") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(false, true, false);
   TransformerOptions o;
   o.dtype = DType::kF32;
-  // Responses from position 3 on; the first sequence ends a token early (padding after it).
+  // Responses from position 3 on; the first sequence ends a token early (padding after it, which
+  // the model never runs: the sequences are packed).
   const int batch = 2, length = 6, first = 2;
   const std::vector<int> ends{5, 6};
   std::vector<int> tokens = some_tokens(length, a.vocab, 8);
   const std::vector<int> second = some_tokens(length, a.vocab, 9);
   tokens.insert(tokens.end(), second.begin(), second.end());
-  Transformer whole(*b, a, Head::kLanguage, o), responses(*b, a, Head::kLanguage, o);
-  randomise(*b, whole, o.dtype);
-  randomise(*b, responses, o.dtype);
-  const std::vector<float> all = whole.score(tokens, batch, length);
-  const std::vector<float> scored = responses.score(tokens, batch, length, first, ends);
-  REQUIRE(scored.size() == all.size());
-  std::vector<float> dout(all.size(), 0.0f);
-  int counted = 0;
-  for (int s = 0; s < batch; ++s) {
-    for (int p = 0; p + 1 < length; ++p) {
-      CAPTURE(s);
-      CAPTURE(p);
-      const auto i = static_cast<std::size_t>(s * (length - 1) + p);
-      if (p < first || p + 1 >= ends[static_cast<std::size_t>(s)]) {
-        CHECK(scored[i] == 0.0f);
-      } else {
-        CHECK(scored[i] == doctest::Approx(all[i]).epsilon(1e-5));
-        CHECK(scored[i] < 0.0f);
-        dout[i] = static_cast<float>(std::sin(1.0 + static_cast<double>(i)));
-        ++counted;
+  for (const Head head : {Head::kLanguage, Head::kScalar}) {
+    const bool language = head == Head::kLanguage;
+    CAPTURE(language);
+    Transformer whole(*b, a, head, o), responses(*b, a, head, o);
+    randomise(*b, whole, o.dtype);
+    randomise(*b, responses, o.dtype);
+    const std::vector<float> all = whole.score(tokens, batch, length);
+    const std::vector<float> scored = responses.score(tokens, batch, length, first, ends);
+    REQUIRE(scored.size() == all.size());
+    const int row = language ? length - 1 : length;
+    std::vector<float> dout(all.size(), 0.0f);
+    int counted = 0;
+    for (int s = 0; s < batch; ++s) {
+      for (int p = 0; p < row; ++p) {
+        CAPTURE(s);
+        CAPTURE(p);
+        const auto i = static_cast<std::size_t>(s * row + p);
+        const int end = ends[static_cast<std::size_t>(s)];
+        if (language ? p < first || p + 1 >= end : p >= end) {
+          CHECK(scored[i] == 0.0f);
+        } else {
+          CHECK(scored[i] == doctest::Approx(all[i]).epsilon(1e-5));
+          if (language) CHECK(scored[i] < 0.0f);
+          dout[i] = static_cast<float>(std::sin(1.0 + static_cast<double>(i)));
+          ++counted;
+        }
       }
     }
+    CHECK(counted == (language ? 2 + 3 : 5 + 6));
+    // The loss reads the outputs the sequences have: the gradients of every parameter agree.
+    whole.forward(tokens, batch, length);
+    whole.backward(dout);
+    responses.forward(tokens, batch, length, first, ends);
+    responses.backward(dout);
+    for (const Transformer::Tensor& p : whole.parameters()) {
+      CAPTURE(p.name);
+      const std::vector<float> expected = whole.gradient(p.name), found = responses.gradient(p.name);
+      REQUIRE(found.size() == expected.size());
+      double largest = 0;
+      for (const float g : expected) largest = std::max(largest, static_cast<double>(std::abs(g)));
+      CHECK(largest > 0);
+      for (std::size_t i = 0; i < found.size(); ++i) CHECK(found[i] == doctest::Approx(expected[i]).scale(largest).epsilon(1e-5));
+    }
+    CHECK_THROWS_AS(responses.score(tokens, batch, length, first, {5}), core::InputError);
+    CHECK_THROWS_AS(responses.score(tokens, batch, length, first, {0, 0}), core::InputError);
   }
-  CHECK(counted == 2 + 3);
-  // The loss reads the scored positions only: the gradients of every parameter agree.
-  whole.forward(tokens, batch, length);
-  whole.backward(dout);
-  responses.forward(tokens, batch, length, first, ends);
-  responses.backward(dout);
-  for (const Transformer::Tensor& p : whole.parameters()) {
-    CAPTURE(p.name);
-    const std::vector<float> expected = whole.gradient(p.name), found = responses.gradient(p.name);
-    REQUIRE(found.size() == expected.size());
-    double largest = 0;
-    for (const float g : expected) largest = std::max(largest, static_cast<double>(std::abs(g)));
-    CHECK(largest > 0);
-    for (std::size_t i = 0; i < found.size(); ++i) CHECK(found[i] == doctest::Approx(expected[i]).scale(largest).epsilon(1e-5));
-  }
-  CHECK_THROWS_AS(responses.score(tokens, batch, length, first, {5}), core::InputError);
 }
 
 TEST_CASE("transformer: training lowers the loss of a fixed language-modelling task, in fp32 and bf16") {

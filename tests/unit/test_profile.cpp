@@ -81,6 +81,14 @@ class FailingBackend final : public device::Backend {
                           const void*, const float*, float*, void*, void*, void*) override {
     tick();
   }
+  void packed_attention(const device::PackedAttention&, const void*, const void*, const void*, const int*, void*,
+                        float*) override {
+    tick();
+  }
+  void packed_attention_backward(const device::PackedAttention&, const void*, const void*, const void*, const int*,
+                                 const void*, const void*, const float*, float*, void*, void*, void*) override {
+    tick();
+  }
   void rope_at(device::DType, void*, const int*, int, int, int, float, bool) override { tick(); }
   void embed(device::DType, const void*, const int*, void*, int, int) override { tick(); }
   void embed_backward(device::DType, const void*, const int*, float*, int, int) override { tick(); }
