@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "exec/generate.h"
 #include "exec/transformer.h"
+#include "exec/zero.h"
 #include "plan/evaluate.h"
 
 namespace hetrl::exec {
@@ -755,11 +756,16 @@ class Runner {
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
     const bool data_parallel = dp && dp->size() > 1;
+    // ZeRO from stage 1 on shards the optimiser over the replicas (stage 3's weights are not
+    // sharded between steps here: each replica holds them whole, as stages 1 and 2 do).
+    const bool sharded = placement(task).train.zero_stage >= 1 && shares.size() > 1;
+    std::unique_ptr<ShardedOptimizer> zero;
+    if (sharded && data_parallel) zero = std::make_unique<ShardedOptimizer>(b_, model, *dp);
     device::Buffer meeting;
     if (data_parallel) {
       meeting = device::Buffer(b_, sizeof(float));
-      const float zero = 0;
-      b_.upload(meeting.data(), &zero, sizeof zero);
+      const float nothing = 0;
+      b_.upload(meeting.data(), &nothing, sizeof nothing);
     }
     for (int epoch = 0; epoch < std::max(1, w_.epochs); ++epoch) {
       // Each replica's share in a seeded order, cut into the mini-batches.
@@ -814,41 +820,63 @@ class Runner {
           parts_of[r].passes += spent;
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
+        // The sums a tensor-parallel split's shards share, before the replicas' sum (sums
+        // commute), so that a sharded optimiser's stretch holds every part of its gradients.
+        model.begin_step();
         // Data parallel: the replicas meet first (a one-number all-reduce), so that the
-        // gradients' all-reduce is timed apart from the wait for the slowest replica's passes.
+        // gradients' sync is timed apart from the wait for the slowest replica's passes.
         double wait_seconds = 0, reduce_seconds = 0;
+        Transformer::Stretch stretch = model.partition(0, 1);
         if (data_parallel) {
           const Stopwatch wait(b_);
           dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
           wait_seconds = wait.seconds();
           const Stopwatch reduce(b_);
-          model.reduce_gradients([&](float* data, std::size_t count) {
-            device::all_reduce_in_buckets(*dp, DType::kF32, data, count, kGradientBucket);
-          });
-          // The replicas' losses, summed in double on the host.
-          double total = 0;
-          for (int root = 0; root < dp->size(); ++root) {
-            double part = loss;
-            dp->broadcast_host(&part, sizeof part, root);
-            total += part;
+          if (zero) {
+            stretch = zero->own();
+            zero->reduce_scatter_gradients();
+          } else {
+            model.reduce_gradients([&](float* data, std::size_t count) {
+              device::all_reduce_in_buckets(*dp, DType::kF32, data, count, kGradientBucket);
+            });
           }
-          loss = total;
+          loss = sum_over(*dp, loss);
           reduce_seconds = reduce.seconds();
         }
-        (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) = model.gradient_norm();
-        const Stopwatch step(b_);
-        model.step(adam);
-        const double step_seconds = step.seconds();
+        (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) =
+            zero ? zero->gradient_norm() : model.gradient_norm();
+        // The optimiser step: each process its own stretch under ZeRO, then the replicas'
+        // updated weights gathered (timed with the gradients' sync, as the cost model prices
+        // them together). Alone, each replica's stretch is updated and timed in turn, as its
+        // GPU would.
+        std::vector<double> step_seconds(parts.size(), 0.0);
+        if (sharded && !data_parallel) {
+          for (std::size_t r = 0; r < parts.size(); ++r) {
+            const Stopwatch step(b_);
+            model.update(adam, model.partition(static_cast<int>(r), static_cast<int>(parts.size())));
+            step_seconds[r] = step.seconds();
+          }
+        } else {
+          const Stopwatch step(b_);
+          model.update(adam, stretch);
+          std::fill(step_seconds.begin(), step_seconds.end(), step.seconds());
+          if (zero) {
+            const Stopwatch gather(b_);
+            zero->gather_weights();
+            reduce_seconds += gather.seconds();
+          }
+        }
+        model.end_step();
         // The other layouts of this role are behind now.
         ++version_[role_at];
         const Layout own = trainer_layout(role);
         held_[{role_at, own.tp, own.lead}] = version_[role_at];
         for (std::size_t r = 0; r < parts.size(); ++r) {
           if (!mine(task, r)) continue;
-          seconds[r] += wait_seconds + reduce_seconds + step_seconds;
+          seconds[r] += wait_seconds + reduce_seconds + step_seconds[r];
           parts_of[r].replica_wait += wait_seconds;
           parts_of[r].gradient_reduce += reduce_seconds;
-          parts_of[r].optimizer_step += step_seconds;
+          parts_of[r].optimizer_step += step_seconds[r];
         }
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
       }

@@ -922,8 +922,13 @@ void Transformer::backward(const std::vector<float>& doutput) {
 }
 
 void Transformer::step(const device::AdamW& options) {
-  device::AdamW o = options;
-  o.step = ++steps_;
+  begin_step();
+  update(options, partition(0, 1));
+  end_step();
+}
+
+void Transformer::begin_step() {
+  ++steps_;
   // The qk norms are whole on every shard but each shard's heads give a part of their
   // gradient: summed over the processes holding the other shards.
   if (arch_.qk_norm && options_.tp.all_reduce) {
@@ -955,21 +960,86 @@ void Transformer::step(const device::AdamW& options) {
       }
     }
   }
-  for (const Tensor& p : parameters()) {
+}
+
+void Transformer::update(const device::AdamW& options, Stretch stretch) {
+  device::AdamW o = options;
+  o.step = steps_;
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t) {
     Optimizer& opt = optimizer_[p.name];
-    if (!opt.grad.data()) continue;  // no gradient reached it (a head another task trains)
-    if (!opt.master.data()) {
-      opt.master = Buffer(b_, p.count * sizeof(float));
-      opt.m = Buffer(b_, p.count * sizeof(float));
-      opt.v = Buffer(b_, p.count * sizeof(float));
-      b_.cast(options_.dtype, p.buffer->data(), DType::kF32, opt.master.data(), p.count);
-      b_.fill_zero(opt.m.data(), opt.m.bytes());
-      b_.fill_zero(opt.v.data(), opt.v.bytes());
+    if (!opt.grad.data()) return;  // no gradient reached it (a head another task trains)
+    auto moments = std::find_if(opt.moments.begin(), opt.moments.end(), [&](const Moments& m) { return m.first == first; });
+    if (moments == opt.moments.end()) {
+      Moments m;
+      m.first = first;
+      m.master = Buffer(b_, count * sizeof(float));
+      m.m = Buffer(b_, count * sizeof(float));
+      m.v = Buffer(b_, count * sizeof(float));
+      b_.cast(options_.dtype, static_cast<const char*>(p.buffer->data()) + first * e, DType::kF32, m.master.data(), count);
+      b_.fill_zero(m.m.data(), m.m.bytes());
+      b_.fill_zero(m.v.data(), m.v.bytes());
+      opt.moments.push_back(std::move(m));
+      moments = std::prev(opt.moments.end());
     }
-    b_.adamw(options_.dtype, opt.master.as<float>(), opt.m.as<float>(), opt.v.as<float>(), opt.grad.as<float>(),
-             p.buffer->data(), p.count, o);
-    b_.fill_zero(opt.grad.data(), opt.grad.bytes());
+    if (moments->master.bytes() != count * sizeof(float)) throw std::logic_error("transformer: a stretch of another partition");
+    b_.adamw(options_.dtype, moments->master.as<float>(), moments->m.as<float>(), moments->v.as<float>(),
+             opt.grad.as<float>() + first, static_cast<char*>(p.buffer->data()) + first * e, count, o);
+  });
+}
+
+void Transformer::end_step() {
+  for (auto& [name, opt] : optimizer_) {
+    if (opt.grad.data()) b_.fill_zero(opt.grad.data(), opt.grad.bytes());
   }
+}
+
+std::size_t Transformer::parameter_count() {
+  std::size_t count = 0;
+  for (const Tensor& p : parameters()) count += p.count;
+  return count;
+}
+
+Transformer::Stretch Transformer::partition(int part, int parts) {
+  if (parts < 1 || part < 0 || part >= parts) throw std::logic_error("transformer: a partition outside its parts");
+  const std::size_t count = parameter_count();
+  const std::size_t chunk = (count + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts);
+  const std::size_t first = std::min(count, chunk * static_cast<std::size_t>(part));
+  return {first, std::min(count, first + chunk)};
+}
+
+void Transformer::for_each_piece(Stretch stretch,
+                                 const std::function<void(const Tensor&, std::size_t, std::size_t, std::size_t)>& f) {
+  std::size_t at = 0;
+  for (const Tensor& p : parameters()) {
+    const std::size_t from = std::max(at, stretch.first), to = std::min(at + p.count, stretch.last);
+    if (from < to) f(p, from - at, to - from, from - stretch.first);
+    at += p.count;
+  }
+}
+
+void Transformer::copy_gradients(Stretch stretch, float* flat, bool into_model) {
+  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
+    float* g = grad(p.name).as<float>() + first;
+    if (into_model) {
+      b_.copy(g, flat + at, count * sizeof(float));
+    } else {
+      b_.copy(flat + at, g, count * sizeof(float));
+    }
+  });
+}
+
+void Transformer::copy_weights(Stretch stretch, void* flat, bool into_model) {
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
+    char* w = static_cast<char*>(p.buffer->data()) + first * e;
+    char* f = static_cast<char*>(flat) + at * e;
+    if (into_model) {
+      b_.copy(w, f, count * e);
+    } else {
+      b_.copy(f, w, count * e);
+    }
+  });
 }
 
 void Transformer::reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum) {
@@ -979,29 +1049,34 @@ void Transformer::reduce_gradients(const std::function<void(float* data, std::si
   }
 }
 
-double Transformer::gradient_norm() {
+double Transformer::gradient_norm(const std::function<void(double* squares, int count)>& over_replicas) {
+  return gradient_norm(partition(0, 1), over_replicas);
+}
+
+double Transformer::gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas) {
   // Whole tensors' gradients are alike on every shard; the shards' own add up over the
   // processes holding the others.
-  double whole = 0, sharded = 0;
+  double squares[2] = {0, 0};  // whole, sharded
   std::vector<float> host;
-  for (const Tensor& p : parameters()) {
+  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t) {
     const auto found = optimizer_.find(p.name);
-    if (found == optimizer_.end() || !found->second.grad.data()) continue;
-    host.resize(found->second.grad.bytes() / sizeof(float));
-    b_.download(host.data(), found->second.grad.data(), host.size() * sizeof(float));
-    double squares = 0;
-    for (const float g : host) squares += static_cast<double>(g) * g;
-    (options_.tp.size > 1 && p.name.find('/') != std::string::npos ? sharded : whole) += squares;
-  }
+    if (found == optimizer_.end() || !found->second.grad.data()) return;
+    host.resize(count);
+    b_.download(host.data(), found->second.grad.as<float>() + first, count * sizeof(float));
+    double sum = 0;
+    for (const float g : host) sum += static_cast<double>(g) * g;
+    squares[options_.tp.size > 1 && p.name.find('/') != std::string::npos ? 1 : 0] += sum;
+  });
+  if (over_replicas) over_replicas(squares, 2);
   if (options_.tp.all_reduce) {
-    float part = static_cast<float>(sharded);
+    float part = static_cast<float>(squares[1]);
     Buffer& one = scratch("norm", sizeof(float));
     b_.upload(one.data(), &part, sizeof part);
     options_.tp.all_reduce(DType::kF32, one.data(), 1);
     b_.download(&part, one.data(), sizeof part);
-    sharded = part;
+    squares[1] = part;
   }
-  return std::sqrt(whole + sharded);
+  return std::sqrt(squares[0] + squares[1]);
 }
 
 std::vector<float> Transformer::gradient(const std::string& name) {

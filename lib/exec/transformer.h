@@ -79,6 +79,7 @@ class Transformer {
 
   const workload::ModelArch& arch() const { return arch_; }
   Head head() const { return head_; }
+  device::DType dtype() const { return options_.dtype; }
   std::size_t parameter_bytes() const;
 
   // Every parameter tensor this process holds, by name ("embedding", "layer.3.wq",
@@ -163,6 +164,27 @@ class Transformer {
                              const std::vector<int>& ends = {});
   void backward(const std::vector<float>& doutput);
   void step(const device::AdamW& options);
+  // ZeRO's sharded optimiser (stages 1 and 2, as Megatron's distributed optimiser runs them):
+  // the parameters flattened in parameters() order, cut into even stretches, one a
+  // data-parallel process, which keeps the fp32 master weights and moments of its stretch
+  // only. step() is begin_step (the sums the shards of a tensor-parallel split share, and the
+  // step's count), update over every stretch, end_step (the gradients cleared); a process of a
+  // sharded optimiser updates its own stretch, after its gradients' sum came to it
+  // (copy_gradients from a reduce-scatter's result), and takes the others' updated weights
+  // (copy_weights from an all-gather's).
+  struct Stretch {
+    std::size_t first = 0, last = 0;  // elements of the flattened parameters
+  };
+  std::size_t parameter_count();
+  // Part `part` of `parts`: ceil(count / parts) elements from part * that (the last shorter).
+  Stretch partition(int part, int parts);
+  void begin_step();
+  void update(const device::AdamW& options, Stretch stretch);
+  void end_step();
+  // The gradients (fp32) or the weights (the model's dtype) over a stretch from or into a flat
+  // device buffer of its length.
+  void copy_gradients(Stretch stretch, float* flat, bool into_model);
+  void copy_weights(Stretch stretch, void* flat, bool into_model);
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
   // backward pass.
   std::vector<float> gradient(const std::string& name);
@@ -170,8 +192,10 @@ class Transformer {
   // it), in parameters() order, to `sum`: the data-parallel all-reduce before a step.
   void reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum);
   // The L2 norm of every accumulated gradient together (what trainers log as grad_norm);
-  // reads them back to the host.
-  double gradient_norm();
+  // reads them back to the host. Over a stretch, its squares (whole tensors', the shards' own)
+  // summed by `over_replicas` over the data-parallel processes holding the other stretches.
+  double gradient_norm(const std::function<void(double* squares, int count)>& over_replicas = {});
+  double gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas);
 
  private:
   // What a tensor-parallel shard holds of every layer: its heads and kv heads, its columns of
@@ -239,10 +263,18 @@ class Transformer {
   void check_reshard(const Transformer& from) const;
   static Scored scored_positions(const Step& step, int length, int first);
   // A parameter's optimiser state: fp32 gradient, and from the first step master weights and
-  // moments.
-  struct Optimizer {
-    device::Buffer grad, master, m, v;
+  // moments of each stretch of it this model updates (all of it, unless sharded).
+  struct Moments {
+    std::size_t first = 0;  // elements into the tensor
+    device::Buffer master, m, v;
   };
+  struct Optimizer {
+    device::Buffer grad;
+    std::vector<Moments> moments;
+  };
+  // Calls f(tensor, first element in it, count, elements into the stretch) for each tensor's
+  // piece of the stretch, in order.
+  void for_each_piece(Stretch stretch, const std::function<void(const Tensor&, std::size_t, std::size_t, std::size_t)>& f);
   // The final hidden states of the step's rows, after the last norm.
   const device::Buffer& run_layers(const Step& step, bool save = false);
   // A step of `batch` whole sequences of `length` tokens from position 0, each up to its end

@@ -2,7 +2,9 @@
 // model (its rank's) and the shards' partial sums travel through the communicator's
 // all-reduce; every process also holds the unsplit model and checks that the split one gives
 // its outputs, its shard's slice of the gradients and, after an AdamW step, its outputs again.
-// Alone (no launcher), the one process holds every shard and checks the same.
+// Alone (no launcher), the one process holds every shard and checks the same. ZeRO's sharded
+// optimiser likewise: each process updates its stretch of the weights and gathers the others',
+// which is the unsharded step over every process's data.
 
 #include <doctest/doctest.h>
 
@@ -11,6 +13,7 @@
 
 #include "device_test_backend.h"
 #include "exec/transformer.h"
+#include "exec/zero.h"
 #include "tiny_model.h"
 
 namespace hetrl::exec {
@@ -64,6 +67,57 @@ TEST_CASE("tensor parallelism across processes: a shard a process gives the unsp
     whole.step(adam);
     split.step(adam);
     same(split.score(tokens, batch, length), whole.score(tokens, batch, length));
+  }
+}
+
+
+TEST_CASE("ZeRO across processes: each process's stretch updated, the others' gathered, is the step over all the data") {
+  auto b = device::test_backend();
+  auto comm = device::test_communicator(*b);
+  const int ranks = comm->size();
+  const workload::ModelArch a = tiny(true, true, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer whole(*b, a, Head::kLanguage, o), mine(*b, a, Head::kLanguage, o);
+  const int batch = 2, length = 6;
+  const auto data = [&](int rank, int step) {
+    std::vector<int> tokens;
+    for (int i = 0; i < batch * length; ++i) tokens.push_back((i * 37 + rank * 11 + step * 5 + 3) % a.vocab);
+    return tokens;
+  };
+  std::vector<float> dout;
+  for (int i = 0; i < batch * (length - 1); ++i) dout.push_back(static_cast<float>(std::cos(0.3 * i)));
+  device::AdamW adam;
+  adam.lr = 5e-2f;
+  ShardedOptimizer zero(*b, mine, *comm);
+  CHECK(zero.own().first == mine.partition(comm->rank(), ranks).first);
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    // The reference sums every process's micro-batch; each process runs its own.
+    for (int r = 0; r < ranks; ++r) {
+      whole.forward(data(r, step), batch, length);
+      whole.backward(dout);
+    }
+    mine.forward(data(comm->rank(), step), batch, length);
+    mine.backward(dout);
+    whole.begin_step();
+    mine.begin_step();
+    zero.reduce_scatter_gradients();
+    CHECK(zero.gradient_norm() == doctest::Approx(whole.gradient_norm()).epsilon(1e-5));
+    whole.update(adam, whole.partition(0, 1));
+    whole.end_step();
+    zero.update(adam);
+    zero.gather_weights();
+    mine.end_step();
+    const std::vector<Transformer::Tensor> expected = whole.parameters(), found = mine.parameters();
+    REQUIRE(found.size() == expected.size());
+    for (std::size_t t = 0; t < found.size(); ++t) {
+      CAPTURE(found[t].name);
+      std::vector<float> x(found[t].count), y(expected[t].count);
+      b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
+      b->download(y.data(), expected[t].buffer->data(), y.size() * sizeof(float));
+      for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] == doctest::Approx(y[i]).epsilon(1e-5).scale(1.0));
+    }
   }
 }
 

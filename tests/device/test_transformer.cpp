@@ -437,6 +437,87 @@ TEST_CASE("transformer: training lowers the loss of a fixed language-modelling t
   }
 }
 
+TEST_CASE("ZeRO's stretches: updating each in turn is one step, and a stretch's gradients and weights go out and "
+          "back in parameter order") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, true, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer stepped(*b, a, Head::kLanguage, o), in_parts(*b, a, Head::kLanguage, o);
+  const std::size_t count = in_parts.parameter_count();
+  std::size_t listed = 0;
+  for (const Transformer::Tensor& p : in_parts.parameters()) listed += p.count;
+  CHECK(count == listed);
+  // Three parts of ceil(count / 3), the last shorter, together the whole.
+  const std::size_t chunk = (count + 2) / 3;
+  for (int part = 0; part < 3; ++part) {
+    const Transformer::Stretch s = in_parts.partition(part, 3);
+    CHECK(s.first == chunk * static_cast<std::size_t>(part));
+    CHECK(s.last == std::min(count, s.first + chunk));
+  }
+  const int batch = 2, length = 6;
+  std::vector<int> tokens = some_tokens(length, a.vocab, 3);
+  const std::vector<int> second = some_tokens(length, a.vocab, 4);
+  tokens.insert(tokens.end(), second.begin(), second.end());
+  const std::vector<float> dout(static_cast<std::size_t>(batch * (length - 1)), -0.1f);
+  device::AdamW adam;
+  adam.lr = 1e-2f;
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    for (Transformer* m : {&stepped, &in_parts}) {
+      m->forward(tokens, batch, length);
+      m->backward(dout);
+    }
+    if (step == 0) {
+      // Stretch 1's gradients, flat, are the parameters' own in order; written back doubled,
+      // they are doubled there and nowhere else.
+      const Transformer::Stretch s = in_parts.partition(1, 3);
+      device::Buffer flat(*b, (s.last - s.first) * sizeof(float));
+      in_parts.copy_gradients(s, flat.as<float>(), false);
+      std::vector<float> got(s.last - s.first), all;
+      b->download(got.data(), flat.data(), got.size() * sizeof(float));
+      for (const Transformer::Tensor& p : in_parts.parameters()) {
+        const std::vector<float> g = in_parts.gradient(p.name);
+        all.insert(all.end(), g.begin(), g.end());
+      }
+      REQUIRE(all.size() == count);
+      CHECK(std::equal(got.begin(), got.end(), all.begin() + static_cast<long>(s.first)));
+      CHECK(std::any_of(got.begin(), got.end(), [](float g) { return g != 0.0f; }));
+      for (float& g : got) g *= 2;
+      b->upload(flat.data(), got.data(), got.size() * sizeof(float));
+      in_parts.copy_gradients(s, flat.as<float>(), true);
+      std::vector<float> after;
+      for (const Transformer::Tensor& p : in_parts.parameters()) {
+        const std::vector<float> g = in_parts.gradient(p.name);
+        after.insert(after.end(), g.begin(), g.end());
+      }
+      for (std::size_t i = 0; i < count; ++i) {
+        CHECK(after[i] == (i >= s.first && i < s.last ? 2 * all[i] : all[i]));
+      }
+      // Halved again, and the weights of stretch 2 out and back unchanged.
+      for (float& g : got) g /= 2;
+      b->upload(flat.data(), got.data(), got.size() * sizeof(float));
+      in_parts.copy_gradients(s, flat.as<float>(), true);
+      const Transformer::Stretch w = in_parts.partition(2, 3);
+      device::Buffer weights(*b, (w.last - w.first) * sizeof(float));
+      in_parts.copy_weights(w, weights.data(), false);
+      in_parts.copy_weights(w, weights.data(), true);
+    }
+    stepped.step(adam);
+    in_parts.begin_step();
+    for (const int part : {2, 0, 1}) in_parts.update(adam, in_parts.partition(part, 3));
+    in_parts.end_step();
+    const std::vector<Transformer::Tensor> expected = stepped.parameters(), found = in_parts.parameters();
+    for (std::size_t t = 0; t < found.size(); ++t) {
+      CAPTURE(found[t].name);
+      std::vector<float> x(found[t].count), y(expected[t].count);
+      b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
+      b->download(y.data(), expected[t].buffer->data(), y.size() * sizeof(float));
+      CHECK(x == y);
+    }
+  }
+}
+
 TEST_CASE("tensor parallelism: two shards in one process give one shard's outputs, gradients and training") {
   auto b = device::test_backend();
   for (const bool variant : {false, true}) {

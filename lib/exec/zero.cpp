@@ -1,0 +1,51 @@
+#include "exec/zero.h"
+
+namespace hetrl::exec {
+
+ShardedOptimizer::ShardedOptimizer(device::Backend& backend, Transformer& model, device::Communicator& group)
+    : b_(backend), model_(model), group_(group) {
+  count_ = model_.parameter_count();
+  chunk_ = model_.partition(0, group_.size()).last;
+  own_ = model_.partition(group_.rank(), group_.size());
+}
+
+void ShardedOptimizer::reduce_scatter_gradients() {
+  if (!gradients_.data()) {
+    gradients_ = device::Buffer(b_, chunk_ * static_cast<std::size_t>(group_.size()) * sizeof(float));
+    mine_ = device::Buffer(b_, chunk_ * sizeof(float));
+    b_.fill_zero(gradients_.data(), gradients_.bytes());
+  }
+  model_.copy_gradients({0, count_}, gradients_.as<float>(), false);
+  group_.reduce_scatter(device::DType::kF32, gradients_.data(), mine_.data(), chunk_);
+  model_.copy_gradients(own_, mine_.as<float>(), true);
+}
+
+double ShardedOptimizer::gradient_norm() {
+  return model_.gradient_norm(own_, [&](double* squares, int count) {
+    for (int i = 0; i < count; ++i) squares[i] = sum_over(group_, squares[i]);
+  });
+}
+
+void ShardedOptimizer::gather_weights() {
+  const std::size_t e = device::dtype_bytes(model_.dtype());
+  if (!weights_.data()) {
+    weights_ = device::Buffer(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
+    own_weights_ = device::Buffer(b_, chunk_ * e);
+    b_.fill_zero(own_weights_.data(), own_weights_.bytes());
+  }
+  model_.copy_weights(own_, own_weights_.data(), false);
+  group_.all_gather(model_.dtype(), own_weights_.data(), weights_.data(), chunk_);
+  model_.copy_weights({0, count_}, weights_.data(), true);
+}
+
+double sum_over(device::Communicator& c, double x) {
+  double total = 0;
+  for (int root = 0; root < c.size(); ++root) {
+    double part = x;
+    c.broadcast_host(&part, sizeof part, root);
+    total += part;
+  }
+  return total;
+}
+
+}  // namespace hetrl::exec
