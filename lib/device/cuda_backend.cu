@@ -147,20 +147,31 @@ __global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const 
                     a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
 }
 
+// Query head `row` of packed attention: where its kv head starts in k and v, and how many
+// positions of its sequence it sees.
+struct PackedQuery {
+  long kv;
+  int seen;
+};
+__device__ PackedQuery packed_query(const PackedAttention& a, const int* starts, long row) {
+  const int h = static_cast<int>(row % a.heads);
+  const int token = static_cast<int>(row / a.heads);
+  const int s = packed_sequence(starts, a.batch, token);
+  const int queries = starts[s + 1] - starts[s];
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  return {starts[s] * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim,
+          visible_length(queries, queries, token - starts[s])};
+}
+
 // One thread per query head of a packed row (PackedAttention).
 template <typename T>
 __global__ void packed_attention_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
                                         T* out, float* lse) {
   const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= static_cast<long>(a.tokens) * a.heads) return;
-  const int h = static_cast<int>(row % a.heads);
-  const int token = static_cast<int>(row / a.heads);
-  const int s = packed_sequence(starts, a.batch, token);
-  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = starts[s] * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
-  const int queries = starts[s + 1] - starts[s];
-  const float l = attend_cached(q + row * a.head_dim, k + kv, v + kv, visible_length(queries, queries, token - starts[s]),
-                                stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  const PackedQuery at = packed_query(a, starts, row);
+  const float l = attend_cached(q + row * a.head_dim, k + at.kv, v + at.kv, at.seen, static_cast<long>(a.kv_heads) * a.head_dim,
+                                a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
   if (lse) lse[row] = l;
 }
 
@@ -169,16 +180,11 @@ __global__ void packed_attention_dq_kernel(PackedAttention a, const T* q, const 
                                            const T* out, const T* dout, const float* lse, float* delta, T* dq) {
   const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= static_cast<long>(a.tokens) * a.heads) return;
-  const int h = static_cast<int>(row % a.heads);
-  const int token = static_cast<int>(row / a.heads);
-  const int s = packed_sequence(starts, a.batch, token);
-  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = starts[s] * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
-  const int queries = starts[s + 1] - starts[s];
+  const PackedQuery at = packed_query(a, starts, row);
   delta[row] = attention_delta(out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
-  attend_cached_dq(q + row * a.head_dim, k + kv, v + kv, dout + row * a.head_dim, lse[row], delta[row],
-                   visible_length(queries, queries, token - starts[s]), stride, a.head_dim,
-                   rsqrtf(static_cast<float>(a.head_dim)), dq + row * a.head_dim);
+  attend_cached_dq(q + row * a.head_dim, k + at.kv, v + at.kv, dout + row * a.head_dim, lse[row], delta[row], at.seen,
+                   static_cast<long>(a.kv_heads) * a.head_dim, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
+                   dq + row * a.head_dim);
 }
 
 // One thread per packed position of one kv head; reads every delta of its sequence, so it runs
