@@ -15,6 +15,11 @@ constexpr double kBf16 = 2.0;
 // Mixed-precision Adam keeps fp32 master weights, momentum and variance: 12 bytes a parameter
 // beside the bf16 weights and gradients (Rajbhandari et al. 2020, ZeRO).
 constexpr double kAdamState = 12.0;
+// Bytes of a gradient crossing the data-parallel group (workload::GradientReduce): fp32 by
+// default, as verl's FSDP mixed precision, Megatron for bf16 models and hetrl-exec reduce them.
+double gradient_bytes(const workload::Workload& w) {
+  return w.gradient_reduce == workload::GradientReduce::kBf16 ? kBf16 : 4.0;
+}
 constexpr int kSurvivalPoints = 1024;
 constexpr int kMaxLengthPoints = 40;
 
@@ -450,9 +455,9 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                                        ? shape.eager_elementwise_bytes
                                        : shape.elementwise_bytes;
 
-  // ZeRO-3 (FSDP) gathers every layer's weights for the forward and again for the backward
-  // and reduce-scatters its gradients, each micro-batch; prefetching the next layer hides the
-  // gathers behind the compute as far as they are shorter.
+  // ZeRO-3 (FSDP) gathers every layer's weights (bf16) for the forward and again for the
+  // backward and reduce-scatters its gradients (fp32), each micro-batch; prefetching the next
+  // layer hides them behind the compute as far as they are shorter.
   const bool gathers = training && train.zero_stage >= 3 && dp.replicas > 1;
   double worst = -1;
   double worst_compute = 0, worst_tp = 0, worst_p2p = 0, worst_gather = 0;
@@ -490,9 +495,9 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     }
     double gather = 0;  // exposed: beyond the compute it overlaps
     if (gathers) {
-      const double bytes = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp);
-      const double per_layer = bytes / stage.layers;
-      gather = std::max(0.0, 3.0 * stage.layers * dp.all_gather_seconds(per_layer, params_.collective_latency) -
+      const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) / stage.layers;
+      gather = std::max(0.0, stage.layers * (2.0 * dp.all_gather_seconds(kBf16 * params, params_.collective_latency) +
+                                             dp.all_gather_seconds(gradient_bytes(workload_) * params, params_.collective_latency)) -
                                  compute);
     }
     const double total = compute + gather + tp + p2p;
@@ -635,13 +640,15 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
   for (const auto& stages : replicas) {
     const int pp = static_cast<int>(stages.size());
     for (int s = 0; s < pp; ++s) {
-      bytes = std::max(bytes, kBf16 * shape.shard_params(stages[s].layers, s == 0, s == pp - 1, stages[s].tp));
+      bytes = std::max(bytes, gradient_bytes(workload_) * shape.shard_params(stages[s].layers, s == 0, s == pp - 1, stages[s].tp));
     }
   }
-  // An all-reduce is a reduce-scatter and an all-gather.
-  const double per_step = 2.0 * ring.all_gather_seconds(bytes, params_.collective_latency / 2);
+  // An all-reduce is a reduce-scatter and an all-gather; ZeRO's gather brings back bf16 weights.
   const double steps = workload_.mini_batches * workload_.epochs;
-  out.add(kGradientAllReduceTerm, steps * per_step);
+  const double gather = train.zero_stage >= 1 ? bytes * kBf16 / gradient_bytes(workload_) : bytes;
+  const double per_step = ring.all_gather_seconds(bytes, params_.collective_latency / 2) +
+                          ring.all_gather_seconds(gather, params_.collective_latency / 2);
+  out.add(train.zero_stage >= 1 ? kGradientReduceScatterTerm : kGradientAllReduceTerm, steps * per_step);
   return out.total();
 }
 

@@ -21,8 +21,9 @@
 //     and, under ZeRO-3, the layer gathers its compute does not hide.
 //   - Coefficients are fitted on published measurements and checked on others:
 //     benchmarks/calibration (README.md there says which coefficient comes from which rows).
-//   - gradient_sync_seconds: the DP all-reduce of a train task across its replicas, a ring at
-//     the slowest link it crosses (replicas may be of different GPU types and zones).
+//   - gradient_sync_seconds: the DP all-reduce of a train task's fp32 gradients across its
+//     replicas, a ring at the slowest link it crosses (replicas may be of different GPU types
+//     and zones).
 //   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
 //     capped by the zone links crossed). weight_transfer_seconds: the trained weights to
 //     generation in another group (the transfer, or a broadcast inside the generation group);
@@ -75,6 +76,9 @@ inline double trainer_rate_fraction(Trainer trainer, double training_efficiency)
 inline constexpr char kOptimizerStepTerm[] = "optimizer step";
 inline constexpr char kOffloadedOptimizerStepTerm[] = "optimizer step on the CPU (gradients out, Adam, weights back)";
 inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
+// ZeRO-1 and 2's: the gradients reduce-scattered, each replica's updated shard of the weights
+// all-gathered (Megatron's distributed optimiser, DeepSpeed's ZeRO).
+inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter + weight all-gather";
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
@@ -377,9 +381,10 @@ class CostModel {
   StageMemory stage_memory(int task, std::span<const Stage> stages, int index, int dp,
                            const TrainOptions& train) const;
 
-  // The DP gradient all-reduce of a train task over its replicas, per optimizer step times
-  // the steps of an iteration (ZeRO-0 to 2; ZeRO-3 reduce-scatters each micro-batch's
-  // gradients within its passes).
+  // The DP gradient sync of a train task over its replicas, per optimizer step times the
+  // steps of an iteration: ZeRO-0 all-reduces the fp32 gradients; ZeRO-1 and 2 reduce-scatter
+  // them and all-gather the updated bf16 weights; ZeRO-3 reduce-scatters each micro-batch's
+  // gradients within its passes.
   double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
                                const TrainOptions& train, Breakdown& out) const {
     return gradient_sync_seconds(task, replicas, data_parallel(replicas), train, out);

@@ -191,7 +191,7 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
     const std::string_view name = term.name;
     if (name == cost::kOptimizerStepTerm || name == cost::kOffloadedOptimizerStepTerm) {
       parts.optimizer_step += term.seconds;
-    } else if (name == cost::kGradientAllReduceTerm) {
+    } else if (name == cost::kGradientAllReduceTerm || name == cost::kGradientReduceScatterTerm) {
       parts.gradient_reduce += term.seconds;
     } else {
       parts.passes += term.seconds;

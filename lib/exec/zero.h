@@ -5,7 +5,8 @@
 // flattened parameters (Transformer::partition); it updates that stretch alone, keeping the
 // fp32 master weights and moments of it only, and the processes all-gather each other's
 // updated weights. What crosses the group per step: the fp32 gradients once, the weights once
-// (the cost model prices the step's sync as an all-reduce of bf16 gradients, a third less).
+// (the cost model's kGradientReduceScatterTerm). The gradients are reduced in fp32 whatever
+// the workload's gradient_reduce says.
 
 #include "device/backend.h"
 #include "device/comm.h"

@@ -142,6 +142,9 @@ LoadedWorkload parse_workload(std::string_view text, std::string_view file,
   w.trainer_kernels = root.optional_choice(
       "trainer_kernels", {{"fused", TrainerKernels::kFused}, {"eager", TrainerKernels::kEager}},
       TrainerKernels::kFused);
+  using workload::GradientReduce;
+  w.gradient_reduce = root.optional_choice("gradient_reduce", {{"fp32", GradientReduce::kFp32}, {"bf16", GradientReduce::kBf16}},
+                                           GradientReduce::kFp32);
   root.finish();
   try {
     w.validate(algorithms, loaded.models);

@@ -32,6 +32,11 @@ const char* precision_name(Precision precision);
 // workers by default), each operator reading and writing memory. Generation engines fuse.
 enum class TrainerKernels { kFused, kEager };
 
+// The precision the trainers' gradients cross the data-parallel group in: fp32 (verl's FSDP
+// mixed precision by default, Megatron for bf16 models: gradients accumulated and reduced in
+// fp32) or bf16 (FSDP with reduce_dtype bf16, as some recipes set to halve the traffic).
+enum class GradientReduce { kFp32, kBf16 };
+
 struct Workload {
   std::string algorithm;
   std::array<RoleModel, 4> roles;  // indexed by Role
@@ -48,6 +53,7 @@ struct Workload {
   // batch size packs them); 0: the cost model's default.
   int micro_batch_tokens = 0;
   TrainerKernels trainer_kernels = TrainerKernels::kFused;
+  GradientReduce gradient_reduce = GradientReduce::kFp32;
 
   const RoleModel& role(Role r) const { return roles[static_cast<int>(r)]; }
   RoleModel& role(Role r) { return roles[static_cast<int>(r)]; }

@@ -324,10 +324,25 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   const std::vector<std::span<const cost::Stage>> replicas{a, b};
   cost::Breakdown sync(true);
   f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync);
-  const double grads_per_gpu = 2.0 * 494032768.0 / 8;  // one stage holds the whole model
+  const double grads_per_gpu = 4.0 * 494032768.0 / 8;  // fp32; one stage holds the whole model
   const double ring = std::min(400e9 / 8, 10e9 / 8) / 8;  // 8 rings share the NIC and link
-  const double per_step = cost::CostParams{}.collective_latency + 2 * 0.032 + 2.0 * 1 / 2 * grads_per_gpu / (ring * 0.8);
-  CHECK(term(sync, "DP gradient all-reduce") == hetrl::testing::approx(2 * per_step).epsilon(1e-9));
+  // ZeRO-1: the gradients reduce-scattered, the bf16 weights (half their bytes) all-gathered.
+  const double hops = cost::CostParams{}.collective_latency + 2 * 0.032;
+  const double per_step = hops + 1.0 / 2 * 1.5 * grads_per_gpu / (ring * 0.8);
+  CHECK(term(sync, "DP gradient reduce-scatter + weight all-gather") == hetrl::testing::approx(2 * per_step).epsilon(1e-9));
+  // ZeRO-0 all-reduces them: a reduce-scatter and an all-gather of the gradients.
+  cost::Breakdown all_reduce(true);
+  f.model.gradient_sync_seconds(train, replicas, {0, cost::Recompute::kNone}, all_reduce);
+  CHECK(term(all_reduce, "DP gradient all-reduce") ==
+        hetrl::testing::approx(2 * (hops + 2.0 / 2 * grads_per_gpu / (ring * 0.8))).epsilon(1e-9));
+  // Reduced in bf16, ZeRO-1's gradients and weights cross at 2 bytes each: an all-reduce's bytes.
+  workload::Workload bf16 = f.workload;
+  bf16.gradient_reduce = workload::GradientReduce::kBf16;
+  const cost::CostModel halved(f.cluster, bf16, f.graph, hetrl::testing::catalogs().models);
+  cost::Breakdown sync_bf16(true);
+  halved.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync_bf16);
+  CHECK(term(sync_bf16, "DP gradient reduce-scatter + weight all-gather") ==
+        hetrl::testing::approx(2 * (hops + 2.0 / 2 * grads_per_gpu / 2 / (ring * 0.8))).epsilon(1e-9));
 
   // 1 GB from node 0's GPUs to node 1's: the cross-region link (10 Gbps) binds, plus 32 ms.
   cost::CostModel::GpuSet from, to;
@@ -346,9 +361,9 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   const std::vector<std::span<const cost::Stage>> spans(sixteen.begin(), sixteen.end());
   cost::Breakdown dp16(true);
   same.model.gradient_sync_seconds(same.task("actor_train"), spans, {1, cost::Recompute::kNone}, dp16);
-  const double full = 2.0 * 494032768.0;
-  CHECK(term(dp16, "DP gradient all-reduce") ==
-        hetrl::testing::approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 2.0 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
+  const double full = 4.0 * 494032768.0;  // fp32 gradients
+  CHECK(term(dp16, "DP gradient reduce-scatter + weight all-gather") ==
+        hetrl::testing::approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 1.5 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
   // Inside one node's GPUs the NIC binds (no zone link crossed).
   CHECK(f.model.transfer_seconds(1e9, from, from) == hetrl::testing::approx(1e9 / (400e9 / 8) + 0.015e-3));
 }
@@ -371,12 +386,14 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
     f.model.replica_seconds(train, a, samples, dp, zero3, {}, out);
     return std::pair{term_or_zero(out, "ZeRO-3 gathers beyond the compute"), term(out, "forward + backward compute")};
   };
-  // 32 samples of 1024 tokens: 4 micro-batches; 64: 8. Each gathers the 24 layers three times
-  // (forward, backward, gradient reduce-scatter), 1/2 of each layer's shard over the ring.
+  // 32 samples of 1024 tokens: 4 micro-batches; 64: 8. Each gathers the 24 layers' bf16
+  // weights twice (forward, backward) and reduce-scatters their fp32 gradients, 1/2 of each
+  // layer's shard over the ring.
   const auto [four, compute4] = gathers(32, ring);
   const auto [eight, compute8] = gathers(64, ring);
   const double layer = 2.0 * f.model.shape(train).stage_params(24, true, true) / 8 / 24;
-  const double per_micro = 3 * 24 * (cost::CostParams{}.collective_latency + 0.032 + 0.5 * layer / ring.bandwidth);
+  const double hop = cost::CostParams{}.collective_latency + 0.032;
+  const double per_micro = 24 * (2 * (hop + 0.5 * layer / ring.bandwidth) + hop + 0.5 * 2 * layer / ring.bandwidth);
   CHECK(four == hetrl::testing::approx(4 * per_micro - compute4).epsilon(1e-9));
   CHECK(eight == hetrl::testing::approx(2 * four).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.

@@ -94,6 +94,14 @@ hw::Cluster preset_cluster_of(const std::vector<const char*>& specs) {
   return hw::build_cluster(params, catalogs().hardware);
 }
 
+// A paper scenario whose trainers reduce their gradients in bf16: the cost landscape the
+// search cases below were found on (in fp32, the default, their plans differ).
+io::Inputs paper_scenario_bf16_reduce(const std::string& network, const std::string& workload) {
+  io::Inputs in = paper_scenario(network, workload);
+  in.workload.workload.gradient_reduce = workload::GradientReduce::kBf16;
+  return in;
+}
+
 // Hybrid's plan for a scenario loaded by paper_scenario.
 planner::PlannerResult plan_paper(const io::Inputs& in, const planner::HybridParams& hp) {
   const cost::CostModel model(in.cluster, in.workload.workload, in.graph, in.workload.models);
@@ -601,7 +609,7 @@ TEST_CASE("beyond the start limit hybrid keeps starts by their bound and searche
   // starts and searches 2,048; a seeded sample left that start out and hybrid found 8.62 on
   // the three A100 nodes. Searched in task order alone, the start is found but its plan
   // stops at 9.95; the second search, bottleneck first, reaches the optimum.
-  const io::Inputs in = paper_scenario("region", "ppo-14b-sync");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-14b-sync");
   const hw::Cluster& cluster = in.cluster;
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
@@ -622,7 +630,7 @@ TEST_CASE("a converged candidate tries exchanging two tasks between groups: PPO-
   // other tasks on two L40S nodes, the reward's forward pass on an L4 node. Hybrid had the
   // reference's and the reward's forward passes the other way round (33.07): moving either
   // alone leaves one group with both, slower.
-  const io::Inputs in = paper_scenario("continent", "ppo-4b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("continent", "ppo-4b-async");
   const hw::Cluster& cluster = in.cluster;
   planner::HybridParams hp;
   hp.goal.budget_per_hour = *cluster.price_per_hour() / 2;
@@ -645,7 +653,7 @@ TEST_CASE("two tasks exchanged that do not fit with their own strategies take ea
   // reference's forward pass on the third A100 node and the L40S nodes (the reference TP2
   // PP2). Hybrid had the reference beside generation at TP1 PP2 and the reward at TP2 PP2 with
   // the actor's tasks (30.50); exchanged keeping its TP1 PP2, the reference does not fit there.
-  const io::Inputs in = paper_scenario("region", "grpo-14b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "grpo-14b-async");
   planner::HybridParams hp;
   hp.space.max_groups = 2;
   const planner::PlannerResult hybrid = plan_paper(in, hp);
@@ -665,7 +673,7 @@ TEST_CASE("the candidate searched to the end restarts from regrouped plans and e
   // worse (the reward's group cannot be emptied by moving its one task). Either end step gets
   // there: the restart from the reward's group merged into generation's (then the reference's
   // task moved out), or exchanging the two tasks in the search that went bottleneck first.
-  const io::Inputs in = paper_scenario("region", "grpo-14b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "grpo-14b-async");
   const planner::PlannerResult hybrid = plan_paper(in, planner::HybridParams{});
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 30.8);
@@ -680,7 +688,7 @@ TEST_CASE("the restart's runners-up are searched busiest group first with evalua
   // nodes, every other task on the third A100 node and the L40S nodes. Hybrid ended at 38.68
   // with the reward's forward pass beside generation and the actor's beside its training: the
   // regroupings spent the restart's share, and the plans they found were searched no further.
-  const io::Inputs in = paper_scenario("region", "ppo-8b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-8b-async");
   const planner::PlannerResult hybrid = plan_paper(in, planner::HybridParams{});
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 38.97);
@@ -696,7 +704,7 @@ TEST_CASE("a converged candidate moves a forward pass into another group with fo
   // TP1 PP2 beside ZeRO-3 training). Hybrid ended at 60.53 on 48 GPUs, the L4 nodes idle: from
   // the restart's plan with the reward's forward pass beside generation, moving it beside the
   // training fits only at TP1 PP1, slower; at TP1 PP2 it needs the critic's at TP1 PP2 too.
-  const io::Inputs in = paper_scenario("region", "ppo-4b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-4b-async");
   const planner::PlannerResult hybrid = plan_paper(in, planner::HybridParams{});
   REQUIRE(hybrid.found);
   CHECK(hybrid.prediction.samples_per_second > 61.6);
@@ -715,7 +723,7 @@ TEST_CASE("the restart also puts a task on its own on unused nodes: PPO-14B asyn
   // for it), and the reward's forward pass alone on one L4 node (106.38 $/h). Hybrid ended at
   // 10.12 in two groups, the reward's beside generation (93.03 $/h). The reference's forward
   // pass alone on the L4 node is as fast.
-  const io::Inputs in = paper_scenario("region", "ppo-14b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-14b-async");
   const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
   CHECK(hybrid.prediction.samples_per_second > 10.45);
   // A forward pass alone on one node (the reward's or the reference's: the same model).
@@ -733,7 +741,7 @@ TEST_CASE("a task split onto unused nodes over the budget is paid for with a gro
   // on the two L40S nodes (106.38 $/h). Hybrid ended at 19.74 on three A100 nodes (98.31 $/h):
   // the L4 node for the reference costs more than the budget left, and trading the training's
   // A100 nodes for L40S alone is slower.
-  const io::Inputs in = paper_scenario("region", "ppo-8b-async");
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-8b-async");
   const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
   CHECK(hybrid.prediction.samples_per_second > 20.92);
   std::set<std::string> types;

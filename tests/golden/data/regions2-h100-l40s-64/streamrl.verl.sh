@@ -1,1 +1,1 @@
-refused: verl 0.8.0.dev cannot run this plan as planned: its pools are on different GPU types (H100-SXM, L40S): verl asks Ray for GPU counts, not for GPU types
+refused: verl 0.8.0.dev cannot run this plan as planned: actor_train trains with ZeRO-2: verl's FSDP workers shard everything (ZeRO-3), its Megatron workers the optimizer state only (ZeRO-1); its pools are on different GPU types (H100-SXM, L40S): verl asks Ray for GPU counts, not for GPU types
