@@ -826,14 +826,12 @@ class Runner {
         // Data parallel: the replicas meet first (a one-number all-reduce), so that the
         // gradients' sync is timed apart from the wait for the slowest replica's passes.
         double wait_seconds = 0, reduce_seconds = 0;
-        Transformer::Stretch stretch = model.partition(0, 1);
         if (data_parallel) {
           const Stopwatch wait(b_);
           dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
           wait_seconds = wait.seconds();
           const Stopwatch reduce(b_);
           if (zero) {
-            stretch = zero->own();
             zero->reduce_scatter_gradients();
           } else {
             model.reduce_gradients([&](float* data, std::size_t count) {
@@ -858,7 +856,11 @@ class Runner {
           }
         } else {
           const Stopwatch step(b_);
-          model.update(adam, stretch);
+          if (zero) {
+            zero->update(adam);
+          } else {
+            model.update(adam, model.partition(0, 1));
+          }
           std::fill(step_seconds.begin(), step_seconds.end(), step.seconds());
           if (zero) {
             const Stopwatch gather(b_);

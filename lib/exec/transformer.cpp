@@ -632,9 +632,9 @@ Transformer::Scored Transformer::scored_positions(const Step& step, int length, 
   scored.length = length;
   first = std::clamp(first, 0, length - 1);
   for (int s = 0; s < step.batch; ++s) {
-    const int count = step.starts[static_cast<std::size_t>(s) + 1] - step.starts[static_cast<std::size_t>(s)] - 1 - first;
+    const int count = step.length_of(s) - 1 - first;
     if (count <= 0) continue;
-    scored.runs.push_back({s, first, count, scored.rows, step.starts[static_cast<std::size_t>(s)] + first});
+    scored.runs.push_back({s, first, count, scored.rows, step.start(s) + first});
     scored.rows += count;
   }
   return scored;
@@ -675,8 +675,7 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const S
     // Each sequence's values at its positions; none past its end.
     out.assign(static_cast<std::size_t>(batch) * static_cast<std::size_t>(length), 0.0f);
     for (int s = 0; s < batch; ++s) {
-      const int from = step.starts[static_cast<std::size_t>(s)], to = step.starts[static_cast<std::size_t>(s) + 1];
-      std::copy(packed.begin() + from, packed.begin() + to, out.begin() + static_cast<long>(s) * length);
+      std::copy(packed.begin() + step.start(s), packed.begin() + step.start(s + 1), out.begin() + static_cast<long>(s) * length);
     }
     return out;
   }
@@ -779,7 +778,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
     std::vector<float> packed;
     for (int s = 0; s < batch; ++s) {
       const auto from = doutput.begin() + static_cast<long>(s) * length;
-      packed.insert(packed.end(), from, from + (step.starts[static_cast<std::size_t>(s) + 1] - step.starts[static_cast<std::size_t>(s)]));
+      packed.insert(packed.end(), from, from + step.length_of(s));
     }
     Buffer& wide = upload_floats("dvalues_f32", packed);
     Buffer& dvalues = scratch("dvalues", n * e);
@@ -1049,9 +1048,7 @@ void Transformer::reduce_gradients(const std::function<void(float* data, std::si
   }
 }
 
-double Transformer::gradient_norm(const std::function<void(double* squares, int count)>& over_replicas) {
-  return gradient_norm(partition(0, 1), over_replicas);
-}
+double Transformer::gradient_norm() { return gradient_norm(partition(0, 1), {}); }
 
 double Transformer::gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas) {
   // Whole tensors' gradients are alike on every shard; the shards' own add up over the

@@ -194,7 +194,7 @@ class Transformer {
   // The L2 norm of every accumulated gradient together (what trainers log as grad_norm);
   // reads them back to the host. Over a stretch, its squares (whole tensors', the shards' own)
   // summed by `over_replicas` over the data-parallel processes holding the other stretches.
-  double gradient_norm(const std::function<void(double* squares, int count)>& over_replicas = {});
+  double gradient_norm();
   double gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas);
 
  private:
@@ -227,6 +227,9 @@ class Transformer {
     int batch = 0, queries = 0;
     Cache* cache = nullptr;
     std::vector<int> tokens, positions, lengths, slots, rows_at, starts;
+    // A packed step's sequence s: its first row, its tokens.
+    int start(int s) const { return starts[static_cast<std::size_t>(s)]; }
+    int length_of(int s) const { return start(s + 1) - start(s); }
   };
   // What a training forward leaves for backward: its step, the padded length its caller uses.
   struct Pass {
