@@ -760,7 +760,10 @@ class Runner {
     // sharded between steps here: each replica holds them whole, as stages 1 and 2 do).
     const bool sharded = placement(task).train.zero_stage >= 1 && shares.size() > 1;
     std::unique_ptr<ShardedOptimizer> zero;
-    if (sharded && data_parallel) zero = std::make_unique<ShardedOptimizer>(b_, model, *dp);
+    // The gradients cross in the precision the workload names (the cost model prices the same).
+    const DType reduce_type = w_.gradient_reduce == workload::GradientReduce::kBf16 ? DType::kBf16 : DType::kF32;
+    if (sharded && data_parallel) zero = std::make_unique<ShardedOptimizer>(b_, model, *dp, reduce_type);
+    device::Buffer scratch;  // the gradients in the reduce type, where it is not fp32
     device::Buffer meeting;
     if (data_parallel) {
       meeting = device::Buffer(b_, sizeof(float));
@@ -835,7 +838,7 @@ class Runner {
             zero->reduce_scatter_gradients();
           } else {
             model.reduce_gradients([&](float* data, std::size_t count) {
-              device::all_reduce_in_buckets(*dp, DType::kF32, data, count, kGradientBucket);
+              all_reduce_gradients(b_, *dp, reduce_type, data, count, kGradientBucket, scratch);
             });
           }
           loss = sum_over(*dp, loss);

@@ -4,9 +4,10 @@
 // gradients are reduce-scattered, so each process holds the sum over its own stretch of the
 // flattened parameters (Transformer::partition); it updates that stretch alone, keeping the
 // fp32 master weights and moments of it only, and the processes all-gather each other's
-// updated weights. What crosses the group per step: the fp32 gradients once, the weights once
-// (the cost model's kGradientReduceScatterTerm). The gradients are reduced in fp32 whatever
-// the workload's gradient_reduce says.
+// updated weights. What crosses the group per step: the gradients once, the weights once
+// (the cost model's kGradientReduceScatterTerm). The gradients cross in the precision the
+// workload's gradient_reduce names: fp32 as they are held, or bf16 (each process's cast, the
+// sum in fp32 rounded to bf16 at each step, as NCCL's bf16 reduce-scatter, and cast back).
 
 #include "device/backend.h"
 #include "device/comm.h"
@@ -17,7 +18,9 @@ namespace hetrl::exec {
 class ShardedOptimizer {
  public:
   // `model` is this process's replica; every process of `group` holds one of the same layout.
-  ShardedOptimizer(device::Backend& backend, Transformer& model, device::Communicator& group);
+  // `reduce`: the type the gradients cross in (kF32 or kBf16).
+  ShardedOptimizer(device::Backend& backend, Transformer& model, device::Communicator& group,
+                   device::DType reduce = device::DType::kF32);
 
   Transformer::Stretch own() const { return own_; }
   // Collectives: every process of the group calls each, in the same order. After the model's
@@ -32,12 +35,19 @@ class ShardedOptimizer {
   device::Backend& b_;
   Transformer& model_;
   device::Communicator& group_;
+  device::DType reduce_;
   std::size_t count_ = 0, chunk_ = 0;
   Transformer::Stretch own_;
   // The flat buffers, made at the first use: every gradient (zeros past the last parameter, to
-  // even parts), this process's part of their sum; every weight, this process's stretch.
-  device::Buffer gradients_, mine_, weights_, own_weights_;
+  // even parts), this process's part of their sum, both again in the reduce type where it is
+  // not fp32; every weight, this process's stretch.
+  device::Buffer gradients_, mine_, sent_, received_, weights_, own_weights_;
 };
+
+// comm's all-reduce of `count` fp32 values in place, in pieces of at most `bucket`, crossing in
+// `type` (kF32, or kBf16 through `scratch`, grown as needed: cast, summed, cast back).
+void all_reduce_gradients(device::Backend& backend, device::Communicator& comm, device::DType type, float* data,
+                          std::size_t count, std::size_t bucket, device::Buffer& scratch);
 
 // A number summed over the processes, in double on the host.
 double sum_over(device::Communicator& c, double x);

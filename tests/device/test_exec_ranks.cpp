@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -119,6 +120,91 @@ TEST_CASE("ZeRO across processes: each process's stretch updated, the others' ga
       for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] == doctest::Approx(y[i]).epsilon(1e-5).scale(1.0));
     }
   }
+}
+
+TEST_CASE("gradients crossing in bf16: every process's cast to bf16, summed in fp32 and rounded, cast back") {
+  auto b = device::test_backend();
+  auto comm = device::test_communicator(*b);
+  const int ranks = comm->size();
+  // Values bf16 cannot hold, different on each process; a bucket smaller than the count, so
+  // that the pieces go one after another.
+  const std::size_t count = 1000, bucket = 300;
+  const auto value = [](int rank, std::size_t i) {
+    return static_cast<float>(std::sin(0.01 * static_cast<double>(i) + rank) * (1.0 + 1e-3 * static_cast<double>(i)));
+  };
+  const auto round = [](float x) { return device::to_float(device::to_bf16(x)); };
+  for (const DType type : {DType::kF32, DType::kBf16}) {
+    CAPTURE(device::dtype_name(type));
+    std::vector<float> host(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = value(comm->rank(), i);
+    device::Buffer data(*b, count * sizeof(float)), scratch;
+    b->upload(data.data(), host.data(), count * sizeof(float));
+    all_reduce_gradients(*b, *comm, type, data.as<float>(), count, bucket, scratch);
+    b->download(host.data(), data.data(), count * sizeof(float));
+    int inexact = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      double exact = 0;
+      float rounded = 0;
+      for (int r = 0; r < ranks; ++r) {
+        exact += value(r, i);
+        rounded = r == 0 ? round(value(r, i)) : round(rounded + round(value(r, i)));
+      }
+      if (type == DType::kF32) {
+        CHECK(host[i] == doctest::Approx(exact).epsilon(1e-6).scale(1.0));
+      } else if (ranks <= 2) {
+        CHECK(host[i] == rounded);  // one sum of two: the order cannot matter
+      } else {
+        CHECK(host[i] == doctest::Approx(exact).epsilon(1e-2).scale(1.0));
+      }
+      inexact += host[i] != static_cast<float>(exact);
+    }
+    // In bf16 most sums lose digits fp32 keeps.
+    if (type == DType::kBf16) CHECK(inexact > static_cast<int>(count) / 2);
+  }
+}
+
+TEST_CASE("ZeRO with the gradients in bf16: the stretch's sums are the bf16 sums, the step near fp32's") {
+  auto b = device::test_backend();
+  auto comm = device::test_communicator(*b);
+  const int ranks = comm->size();
+  const workload::ModelArch a = tiny(true, true, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer exact(*b, a, Head::kLanguage, o), halved(*b, a, Head::kLanguage, o);
+  const int batch = 2, length = 6;
+  std::vector<int> tokens;
+  for (int i = 0; i < batch * length; ++i) tokens.push_back((i * 37 + comm->rank() * 11 + 3) % a.vocab);
+  std::vector<float> dout;
+  for (int i = 0; i < batch * (length - 1); ++i) dout.push_back(static_cast<float>(std::cos(0.3 * i)));
+  ShardedOptimizer fp32(*b, exact, *comm), bf16(*b, halved, *comm, DType::kBf16);
+  for (Transformer* m : {&exact, &halved}) {
+    m->forward(tokens, batch, length);
+    m->backward(dout);
+    m->begin_step();
+  }
+  fp32.reduce_scatter_gradients();
+  bf16.reduce_scatter_gradients();
+  // The same stretch of both: the bf16 one's sums hold no more than bf16's digits, and come
+  // within bf16's rounding of the fp32 sums (of the addends', which may cancel: measured
+  // against the stretch's largest).
+  const Transformer::Stretch own = fp32.own();
+  const std::size_t n = own.last - own.first;
+  device::Buffer flat_x(*b, n * sizeof(float)), flat_y(*b, n * sizeof(float));
+  exact.copy_gradients(own, flat_x.as<float>(), false);
+  halved.copy_gradients(own, flat_y.as<float>(), false);
+  std::vector<float> x(n), y(n);
+  b->download(x.data(), flat_x.data(), n * sizeof(float));
+  b->download(y.data(), flat_y.data(), n * sizeof(float));
+  float largest = 0;
+  for (const float v : x) largest = std::max(largest, std::abs(v));
+  REQUIRE(largest > 0);
+  int differ = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(y[i] == device::to_float(device::to_bf16(y[i])));
+    CHECK(std::abs(y[i] - x[i]) <= 1e-2f * static_cast<float>(ranks) * largest);
+    differ += x[i] != y[i];
+  }
+  CHECK(differ > 0);
 }
 
 }  // namespace
