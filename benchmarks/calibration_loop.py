@@ -3,15 +3,17 @@
 
 Two processes (mpirun), each one core, stand for a node of two devices:
   1. hetrl-profile measures them (--backend cpu --quick) and hetrl-cluster makes the cluster;
-  2. hetrl-plan plans the PPO workload of benchmarks/calibration_loop/ppo8.json on it, and
-     hetrl-exec runs that plan with --fit-profile: the fitted profile;
-  3. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster;
-  4. three other plans, each run by hetrl-exec against the measured cluster (before) and the
-     calibrated one (after): different grouping (generation on one device, every other task on
-     the other), different TP (the fitted plan's layout with each task's TP changed between 1
-     and 2: two TP-1 replicas where it has one of TP 2, and the other way) and different batch
-     (the fitted plan's layout over 16 prompts instead of 8). The runs go round by round, every
-     plan in each round, so that a slow spell of a shared machine does not fall on one plan.
+  2. hetrl-plan plans the PPO workload of benchmarks/calibration_loop/ppo8.json on it;
+  3. that plan and three others, each run by hetrl-exec against the measured cluster (before):
+     different grouping (generation on one device, every other task on the other), different
+     TP (the fitted plan's layout with each task's TP changed between 1 and 2: two TP-1
+     replicas where it has one of TP 2, and the other way) and different batch (the fitted
+     plan's layout over 16 prompts instead of 8). The runs go round by round, every plan in each
+     round, so that a slow spell of a shared machine does not fall on one plan. The first plan's
+     run of the last round fits the profile (--fit-profile) on its own iterations and on its
+     earlier rounds' reports (--fit-on), so that no one run's slow spell sets the fit;
+  4. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster, and the
+     rounds run again against it (after).
 Writes OUT/calibration-loop.csv (per plan and task: the prediction before and after, the
 simulator's seconds after, the measured seconds, each the median over the measured iterations
 of all the plan's runs) and prints the table with each ratio, and the iteration's: hetrl-exec
@@ -19,8 +21,7 @@ runs a plan's tasks one after another, so its iteration is set beside the sum of
 predictions; the plan's own predicted iteration, which may overlap a group's tasks with
 another's, is in the last column.
 
-Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--fit-iterations N] [--runs R] [--layers L] [--hidden H]
-       [--vocab V]
+Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--runs R] [--layers L] [--hidden H] [--vocab V]
 """
 import argparse
 import csv
@@ -99,10 +100,10 @@ def other_tp(plan_path, out_path):
     json.dump(plan, open(out_path, "w"), indent=1)
 
 
-def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
+def exec_run(args, cluster, workload, plan, report, extra=()):
     run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
-               "--iterations", str(iterations or args.iterations), "--report", report, *extra])
+               "--iterations", str(args.iterations), "--report", report, *extra])
     return json.load(open(report))
 
 
@@ -110,11 +111,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--fit-iterations", type=int, default=15,
-                        help="iterations of the run the profile is fitted on (its medians steady the fit)")
     parser.add_argument("--runs", type=int, default=3,
                         help="runs of each plan against each cluster; a task's figure is the median over all their "
-                             "iterations, so with three one slow run of a shared machine does not set it")
+                             "iterations, and the fit's over the first plan's runs before, so with three one slow run "
+                             "of a shared machine sets neither")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=896)
     parser.add_argument("--vocab", type=int, default=16384)
@@ -129,11 +129,6 @@ def main():
     node = f"lab:2x{profile['gpu_type']}"
     run([tool("hetrl-cluster"), "--from-profile", p("profile.json"), "--node", node, "-o", p("measured.json")])
     run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "-o", p("plan-fit.json")])
-    fit = exec_run(args, p("measured.json"), ppo8, p("plan-fit.json"), p("fit-report.json"),
-                   ["--fit-profile", p("fitted.json")], args.fit_iterations)
-    fitted = json.load(open(p("fitted.json")))["fitted"]
-    run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
-
     grouped(p("plan-fit.json"), p("plan-groups.json"))
     other_tp(p("plan-fit.json"), p("plan-tp.json"))
     plans = [("fit (hybrid's plan)", ppo8, p("plan-fit.json")),
@@ -142,15 +137,22 @@ def main():
              ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json"))]
 
     # Round by round, each plan in turn: a slow spell of a shared machine falls on every plan
-    # alike instead of on one plan's runs.
-    reports = [{"before": [fit] if index == 0 else [], "after": []} for index in range(len(plans))]
-    for r in range(args.runs):
-        for index, (label, workload, plan) in enumerate(plans):
-            for when, cluster in (("before", p("measured.json")), ("after", p("calibrated.json"))):
-                if index == 0 and when == "before" and r == 0:
-                    continue
+    # alike instead of on one plan's runs. The fit comes with the first plan's last run before,
+    # on all its runs before.
+    reports = [{"before": [], "after": []} for _ in plans]
+    for when, cluster in (("before", p("measured.json")), ("after", p("calibrated.json"))):
+        for r in range(args.runs):
+            for index, (label, workload, plan) in enumerate(plans):
+                extra = []
+                if index == 0 and when == "before" and r == args.runs - 1:
+                    extra = ["--fit-profile", p("fitted.json")]
+                    for earlier in range(r):
+                        extra += ["--fit-on", p(f"report-0-before-{earlier}.json")]
                 reports[index][when].append(
-                    exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json")))
+                    exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json"), extra))
+        if when == "before":
+            run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
+    fitted = json.load(open(p("fitted.json")))["fitted"]
 
     rows = []
     for index, (label, workload, plan) in enumerate(plans):

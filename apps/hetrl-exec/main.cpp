@@ -20,6 +20,7 @@
 
 #include "common/tool.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/units.h"
 #include "core/version.h"
 #include "cost/cost_model.h"
@@ -197,6 +198,76 @@ void print_parts(std::FILE* text, const exec::RunResult& run, const plan::Predic
   }
 }
 
+// The earlier runs' reports a fit pools (--fit-on), each checked to be of a run like this one:
+// the same plan, workload and scaled models, batch, seed, warm-up, storage type and device, so
+// that their iterations are this run's again (the same samples, on the same kind of device).
+std::vector<io::ExecRecord> earlier_runs(const std::vector<std::string>& paths, const std::string& plan_hash,
+                                         const std::string& workload_hash,
+                                         const std::vector<workload::ModelArch>& models, double batch_scale,
+                                         const exec::RunSettings& settings, const std::string& dtype, int warmup,
+                                         const device::DeviceInfo& device) {
+  std::vector<io::ExecRecord> out;
+  for (const std::string& path : paths) {
+    io::ExecRecord r = io::read_exec_report(path);
+    const auto differs = [&](const std::string& what) {
+      apps::usage_error(fmt::format("--fit-on {}: its run differs from this one in {}: a fit pools runs of the same "
+                                    "plan, workload and settings",
+                                    path, what));
+    };
+    if (r.plan_hash.empty() || !r.warmup) {
+      apps::usage_error(fmt::format("--fit-on {}: the report names no plan hash or warm-up (an earlier hetrl-exec "
+                                    "wrote it): pool reports of this version",
+                                    path));
+    }
+    if (r.plan_hash != plan_hash) differs("its plan");
+    if (r.workload_hash != workload_hash) differs("its workload");
+    const auto same_model = [](const workload::ModelArch& a, const workload::ModelArch& b) {
+      return a.name == b.name && a.layers == b.layers && a.hidden == b.hidden && a.heads == b.heads &&
+             a.kv_heads == b.kv_heads && a.head_dim == b.head_dim && a.ffn_hidden == b.ffn_hidden && a.vocab == b.vocab;
+    };
+    if (r.models.size() != models.size() || !std::equal(models.begin(), models.end(), r.models.begin(), same_model)) {
+      differs("its models' scale (--layers, --hidden, --vocab)");
+    }
+    if (r.batch_scale != batch_scale) differs(fmt::format("--batch-scale ({} against {})", r.batch_scale, batch_scale));
+    if (r.seed != settings.seed) differs(fmt::format("--seed ({} against {})", r.seed, settings.seed));
+    if (*r.warmup != warmup) differs(fmt::format("--warmup ({} against {})", *r.warmup, warmup));
+    if (r.dtype != dtype) differs(fmt::format("--dtype ({} against {})", r.dtype, dtype));
+    if (r.backend != device.backend || r.device != device.name) {
+      differs(fmt::format("its device ({}, {} backend, against {}, {})", r.device, r.backend, device.name, device.backend));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// An earlier run's measured iterations after the fit's, each its run's own iteration.
+void pool(const io::ExecRecord& r, const workload::TaskGraph& graph, exec::CalibrationInputs& fit) {
+  const std::size_t tasks = graph.tasks.size();
+  for (int i = 0; i < r.iterations; ++i) {
+    std::vector<double> seconds(tasks, -1.0), steps(tasks, -1.0), prefills(tasks, -1.0);
+    for (const io::ExecRecord::Task& t : r.tasks) {
+      const int task = graph.find(t.name);
+      if (task < 0) continue;  // the same workload: never
+      const auto at = static_cast<std::size_t>(i);
+      const auto k = static_cast<std::size_t>(task);
+      if (t.seconds[at] > 0) seconds[k] = t.seconds[at];
+      if (!t.optimizer_steps.empty()) steps[k] = t.optimizer_steps[at];
+      if (!t.prefills.empty()) prefills[k] = t.prefills[at];
+    }
+    fit.measured.push_back(std::move(seconds));
+    fit.optimizer_steps.push_back(std::move(steps));
+    fit.prefills.push_back(std::move(prefills));
+    fit.iteration_of.push_back(i);
+  }
+}
+
+// The iterations a fit pools: this run's and the earlier runs'.
+std::size_t fit_iterations(int iterations, const std::vector<io::ExecRecord>& earlier) {
+  std::size_t n = static_cast<std::size_t>(iterations);
+  for (const io::ExecRecord& r : earlier) n += static_cast<std::size_t>(r.iterations);
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -245,6 +316,12 @@ int main(int argc, char** argv) {
                  "Fit the run's GPU type's pass and optimizer efficiencies and decode step overhead on the measured "
                  "tasks, and write them with its figures as a profile (hetrl.profile/v2) for hetrl-cluster "
                  "--from-profile");
+  std::vector<std::string> fit_on;
+  app.add_option("--fit-on", fit_on,
+                 "With --fit-profile: also fit on the measured iterations of these earlier runs' reports "
+                 "(hetrl.execreport/v1) of the same plan, workload, scale, seed and warm-up on this device, so that "
+                 "one slow spell of a shared machine does not set the fit")
+      ->needs(app.get_option("--fit-profile"));
   app.add_option("--trace", trace_path,
                  "Write the measured timeline as a Chrome trace-event file, as hetrl-sim's (opens in Perfetto; '-': "
                  "standard output)");
@@ -252,8 +329,9 @@ int main(int argc, char** argv) {
   return apps::run_tool(app, argc, argv, [&] {
     if (batch_scale <= 0) apps::usage_error("--batch-scale must be above 0");
     if (settings.learning_rate <= 0) apps::usage_error("--learning-rate must be above 0");
-    io::check_outputs(std::vector<std::string>{report_path, trace_path, fit_path},
-                      std::vector<std::string>{cluster_path, workload_path, plan_path});
+    std::vector<std::string> read{cluster_path, workload_path, plan_path};
+    read.insert(read.end(), fit_on.begin(), fit_on.end());
+    io::check_outputs(std::vector<std::string>{report_path, trace_path, fit_path}, read);
     const io::Catalogs& catalogs = io::builtin_catalogs();
     const io::Inputs in = io::load_inputs(cluster_path, workload_path, catalogs);
     plan::Plan p = io::read_plan(plan_path, in.cluster, in.graph, in.workload.models);
@@ -342,6 +420,9 @@ int main(int argc, char** argv) {
     if (device_index != 0 && backend->info().backend == "cpu") {
       apps::usage_error(fmt::format("--device {}: the cpu backend is one device a process", device_index));
     }
+    const std::string plan_hash = core::content_hash(io::read_text_file(plan_path));
+    const std::vector<io::ExecRecord> earlier =
+        earlier_runs(fit_on, plan_hash, in.workload_hash, ran, batch_scale, settings, dtype_name, warmup, backend->info());
     const bool terminal = writer && ::isatty(STDERR_FILENO) != 0;
     exec::RunSettings all = settings;
     all.iterations = settings.iterations + warmup;
@@ -403,10 +484,10 @@ int main(int argc, char** argv) {
     // measured (exec/calibrate.h), as a profile of that type.
     std::optional<exec::Calibration> calibration;
     if (!fit_path.empty()) {
-      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}};
-      for (const exec::IterationMeasurement& it : run.iterations) {
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}, {}};
+      for (std::size_t i = 0; i < run.iterations.size(); ++i) {
         std::vector<double> seconds, steps, prefills;
-        for (const exec::TaskMeasurement& t : it.tasks) {
+        for (const exec::TaskMeasurement& t : run.iterations[i].tasks) {
           seconds.push_back(t.ran ? t.seconds : -1.0);
           // 0 without parts: not fitted on.
           steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);
@@ -415,7 +496,9 @@ int main(int argc, char** argv) {
         fit.measured.push_back(std::move(seconds));
         fit.optimizer_steps.push_back(std::move(steps));
         fit.prefills.push_back(std::move(prefills));
+        fit.iteration_of.push_back(static_cast<int>(i));
       }
+      for (const io::ExecRecord& r : earlier) pool(r, graph, fit);
       calibration = exec::calibrate(fit);
     }
 
@@ -436,14 +519,15 @@ int main(int argc, char** argv) {
       profile.decode_step_overhead = calibration->decode_step_overhead;
       profile.copy_efficiency = calibration->copy_efficiency;
       profile.prefill_efficiency = calibration->prefill_efficiency;
-      hw::GpuProfile::Calibration c{plan_path, settings.iterations, {}};
+      hw::GpuProfile::Calibration c{plan_path, static_cast<int>(fit_iterations(settings.iterations, earlier)),
+                                    1 + static_cast<int>(earlier.size()), {}};
       for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
       profile.calibration = std::move(c);
       files.add(fit_path, io::profile_to_json(profile));
     }
     if (!report_path.empty()) {
-      io::ExecReportInputs inputs{plan_path, in.cluster_hash, in.workload_hash, backend->info().backend,
-                                  backend->info().name, settings, batch_scale, ran};
+      io::ExecReportInputs inputs{plan_path, plan_hash, in.cluster_hash, in.workload_hash, backend->info().backend,
+                                  backend->info().name, settings, warmup, batch_scale, ran};
       files.add(report_path, io::exec_report_json(inputs, run, predicted, simulated, graph));
     }
     if (!trace_path.empty()) {
@@ -490,8 +574,11 @@ int main(int argc, char** argv) {
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
     print_parts(text, run, predicted, graph);
     if (calibration) {
-      fmt::print(text, "\nfitted on the measured tasks (simulated with the run's response lengths): pass efficiency {:.3f}, "
-                       "optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",
+      fmt::print(text, "\nfitted on the measured tasks{} (simulated with the run's response lengths): pass efficiency "
+                       "{:.3f}, optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",
+                 earlier.empty() ? std::string()
+                                 : fmt::format(" of {} runs ({} iterations)", 1 + earlier.size(),
+                                               fit_iterations(settings.iterations, earlier)),
                  calibration->pass_efficiency, calibration->optimizer_efficiency,
                  calibration->optimizer_held ? " (the cluster's, held)"
                  : calibration->optimizer_steps > 0

@@ -96,9 +96,15 @@ class Fit {
     held_[3] = !sync_measured;
     // Within a generation task the prefill is a small part: only its own timing informs it.
     held_[4] = !prefills_measured;
+    for (std::size_t i = 0; i < in.measured.size(); ++i) iterations_ = std::max(iterations_, iteration(i) + 1);
   }
 
   bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
+
+  // Measured iteration i's index among its run's.
+  int iteration(std::size_t i) const {
+    return in_.iteration_of.empty() ? static_cast<int>(i) : in_.iteration_of[i];
+  }
 
   // The figures at `x` (logarithms relative to the start), each within its range.
   Figures values(const Figures& x) const {
@@ -128,12 +134,23 @@ class Fit {
     e.prefill = v[4];
     const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
-    params.iterations = in_.warmup + static_cast<int>(in_.measured.size());
+    params.iterations = in_.warmup + iterations_;
     params.seed = in_.seed;
     const sim::PlanRun run = sim::run_plan(model, *in_.plan, params, "the plan");
-    std::vector<std::vector<double>> per_task(in_.graph->tasks.size());
+    // Each task's seconds in each simulated iteration, then in each measured one's.
+    const std::size_t tasks = in_.graph->tasks.size();
+    std::vector<std::vector<double>> by_iteration(static_cast<std::size_t>(iterations_), std::vector<double>(tasks, -1.0));
     for (const sim::TaskRun& r : run.recorder.tasks) {
-      if (r.iteration >= in_.warmup) per_task[static_cast<std::size_t>(r.task)].push_back(r.end - r.start);
+      if (r.iteration >= in_.warmup) {
+        by_iteration[static_cast<std::size_t>(r.iteration - in_.warmup)][static_cast<std::size_t>(r.task)] = r.end - r.start;
+      }
+    }
+    std::vector<std::vector<double>> per_task(tasks);
+    for (std::size_t i = 0; i < in_.measured.size(); ++i) {
+      const std::vector<double>& it = by_iteration[static_cast<std::size_t>(iteration(i))];
+      for (std::size_t t = 0; t < tasks; ++t) {
+        if (it[t] >= 0) per_task[t].push_back(it[t]);
+      }
     }
     Simulated out{std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0),
                   std::vector<double>(per_task.size(), -1.0)};
@@ -164,6 +181,7 @@ class Fit {
   std::array<bool, kFigures> held_{};  // kept where they started
   bool steps_measured_;                // the run's optimizer steps are fitted on: price them
   bool prefills_measured_;             // and its prefills
+  int iterations_ = 0;                 // the measured iterations' most in one run
 };
 
 }  // namespace

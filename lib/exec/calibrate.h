@@ -48,7 +48,9 @@ struct CalibrationInputs {
   const workload::TaskGraph* graph = nullptr;
   const workload::ModelCatalog* models = nullptr;
   const plan::Plan* plan = nullptr;
-  // Seconds per measured iteration and task (indexed like the graph; negative: not run).
+  // Seconds per measured iteration and task (indexed like the graph; negative: not run). The
+  // iterations of several runs of the same plan, seed and warm-up may be pooled here, each run's
+  // after the other's, with `iteration_of` saying which iteration of its run each one was.
   std::vector<std::vector<double>> measured;
   int warmup = 0;          // iterations run before the measured ones
   unsigned long long seed = 1;  // the run's: the simulator draws the same response lengths
@@ -58,6 +60,9 @@ struct CalibrationInputs {
   // Seconds per measured iteration and task of the prefill of a generation task's slowest
   // replica (indexed like the graph; negative: not a generation task, or not timed apart).
   std::vector<std::vector<double>> prefills;
+  // Each measured iteration's index among its run's measured iterations (empty: one run, 0, 1,
+  // ... in order), so that each is set against the simulator's iteration with its samples.
+  std::vector<int> iteration_of;
 };
 
 struct CalibrationRow {

@@ -155,7 +155,8 @@ struct GpuProfile {
   };
   struct Calibration {
     std::string plan;
-    int iterations = 0;
+    int iterations = 0;  // measured, over all the runs
+    int runs = 1;        // runs of the plan whose iterations were pooled
     std::vector<CalibrationRow> tasks;
   };
   std::optional<Calibration> calibration;

@@ -1,9 +1,15 @@
 #include "io/exec_io.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
+#include "core/error.h"
 #include "device/numeric.h"
 #include "exec/calibrate.h"
+#include "io/files.h"
 #include "io/json_reader.h"
 #include "io/json_writer.h"
 
@@ -16,14 +22,17 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                              const workload::TaskGraph& graph) {
   OrderedJson out;
   out["schema"] = "hetrl.execreport/v1";
-  core::Provenance provenance{"hetrl-exec", HETRL_VERSION,
-                              {{"cluster", inputs.cluster_hash}, {"workload", inputs.workload_hash}}};
+  core::Provenance provenance{
+      "hetrl-exec",
+      HETRL_VERSION,
+      {{"cluster", inputs.cluster_hash}, {"workload", inputs.workload_hash}, {"plan", inputs.plan_hash}}};
   detail::write_provenance(out, provenance);
   out["plan"] = inputs.plan_file;
   out["backend"] = inputs.backend;
   out["device"] = inputs.device;
   out["dtype"] = device::dtype_name(inputs.settings.dtype);
   out["iterations"] = inputs.settings.iterations;
+  out["warmup"] = inputs.warmup;
   out["seed"] = inputs.settings.seed;
   out["temperature"] = inputs.settings.temperature;
   out["learning_rate"] = inputs.settings.learning_rate;
@@ -94,5 +103,102 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
   out["iteration_stats"] = std::move(iterations);
   return detail::dump(out);
 }
+
+namespace {
+
+using detail::Json;
+using detail::ObjectReader;
+using detail::Range;
+
+// An array of seconds, each a finite number not below 0.
+std::vector<double> seconds_array(ObjectReader& r, std::string_view key) {
+  const Json& value = r.value(key);
+  if (!value.is_array()) r.fail(key, fmt::format("expected an array of seconds, found {}", detail::describe(value)));
+  std::vector<double> out;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const Json& v = value[i];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+      throw core::InputError(core::located(fmt::format("{}/{}", r.where(key), i),
+                                           fmt::format("expected seconds (a number not below 0), found {}",
+                                                       detail::describe(v))));
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// A part's seconds, one per iteration the task ran, spread over the measured iterations (0
+// where it did not run).
+std::vector<double> part_seconds(ObjectReader& parts, std::string_view key, const std::vector<double>& task_seconds) {
+  ObjectReader part = parts.object(key);
+  (void)part.number("predicted_seconds", Range::kNonNegative);
+  const std::vector<double> measured = seconds_array(part, "seconds");
+  part.finish();
+  std::vector<double> out(task_seconds.size(), 0.0);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < task_seconds.size(); ++i) {
+    if (task_seconds[i] > 0 && next < measured.size()) out[i] = measured[next++];
+  }
+  if (next != measured.size() || std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }) !=
+                                     static_cast<std::ptrdiff_t>(measured.size())) {
+    parts.fail(key, fmt::format("expected seconds for each of the {} iterations the task ran, found {}",
+                                std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }),
+                                measured.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+ExecRecord parse_exec_report(std::string_view text, std::string_view file) {
+  const Json json = detail::parse_json(text, file);
+  ObjectReader root(json, std::string(file), "");
+  detail::check_schema(root, "hetrl.execreport/v1");
+  ExecRecord r;
+  const core::Provenance provenance = detail::read_provenance(root);
+  for (const auto& [name, hash] : provenance.inputs) {
+    if (name == "plan") r.plan_hash = hash;
+    if (name == "workload") r.workload_hash = hash;
+  }
+  r.backend = root.string("backend");
+  r.device = root.string("device");
+  r.dtype = root.string("dtype");
+  r.iterations = static_cast<int>(root.integer("iterations", 1, 1000000));
+  if (auto warmup = root.optional_integer("warmup", 0, 1000000)) r.warmup = static_cast<int>(*warmup);
+  if (const Json& seed = root.value("seed"); seed.is_number_unsigned()) {
+    r.seed = seed.get<unsigned long long>();
+  } else {
+    root.fail("seed", fmt::format("expected a whole number from 0, found {}", detail::describe(seed)));
+  }
+  r.batch_scale = root.number("batch_scale", Range::kPositive);
+  for (ObjectReader& m : root.object_array("models", true)) {
+    workload::ModelArch& a = r.models.emplace_back();
+    a.name = m.string("name");
+    a.layers = static_cast<int>(m.integer("layers", 1, 1 << 20));
+    a.hidden = static_cast<int>(m.integer("hidden", 1, 1 << 30));
+    a.heads = static_cast<int>(m.integer("heads", 1, 1 << 20));
+    a.kv_heads = static_cast<int>(m.integer("kv_heads", 1, 1 << 20));
+    a.head_dim = static_cast<int>(m.integer("head_dim", 1, 1 << 20));
+    a.ffn_hidden = static_cast<int>(m.integer("ffn_hidden", 1, 1 << 30));
+    a.vocab = static_cast<int>(m.integer("vocab", 1, 1 << 30));
+    m.finish();
+  }
+  for (auto& [name, t] : root.object_map("tasks")) {
+    ExecRecord::Task& task = r.tasks.emplace_back();
+    task.name = name;
+    task.seconds = seconds_array(t, "seconds");
+    if (task.seconds.size() != static_cast<std::size_t>(r.iterations)) {
+      t.fail("seconds", fmt::format("expected one for each of the report's {} iterations, found {}", r.iterations,
+                                    task.seconds.size()));
+    }
+    if (auto parts = t.optional_object("parts")) {
+      if (parts->has("optimizer_step")) task.optimizer_steps = part_seconds(*parts, "optimizer_step", task.seconds);
+      if (parts->has("prefill")) task.prefills = part_seconds(*parts, "prefill", task.seconds);
+    }
+  }
+  return r;
+}
+
+ExecRecord read_exec_report(const std::string& path) { return parse_exec_report(read_text_file(path), path); }
 
 }  // namespace hetrl::io

@@ -169,6 +169,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
     hw::GpuProfile::Calibration calibration;
     calibration.plan = c->string("plan");
     calibration.iterations = static_cast<int>(c->integer("iterations", 1, 1000000));
+    calibration.runs = static_cast<int>(c->optional_integer("runs", 1, 1000000).value_or(1));
     read_rows(*c, "tasks", [&](ObjectReader& t) {
       calibration.tasks.push_back({t.string("task"), t.number("measured_s", Range::kNonNegative),
                                    t.number("before_s", Range::kNonNegative), t.number("after_s", Range::kNonNegative)});
@@ -335,7 +336,10 @@ std::string profile_to_json(const hw::GpuProfile& p) {
                        {"before_s", detail::file_units(row.before)},
                        {"after_s", detail::file_units(row.after)}});
     }
-    f["calibration"] = {{"plan", p.calibration->plan}, {"iterations", p.calibration->iterations}, {"tasks", std::move(tasks)}};
+    f["calibration"] = {{"plan", p.calibration->plan},
+                        {"iterations", p.calibration->iterations},
+                        {"runs", p.calibration->runs},
+                        {"tasks", std::move(tasks)}};
   }
   out["fitted"] = std::move(f);
   return detail::dump(out);

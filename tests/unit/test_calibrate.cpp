@@ -84,7 +84,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.gpu_type == 0);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
@@ -118,6 +118,37 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   CHECK_THROWS_AS(calibrate(in), core::JobError);
 }
 
+TEST_CASE("calibration: runs pooled, each iteration set against the simulator's same iteration") {
+  const Run run = load();
+  hw::Cluster truth = run.in.cluster;
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  const double pass = 0.43, overhead = 7e-3;
+  e.training = pass;
+  e.decode_step_overhead = overhead;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  // One run of three iterations and one of one, as if two hetrl-exec runs of the same plan and
+  // seed: their iterations 0 drew the same samples.
+  const std::vector<std::vector<double>> three = simulate(run, truth, warmup, 3, seed);
+  const int train = run.in.graph.find("actor_train");
+  REQUIRE(train >= 0);
+  const auto g = static_cast<std::size_t>(train);
+  // The iterations differ (their tokens do): set against the wrong ones, the medians would not
+  // match.
+  REQUIRE(three[0][g] != hetrl::testing::approx(three[1][g]).epsilon(0.02));
+  REQUIRE(three[0][g] != hetrl::testing::approx(three[2][g]).epsilon(0.02));
+  CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
+                       {three[0], three[1], three[2], three[0]}, warmup, seed, {}, {}, {0, 1, 2, 0}};
+  const Calibration fit = calibrate(in);
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+  CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+  REQUIRE_FALSE(fit.rows.empty());
+  for (const CalibrationRow& row : fit.rows) {
+    CAPTURE(row.task);
+    CHECK(row.after == hetrl::testing::approx(row.measured).epsilon(0.005));
+  }
+}
+
 TEST_CASE("calibration: an optimizer efficiency the type has is held without the run's steps, fitted on them") {
   const Run run = load();
   hw::Cluster truth = run.in.cluster;
@@ -134,7 +165,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.optimizer_held);
   CHECK(fit.optimizer_efficiency == held);
@@ -168,7 +199,7 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   REQUIRE(p.groups[0].gpus.size() == 2);
   p.groups[0].gpus[1].node = 1;
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
-                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}};
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}, {}};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
 }
 
@@ -292,7 +323,7 @@ TEST_CASE("calibration: the prefill efficiency is fitted on the run's timed pref
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models,
                        &run.plan, simulate(run, truth, warmup, 3, seed), warmup, seed,
                        priced_parts(run, truth, 3, workload::TaskKind::kTrain),
-                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate)};
+                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate), {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.prefills == 1);
   REQUIRE(fit.prefill_efficiency);

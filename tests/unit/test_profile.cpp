@@ -278,7 +278,7 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   p.pass_efficiency = 0.6;
   p.optimizer_efficiency = 0.2;
   p.decode_step_overhead = 4e-3;
-  p.calibration = hw::GpuProfile::Calibration{"plan.json", 5, {{"generate", 1.5, 0.7, 1.4}, {"actor_train", 2.0, 1.0, 1.9}}};
+  p.calibration = hw::GpuProfile::Calibration{"plan.json", 5, 2, {{"generate", 1.5, 0.7, 1.4}, {"actor_train", 2.0, 1.0, 1.9}}};
   const std::string json = io::profile_to_json(p);
   const hw::GpuProfile q = io::parse_profile(json, "p.json");
   CHECK(io::profile_to_json(q) == json);
