@@ -326,17 +326,17 @@ class Runner {
 
   // Under mpirun, after a GPU task: each replica's results from its first process to all, so
   // that every process holds the iteration's samples, and its measurements.
-  void share_results(int task, const std::vector<std::pair<std::size_t, std::size_t>>& ranges, TaskMeasurement& out,
+  void share_results(int task, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
                      IterationMeasurement& m) {
     if (!multi()) return;
     const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
-    for (std::size_t r = 0; r < ranges.size(); ++r) {
+    for (std::size_t r = 0; r < shares.size(); ++r) {
       const int lead = members_.at(task)[r].front();
       const bool from_me = lead == rank_;
-      const auto [first, last] = ranges[r];
+      const std::vector<std::size_t>& share = shares[r];
       if (t.kind == TaskKind::kGenerate) {
         std::vector<int> tokens;
-        for (std::size_t i = first; i < last; ++i) {
+        for (const std::size_t i : share) {
           const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
           const std::vector<int>& s = samples_[i].tokens;
           if (from_me) {
@@ -348,7 +348,7 @@ class Runner {
         if (!tokens.empty()) world().broadcast_host(tokens.data(), tokens.size() * sizeof(int), lead);
         if (!from_me && !mine(task, r)) {
           std::size_t at = 0;
-          for (std::size_t i = first; i < last; ++i) {
+          for (const std::size_t i : share) {
             const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
             samples_[i].tokens.insert(samples_[i].tokens.end(), tokens.begin() + static_cast<long>(at),
                                       tokens.begin() + static_cast<long>(at + n));
@@ -366,7 +366,7 @@ class Runner {
           return nullptr;
         };
         std::vector<float> values;
-        for (std::size_t i = first; i < last; ++i) {
+        for (const std::size_t i : share) {
           Sample& s = samples_[i];
           std::vector<float>* f = field(s);
           if (!f) {
@@ -380,7 +380,7 @@ class Runner {
         if (!values.empty()) world().broadcast_host(values.data(), values.size() * sizeof(float), lead);
         if (!from_me) {
           std::size_t at = 0;
-          for (std::size_t i = first; i < last; ++i) {
+          for (const std::size_t i : share) {
             Sample& s = samples_[i];
             std::vector<float>* f = field(s);
             if (!f) {
@@ -520,7 +520,8 @@ class Runner {
     }
   }
 
-  // Replica r's samples: contiguous runs by the cumulative shares, as hetrl-sim splits them.
+  // Replica r's samples for generation: contiguous runs by the cumulative shares, as hetrl-sim
+  // splits them (and as a rollout's batch is chunked over its engines).
   std::vector<std::pair<std::size_t, std::size_t>> split(const plan::TaskPlacement& p) const {
     std::vector<std::pair<std::size_t, std::size_t>> ranges;
     const std::size_t total = samples_.size();
@@ -648,8 +649,14 @@ class Runner {
     }
     const plan::TaskPlacement& p = placement(task);
     const auto ranges = split(p);
+    // Generation's replicas take contiguous runs; scoring's take the samples dealt by their
+    // tokens (training deals each mini-batch).
     std::vector<std::vector<std::size_t>> shares;
-    for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
+    if (t.kind == TaskKind::kGenerate) {
+      for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
+    } else {
+      shares = deal(range(0, samples_.size()), sample_tokens(), replica_shares(p));
+    }
     out.replica_seconds.assign(ranges.size(), 0.0);
     if (t.kind == TaskKind::kGenerate) {
       out.replica_decode_steps.assign(ranges.size(), 0);
@@ -717,10 +724,10 @@ class Runner {
       }
       out.tokens = tokens_of(samples_, 0, samples_.size());
     } else if (t.kind == TaskKind::kTrain) {
-      train(iteration, task, *t.role, shares, out, m);
+      train(iteration, task, *t.role, out, m);
       out.tokens = tokens_of(samples_, 0, samples_.size()) * w_.epochs;
     }
-    share_results(task, ranges, out, m);
+    share_results(task, shares, out, m);
     if (t.kind == TaskKind::kGenerate) {
       // Every replica's decode steps, and the tokens its responses hold.
       for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
@@ -731,11 +738,26 @@ class Runner {
     out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
   }
 
-  // Epochs of mini-batches; each mini-batch is a slice of every replica's share (data
-  // parallel), its micro-batches' gradients summed over the replicas as their all-reduce would,
-  // and one optimiser step. Each replica's time is its micro-batches' plus the step.
-  void train(int iteration, int task, Role role, const std::vector<std::vector<std::size_t>>& shares,
-             TaskMeasurement& out, IterationMeasurement& m) {
+  // Every sample's tokens (prompt and response), what dealing balances.
+  std::vector<long long> sample_tokens() const {
+    std::vector<long long> out;
+    for (const Sample& s : samples_) out.push_back(static_cast<long long>(s.tokens.size()));
+    return out;
+  }
+  static std::vector<double> replica_shares(const plan::TaskPlacement& p) {
+    std::vector<double> out;
+    for (const plan::Replica& r : p.replicas) out.push_back(r.share);
+    return out;
+  }
+
+  // Epochs of mini-batches; each mini-batch a slice of the samples in a seeded order, dealt to
+  // the replicas by their shares and tokens (data parallel), its micro-batches' gradients
+  // summed over the replicas as their all-reduce would, and one optimiser step. Each replica's
+  // time is its micro-batches' plus the step.
+  void train(int iteration, int task, Role role, TaskMeasurement& out, IterationMeasurement& m) {
+    const std::vector<double> weights = replica_shares(placement(task));
+    const std::size_t replicas = weights.size();
+    const std::vector<long long> lengths = sample_tokens();
     const int role_at = role_index(role);
     // Under mpirun a process trains its replica's part, and the replicas' gradients are summed
     // over the data-parallel group before each step; a process outside it has no part.
@@ -750,15 +772,15 @@ class Runner {
     }
     Transformer& model = model_for(role, trainer_layout(role));
     const bool supervised = graph_.find("generate") < 0;
-    std::vector<double> seconds(shares.size(), 0.0);
-    std::vector<TrainParts> parts_of(shares.size());
+    std::vector<double> seconds(replicas, 0.0);
+    std::vector<TrainParts> parts_of(replicas);
     const int minis = std::max(1, w_.mini_batches);
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
     const bool data_parallel = dp && dp->size() > 1;
     // ZeRO from stage 1 on shards the optimiser over the replicas (stage 3's weights are not
     // sharded between steps here: each replica holds them whole, as stages 1 and 2 do).
-    const bool sharded = placement(task).train.zero_stage >= 1 && shares.size() > 1;
+    const bool sharded = placement(task).train.zero_stage >= 1 && replicas > 1;
     std::unique_ptr<ShardedOptimizer> zero;
     // The gradients cross in the precision the workload names (the cost model prices the same).
     const DType reduce_type = w_.gradient_reduce == workload::GradientReduce::kBf16 ? DType::kBf16 : DType::kF32;
@@ -771,26 +793,21 @@ class Runner {
       b_.upload(meeting.data(), &nothing, sizeof nothing);
     }
     for (int epoch = 0; epoch < std::max(1, w_.epochs); ++epoch) {
-      // Each replica's share in a seeded order, cut into the mini-batches.
-      std::vector<std::vector<std::size_t>> order = shares;
-      for (std::size_t r = 0; r < order.size(); ++r) {
-        std::vector<std::size_t>& o = order[r];
-        for (std::size_t i = o.size(); i > 1; --i) {
-          const std::uint64_t key = device::mix64(settings_.seed * 31 + static_cast<std::uint64_t>(iteration) * 7 +
-                                                  static_cast<std::uint64_t>(epoch) * 1009 + r * 65537 + i);
-          std::swap(o[i - 1], o[key % i]);
-        }
+      // The samples in a seeded order, cut into the mini-batches, each dealt to the replicas.
+      std::vector<std::size_t> order = range(0, samples_.size());
+      for (std::size_t i = order.size(); i > 1; --i) {
+        const std::uint64_t key = device::mix64(settings_.seed * 31 + static_cast<std::uint64_t>(iteration) * 7 +
+                                                static_cast<std::uint64_t>(epoch) * 1009 + i);
+        std::swap(order[i - 1], order[key % i]);
       }
       for (int mini = 0; mini < minis; ++mini) {
-        std::vector<std::vector<std::size_t>> parts(order.size());
+        const std::size_t n = order.size();
+        const std::size_t from = n * static_cast<std::size_t>(mini) / static_cast<std::size_t>(minis);
+        const std::size_t to = n * static_cast<std::size_t>(mini + 1) / static_cast<std::size_t>(minis);
+        const std::vector<std::size_t> slice(order.begin() + static_cast<long>(from), order.begin() + static_cast<long>(to));
+        const std::vector<std::vector<std::size_t>> parts = deal(slice, lengths, weights);
         double tokens = 0;
-        for (std::size_t r = 0; r < order.size(); ++r) {
-          const std::size_t n = order[r].size();
-          const std::size_t from = n * static_cast<std::size_t>(mini) / static_cast<std::size_t>(minis);
-          const std::size_t to = n * static_cast<std::size_t>(mini + 1) / static_cast<std::size_t>(minis);
-          parts[r].assign(order[r].begin() + static_cast<long>(from), order[r].begin() + static_cast<long>(to));
-          for (const std::size_t i : parts[r]) tokens += samples_[i].response_length();
-        }
+        for (const std::size_t i : slice) tokens += samples_[i].response_length();
         if (tokens == 0) continue;
         double loss = 0;
         for (std::size_t r = 0; r < parts.size(); ++r) {
@@ -922,6 +939,39 @@ class Runner {
 };
 
 }  // namespace
+
+std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& samples, const std::vector<long long>& tokens,
+                                           const std::vector<double>& shares) {
+  const std::size_t n = samples.size();
+  // Each replica's count, as the contiguous split gives it.
+  std::vector<std::size_t> room;
+  std::size_t given = 0;
+  double share_sum = 0;
+  for (std::size_t r = 0; r < shares.size(); ++r) {
+    share_sum += shares[r];
+    const std::size_t until =
+        r + 1 == shares.size() ? n : std::min(n, static_cast<std::size_t>(std::llround(share_sum * static_cast<double>(n))));
+    room.push_back(until > given ? until - given : 0);
+    given = std::max(given, until);
+  }
+  std::vector<std::size_t> longest_first = samples;
+  std::stable_sort(longest_first.begin(), longest_first.end(),
+                   [&](std::size_t a, std::size_t b) { return tokens[a] > tokens[b]; });
+  std::vector<std::vector<std::size_t>> out(shares.size());
+  std::vector<double> load(shares.size(), 0.0);
+  for (const std::size_t i : longest_first) {
+    std::size_t best = shares.size();
+    for (std::size_t r = 0; r < shares.size(); ++r) {
+      if (room[r] == 0) continue;
+      if (best == shares.size() || load[r] * shares[best] < load[best] * shares[r]) best = r;
+    }
+    out[best].push_back(i);
+    load[best] += static_cast<double>(tokens[i]);
+    --room[best];
+  }
+  for (std::vector<std::size_t>& share : out) std::sort(share.begin(), share.end());
+  return out;
+}
 
 cost::CostParams executor_cost_params() {
   cost::CostParams params;

@@ -95,6 +95,15 @@ struct RunResult {
 // shard holds the embedding and the language head whole (cost::CostParams::vocab_parallel).
 cost::CostParams executor_cost_params();
 
+// Samples dealt to data-parallel replicas by their shares, as trainers balance a batch's
+// sequence lengths over their data-parallel ranks (verl's balance_batch): each replica takes
+// as many samples as a contiguous split by the shares gives it, and the longest sample left
+// goes to the replica whose tokens stand lowest against its share, so that the replicas'
+// tokens come near their shares of the whole and they finish together, as the cost model
+// prices them. `samples` index `tokens`; each replica's samples come in ascending order.
+std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& samples, const std::vector<long long>& tokens,
+                                           const std::vector<double>& shares);
+
 // `model` prices the workload the run executes (scaled as it runs): its cluster, workload,
 // graph and catalogue name what runs; `plan` must have passed validation against them.
 // progress(iteration, task) is called before each task.

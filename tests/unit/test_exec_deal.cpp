@@ -1,0 +1,74 @@
+// Dealing a batch's samples to data-parallel replicas (exec::deal): each replica as many as a
+// contiguous split by the shares gives it, its tokens near its share of them.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <numeric>
+#include <vector>
+
+#include "exec/run.h"
+
+namespace hetrl::exec {
+namespace {
+
+long long sum_of(const std::vector<std::size_t>& share, const std::vector<long long>& tokens) {
+  long long n = 0;
+  for (const std::size_t i : share) n += tokens[i];
+  return n;
+}
+
+TEST_CASE("deal: every sample once, each replica its count, tokens balanced where a contiguous split is not") {
+  // Long samples first, short ones last: a contiguous split in halves gives one replica
+  // 4 x 40 tokens and the other 4 x 10.
+  const std::vector<long long> tokens{40, 40, 40, 40, 10, 10, 10, 10};
+  std::vector<std::size_t> all(tokens.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  const auto out = deal(all, tokens, {0.5, 0.5});
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].size() == 4);
+  CHECK(out[1].size() == 4);
+  std::vector<std::size_t> seen = out[0];
+  seen.insert(seen.end(), out[1].begin(), out[1].end());
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == all);
+  CHECK(sum_of(out[0], tokens) == 100);
+  CHECK(sum_of(out[1], tokens) == 100);
+  CHECK(std::is_sorted(out[0].begin(), out[0].end()));
+  CHECK(std::is_sorted(out[1].begin(), out[1].end()));
+}
+
+TEST_CASE("deal: uneven shares take counts and tokens in proportion") {
+  std::vector<long long> tokens;
+  for (int i = 0; i < 12; ++i) tokens.push_back(10 + (i * 7) % 23);
+  // A subset of the samples, as a mini-batch is.
+  const std::vector<std::size_t> slice{1, 2, 3, 5, 6, 8, 9, 11};
+  const auto out = deal(slice, tokens, {0.25, 0.75});
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].size() == 2);
+  CHECK(out[1].size() == 6);
+  const long long a = sum_of(out[0], tokens), b = sum_of(out[1], tokens);
+  CHECK(a + b == sum_of(slice, tokens));
+  // Within one sample's tokens of a quarter (the longest is 32).
+  CHECK(std::abs(static_cast<double>(a) - 0.25 * static_cast<double>(a + b)) <= 32);
+  for (const auto& share : out) {
+    for (const std::size_t i : share) CHECK(std::find(slice.begin(), slice.end(), i) != slice.end());
+  }
+}
+
+TEST_CASE("deal: one replica takes everything; fewer samples than replicas leave some empty") {
+  const std::vector<long long> tokens{5, 9, 7};
+  const auto one = deal({0, 1, 2}, tokens, {1.0});
+  REQUIRE(one.size() == 1);
+  CHECK(one[0] == std::vector<std::size_t>{0, 1, 2});
+  const auto many = deal({0, 1}, tokens, {0.25, 0.25, 0.25, 0.25});
+  REQUIRE(many.size() == 4);
+  std::size_t dealt = 0;
+  for (const auto& share : many) dealt += share.size();
+  CHECK(dealt == 2);
+  CHECK(deal({}, tokens, {0.5, 0.5}) == std::vector<std::vector<std::size_t>>(2));
+}
+
+}  // namespace
+}  // namespace hetrl::exec
