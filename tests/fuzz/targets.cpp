@@ -11,6 +11,8 @@
 //             "region SPEC", "price SPEC", "intra SPEC", "cross-zone SPEC",
 //             "cross-region SPEC"                       (io::build_cluster)
 //   market    hetrl.market/v1 JSON                      (io::parse_market)
+//   execreport  hetrl.execreport/v1 JSON, as hetrl-exec --fit-on reads it
+//                                                       (io::parse_exec_report)
 
 #include "targets.h"
 
@@ -23,6 +25,7 @@
 #include "io/catalog_io.h"
 #include "io/cluster_io.h"
 #include "io/cluster_specs.h"
+#include "io/exec_io.h"
 #include "io/inputs.h"
 #include "io/market_io.h"
 #include "io/plan_io.h"
@@ -110,6 +113,8 @@ void load_unchecked(std::string_view target, std::string_view text) {
     load_specs(text, catalogs);
   } else if (target == "market") {
     io::parse_market(text, "fuzz.json", catalogs.hardware);
+  } else if (target == "execreport") {
+    io::parse_exec_report(text, "fuzz.json");
   } else {
     throw std::invalid_argument("unknown fuzz target \"" + std::string(target) + "\"");
   }
@@ -118,8 +123,8 @@ void load_unchecked(std::string_view target, std::string_view text) {
 }  // namespace
 
 const std::vector<std::string_view>& targets() {
-  static const std::vector<std::string_view> names{"cluster", "workload", "plan", "profile",
-                                                   "trace",   "models",   "specs",  "market"};
+  static const std::vector<std::string_view> names{"cluster", "workload", "plan",   "profile",   "trace",
+                                                   "models",  "specs",    "market", "execreport"};
   return names;
 }
 
