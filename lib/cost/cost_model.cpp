@@ -470,14 +470,23 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     // FlashAttention recomputes the scores), and the memory-bound element-wise work at the
     // memory bandwidth, split by TP (and sequence parallelism).
     double linear = micro * shape.linear_flops(stage.layers);
+    // The language head runs over the scored rows only (the responses'), a GEMM of that many
+    // rows at their own efficiency; a value head is a GEMV with the layers'.
+    double head = 0, head_rows = micro;
     if (last) {
-      const double head_tokens = micro * head_fraction_;
-      linear += lm_head_[task] ? head_tokens * shape.group_head_flops(stage.tp) : micro * 2.0 * shape.hidden;
+      if (lm_head_[task]) {
+        head_rows = micro * head_fraction_;
+        head = head_rows * shape.group_head_flops(stage.tp);
+      } else {
+        linear += micro * 2.0 * shape.hidden;
+      }
     }
+    const double head_factor = training && params_.head_recompute ? std::max(factor, 4.0) : factor;
     const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
     const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
     const double compute =
         factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
+        (head > 0 ? head_factor * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows)) : 0.0) +
         attention_factor * attention / (rate * g.efficiency.attention) +
         elementwise_factor * micro * stage.layers * elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
     double tp = allreduces_per_layer * stage.layers *

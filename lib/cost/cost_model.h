@@ -130,6 +130,10 @@ struct CostParams {
   // and vLLM do (ModelShape::vocab_parallel). hetrl-exec's tensor-parallel shards hold them
   // whole, and its cost model says so.
   bool vocab_parallel = true;
+  // The training backward computes the language head's logits again instead of keeping them
+  // (rows x vocab), as chunked and fused cross-entropy kernels do and hetrl-exec does: the
+  // head's GEMMs then run four times a step, not three.
+  bool head_recompute = false;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
   // What an inference engine holds besides its weights and KV cache whatever the model:

@@ -976,6 +976,7 @@ std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& sampl
 cost::CostParams executor_cost_params() {
   cost::CostParams params;
   params.vocab_parallel = false;
+  params.head_recompute = true;  // Transformer's backward computes the logits again, chunk by chunk
   return params;
 }
 

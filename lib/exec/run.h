@@ -92,7 +92,8 @@ struct RunResult {
 };
 
 // The cost model's parameters for what run_plan executes: its defaults, but a tensor-parallel
-// shard holds the embedding and the language head whole (cost::CostParams::vocab_parallel).
+// shard holds the embedding and the language head whole (cost::CostParams::vocab_parallel),
+// and the training backward computes the head's logits again (CostParams::head_recompute).
 cost::CostParams executor_cost_params();
 
 // Samples dealt to data-parallel replicas by their shares, as trainers balance a batch's

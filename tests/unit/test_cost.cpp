@@ -828,6 +828,28 @@ TEST_CASE("an optimizer offloaded to the host frees the GPU of Adam's state and 
   CHECK(step(on_gpu, "optimizer step") == hetrl::testing::approx(shard * 30 / (2039e9 * 0.75)).epsilon(1e-9));
 }
 
+TEST_CASE("the language head's logits computed again in the backward (hetrl-exec's): only the actor's training pays") {
+  cost::CostParams again;
+  again.head_recompute = true;
+  const Fixture kept(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const Fixture recomputed(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 1), again);
+  const auto compute = [](const Fixture& f, const char* task) {
+    cost::Breakdown out(true);
+    const std::vector<cost::Stage> stages{{0, 1, 24}};
+    f.model.replica_seconds(f.task(task), stages, 64, 1, {0, cost::Recompute::kNone}, {}, out);
+    return term_or_zero(out, "forward + backward compute") + term_or_zero(out, "forward compute");
+  };
+  // The head's GEMMs four times a step instead of three: more, by less than a third of the
+  // whole pass (the layers are not run again).
+  const double a = compute(kept, "actor_train"), b = compute(recomputed, "actor_train");
+  CHECK(b > 1.01 * a);
+  CHECK(b < a * 4.0 / 3.0);
+  // A value head has no logits; scoring has no backward.
+  CHECK(compute(recomputed, "critic_train") == compute(kept, "critic_train"));
+  CHECK(compute(recomputed, "actor_logprob") == compute(kept, "actor_logprob"));
+  CHECK(compute(kept, "actor_logprob") > 0);
+}
+
 TEST_CASE("TP splits the embedding and the LM head over the vocabulary, or every shard holds them whole (hetrl-exec's)") {
   cost::CostParams whole_params;
   whole_params.vocab_parallel = false;

@@ -57,7 +57,7 @@ TEST_CASE("deal: uneven shares take counts and tokens in proportion") {
   }
 }
 
-TEST_CASE("deal: one replica takes everything; fewer samples than replicas leave some empty") {
+TEST_CASE("deal: one replica takes everything, and fewer samples than replicas leave some empty") {
   const std::vector<long long> tokens{5, 9, 7};
   const auto one = deal({0, 1, 2}, tokens, {1.0});
   REQUIRE(one.size() == 1);
