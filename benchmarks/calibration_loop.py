@@ -11,9 +11,10 @@ Two processes (mpirun), each one core, stand for a node of two devices:
      plan's layout over 16 prompts instead of 8). The runs go round by round, every plan in each
      round, so that a slow spell of a shared machine does not fall on one plan. The first plan's
      run of the last round fits the profile (--fit-profile) on its own iterations and on its
-     earlier rounds' reports (--fit-on), so that no one run's slow spell sets the fit;
-  4. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster, and the
-     rounds run again against it (after).
+     earlier rounds' reports (--fit-on): the fit draws on the whole loop's stretch of time, as
+     the comparison does (a fit on the first half alone met a slow first half in loop25);
+  4. hetrl-cluster --from-profile of the fitted profile makes the calibrated cluster, and one
+     more run of each plan (one iteration) is priced against it (after).
 Writes OUT/calibration-loop.csv (per plan and task: the prediction before and after, the
 simulator's seconds after, the measured seconds, each the median over the measured iterations
 of all the plan's runs) and prints the table with each ratio, and the iteration's: hetrl-exec
@@ -100,10 +101,10 @@ def other_tp(plan_path, out_path):
     json.dump(plan, open(out_path, "w"), indent=1)
 
 
-def exec_run(args, cluster, workload, plan, report, extra=()):
+def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
     run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
-               "--iterations", str(args.iterations), "--report", report, *extra])
+               "--iterations", str(iterations or args.iterations), "--report", report, *extra])
     return json.load(open(report))
 
 
@@ -111,10 +112,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=3,
-                        help="runs of each plan against each cluster; a task's figure is the median over all their "
-                             "iterations, and the fit's over the first plan's runs before, so with three one slow run "
-                             "of a shared machine sets neither")
+    parser.add_argument("--runs", type=int, default=6,
+                        help="rounds, each a run of every plan; a task's figure is the median over all their "
+                             "iterations, and the fit's over all the first plan's, so one slow spell of a shared "
+                             "machine sets neither")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=896)
     parser.add_argument("--vocab", type=int, default=16384)
@@ -136,23 +137,28 @@ def main():
              ("TP (the fit's layout, each task's TP 1 <-> 2)", ppo8, p("plan-tp.json")),
              ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json"))]
 
-    # Round by round, each plan in turn: a slow spell of a shared machine falls on every plan
-    # alike instead of on one plan's runs. The fit comes with the first plan's last run before,
-    # on all its runs before.
+    # Round by round, each plan in turn, every run against the measured cluster: a slow spell
+    # of a shared machine falls on every plan alike instead of on one plan's runs. What a run
+    # measures does not depend on the cluster it is priced against, so the fit comes last, on
+    # the first plan's runs of every round (its last run fits, pooling the others' reports),
+    # and draws on the same stretch of time as the plans it is checked on.
     reports = [{"before": [], "after": []} for _ in plans]
-    for when, cluster in (("before", p("measured.json")), ("after", p("calibrated.json"))):
-        for r in range(args.runs):
-            for index, (label, workload, plan) in enumerate(plans):
-                extra = []
-                if index == 0 and when == "before" and r == args.runs - 1:
-                    extra = ["--fit-profile", p("fitted.json")]
-                    for earlier in range(r):
-                        extra += ["--fit-on", p(f"report-0-before-{earlier}.json")]
-                reports[index][when].append(
-                    exec_run(args, cluster, workload, plan, p(f"report-{index}-{when}-{r}.json"), extra))
-        if when == "before":
-            run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
+    for r in range(args.runs):
+        for index, (label, workload, plan) in enumerate(plans):
+            extra = []
+            if index == 0 and r == args.runs - 1:
+                extra = ["--fit-profile", p("fitted.json")]
+                for earlier in range(r):
+                    extra += ["--fit-on", p(f"report-0-{earlier}.json")]
+            reports[index]["before"].append(exec_run(args, p("measured.json"), workload, plan, p(f"report-{index}-{r}.json"),
+                                                     extra))
+    run([tool("hetrl-cluster"), "--from-profile", p("fitted.json"), "--node", node, "-o", p("calibrated.json")])
     fitted = json.load(open(p("fitted.json")))["fitted"]
+    # The calibrated cluster's prices: one more run of each plan, priced against it (its
+    # measurements count with the others').
+    for index, (label, workload, plan) in enumerate(plans):
+        reports[index]["after"].append(exec_run(args, p("calibrated.json"), workload, plan, p(f"report-{index}-after.json"),
+                                                iterations=1))
 
     rows = []
     for index, (label, workload, plan) in enumerate(plans):
