@@ -19,6 +19,21 @@
 namespace hetrl::exec {
 namespace {
 
+// [first, last) of each of n samples by the cumulative shares, the last to the end.
+std::vector<std::pair<std::size_t, std::size_t>> contiguous_split(std::size_t n, const std::vector<double>& shares) {
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::size_t next = 0;
+  double share_sum = 0;
+  for (std::size_t r = 0; r < shares.size(); ++r) {
+    share_sum += shares[r];
+    const std::size_t until =
+        r + 1 == shares.size() ? n : std::min(n, static_cast<std::size_t>(std::llround(share_sum * static_cast<double>(n))));
+    ranges.emplace_back(next, std::max(next, until));
+    next = std::max(next, until);
+  }
+  return ranges;
+}
+
 using workload::Role;
 using workload::TaskKind;
 using device::Buffer;
@@ -523,19 +538,7 @@ class Runner {
   // Replica r's samples for generation: contiguous runs by the cumulative shares, as hetrl-sim
   // splits them (and as a rollout's batch is chunked over its engines).
   std::vector<std::pair<std::size_t, std::size_t>> split(const plan::TaskPlacement& p) const {
-    std::vector<std::pair<std::size_t, std::size_t>> ranges;
-    const std::size_t total = samples_.size();
-    std::size_t next = 0;
-    double share_sum = 0;
-    for (std::size_t r = 0; r < p.replicas.size(); ++r) {
-      share_sum += p.replicas[r].share;
-      const std::size_t until = r + 1 == p.replicas.size()
-                                    ? total
-                                    : static_cast<std::size_t>(std::llround(share_sum * static_cast<double>(total)));
-      ranges.emplace_back(next, std::max(next, until));
-      next = std::max(next, until);
-    }
-    return ranges;
+    return contiguous_split(samples_.size(), replica_shares(p));
   }
 
   // Micro-batches over samples [first, last): by length, each at most the cost model's
@@ -942,18 +945,9 @@ class Runner {
 
 std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& samples, const std::vector<long long>& tokens,
                                            const std::vector<double>& shares) {
-  const std::size_t n = samples.size();
   // Each replica's count, as the contiguous split gives it.
   std::vector<std::size_t> room;
-  std::size_t given = 0;
-  double share_sum = 0;
-  for (std::size_t r = 0; r < shares.size(); ++r) {
-    share_sum += shares[r];
-    const std::size_t until =
-        r + 1 == shares.size() ? n : std::min(n, static_cast<std::size_t>(std::llround(share_sum * static_cast<double>(n))));
-    room.push_back(until > given ? until - given : 0);
-    given = std::max(given, until);
-  }
+  for (const auto& [first, last] : contiguous_split(samples.size(), shares)) room.push_back(last - first);
   std::vector<std::size_t> longest_first = samples;
   std::stable_sort(longest_first.begin(), longest_first.end(),
                    [&](std::size_t a, std::size_t b) { return tokens[a] > tokens[b]; });

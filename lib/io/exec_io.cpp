@@ -134,16 +134,16 @@ std::vector<double> part_seconds(ObjectReader& parts, std::string_view key, cons
   (void)part.number("predicted_seconds", Range::kNonNegative);
   const std::vector<double> measured = seconds_array(part, "seconds");
   part.finish();
+  const auto ran = static_cast<std::size_t>(
+      std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }));
+  if (measured.size() != ran) {
+    parts.fail(key, fmt::format("expected seconds for each of the {} iterations the task ran, found {}", ran,
+                                measured.size()));
+  }
   std::vector<double> out(task_seconds.size(), 0.0);
   std::size_t next = 0;
   for (std::size_t i = 0; i < task_seconds.size(); ++i) {
-    if (task_seconds[i] > 0 && next < measured.size()) out[i] = measured[next++];
-  }
-  if (next != measured.size() || std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }) !=
-                                     static_cast<std::ptrdiff_t>(measured.size())) {
-    parts.fail(key, fmt::format("expected seconds for each of the {} iterations the task ran, found {}",
-                                std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }),
-                                measured.size()));
+    if (task_seconds[i] > 0) out[i] = measured[next++];
   }
   return out;
 }
