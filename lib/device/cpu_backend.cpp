@@ -185,7 +185,7 @@ class CpuBackend final : public Backend {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
         const long offset = static_cast<long>(r) * n;
-        rmsnorm_row(typed<T>(x) + offset, typed<T>(w), typed<T>(y) + offset, n, eps);
+        rmsnorm_row(OneLane{}, typed<T>(x) + offset, typed<T>(w), typed<T>(y) + offset, n, eps);
       }
     });
   }
@@ -196,11 +196,11 @@ class CpuBackend final : public Backend {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
         const long offset = static_cast<long>(r) * n;
-        rmsnorm_backward_row(typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset, n, eps);
+        rmsnorm_backward_row(OneLane{}, typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset, n, eps);
       }
       if (dw) {
         inverse_.resize(static_cast<std::size_t>(rows));
-        for (int r = 0; r < rows; ++r) inverse_[static_cast<std::size_t>(r)] = inverse_rms(typed<T>(x) + static_cast<long>(r) * n, n, eps);
+        for (int r = 0; r < rows; ++r) inverse_[static_cast<std::size_t>(r)] = inverse_rms(OneLane{}, typed<T>(x) + static_cast<long>(r) * n, n, eps);
         for (int col = 0; col < n; ++col) dw[col] = rmsnorm_weight_grad(typed<T>(x), typed<T>(dy), inverse_.data(), rows, n, col);
       }
     });
@@ -251,7 +251,7 @@ class CpuBackend final : public Backend {
         for (int h = 0; h < a.heads; ++h) {
           const long head = (static_cast<long>(s) * a.heads + h) * a.head_dim;
           const long kv = cache + static_cast<long>(h / group) * a.head_dim;
-          attend_cached(typed<T>(q) + head, typed<T>(k) + kv, typed<T>(v) + kv, lengths[s], stride, a.head_dim, scale,
+          attend_cached(OneLane{}, typed<T>(q) + head, typed<T>(k) + kv, typed<T>(v) + kv, lengths[s], stride, a.head_dim, scale,
                         typed<T>(out) + head);
         }
       }
@@ -272,7 +272,7 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < a.heads; ++h) {
             const long row = (static_cast<long>(s) * a.queries + t) * a.heads + h;
             const long kv = cache + static_cast<long>(h / group) * a.head_dim;
-            const float l = attend_cached(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv, length,
+            const float l = attend_cached(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv, length,
                                           stride, a.head_dim, scale, typed<T>(out) + row * a.head_dim);
             if (lse) lse[row] = l;
           }
@@ -291,7 +291,7 @@ class CpuBackend final : public Backend {
       const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
       const long rows = static_cast<long>(a.batch) * a.queries * a.heads;
       for (long row = 0; row < rows; ++row) {
-        delta[row] = attention_delta(typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+        delta[row] = attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
       }
       for (int s = 0; s < a.batch; ++s) {
         const long cache = static_cast<long>(s) * a.capacity * stride;
@@ -301,7 +301,7 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < a.heads; ++h) {
             const long row = first_row + static_cast<long>(t) * a.heads + h;
             const long kv = cache + static_cast<long>(h / group) * a.head_dim;
-            attend_cached_dq(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+            attend_cached_dq(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
                              typed<T>(dout) + row * a.head_dim, lse[row], delta[row], length, stride, a.head_dim, scale,
                              typed<T>(dq) + row * a.head_dim);
           }
@@ -309,7 +309,7 @@ class CpuBackend final : public Backend {
         for (int j = 0; j < lengths[s]; ++j) {
           for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
             const long at = cache + j * stride + static_cast<long>(kvh) * a.head_dim;
-            attend_cached_dkv(typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
+            attend_cached_dkv(OneLane{}, typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
                               lse + first_row, delta + first_row, typed<T>(k) + at, typed<T>(v) + at,
                               first_query_seeing(lengths[s], a.queries, j), a.queries, a.heads, kvh * group, group,
                               a.head_dim, scale, typed<T>(dk) + at, typed<T>(dv) + at);
@@ -332,7 +332,7 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < a.heads; ++h) {
             const long row = static_cast<long>(first + t) * a.heads + h;
             const long kv = first * stride + static_cast<long>(h / group) * a.head_dim;
-            const float l = attend_cached(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+            const float l = attend_cached(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
                                           visible_length(queries, queries, t), stride, a.head_dim, scale,
                                           typed<T>(out) + row * a.head_dim);
             if (lse) lse[row] = l;
@@ -352,7 +352,7 @@ class CpuBackend final : public Backend {
       const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
       const long rows = static_cast<long>(a.tokens) * a.heads;
       for (long row = 0; row < rows; ++row) {
-        delta[row] = attention_delta(typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+        delta[row] = attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
       }
       for (int s = 0; s < a.batch; ++s) {
         const int first = starts[s], queries = starts[s + 1] - starts[s];
@@ -361,7 +361,7 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < a.heads; ++h) {
             const long row = first_row + static_cast<long>(t) * a.heads + h;
             const long kv = first * stride + static_cast<long>(h / group) * a.head_dim;
-            attend_cached_dq(typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+            attend_cached_dq(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
                              typed<T>(dout) + row * a.head_dim, lse[row], delta[row],
                              visible_length(queries, queries, t), stride, a.head_dim, scale,
                              typed<T>(dq) + row * a.head_dim);
@@ -370,7 +370,7 @@ class CpuBackend final : public Backend {
         for (int j = 0; j < queries; ++j) {
           for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
             const long at = (first + j) * stride + static_cast<long>(kvh) * a.head_dim;
-            attend_cached_dkv(typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
+            attend_cached_dkv(OneLane{}, typed<T>(q) + first_row * a.head_dim, typed<T>(dout) + first_row * a.head_dim,
                               lse + first_row, delta + first_row, typed<T>(k) + at, typed<T>(v) + at,
                               first_query_seeing(queries, queries, j), queries, a.heads, kvh * group, group,
                               a.head_dim, scale, typed<T>(dk) + at, typed<T>(dv) + at);
@@ -462,7 +462,7 @@ class CpuBackend final : public Backend {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
-        tokens[r] = sample_row(typed<T>(logits) + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r],
+        tokens[r] = sample_row(OneLane{}, typed<T>(logits) + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r],
                                positions[r]);
       }
     });
@@ -471,7 +471,7 @@ class CpuBackend final : public Backend {
   void softmax(DType t, void* x, int rows, int n) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      for (int r = 0; r < rows; ++r) softmax_row(typed<T>(x) + static_cast<long>(r) * n, n);
+      for (int r = 0; r < rows; ++r) softmax_row(OneLane{}, typed<T>(x) + static_cast<long>(r) * n, n);
     });
   }
 
@@ -481,9 +481,9 @@ class CpuBackend final : public Backend {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
         const long offset = static_cast<long>(r) * vocab;
-        losses[r] = cross_entropy_row(typed<T>(logits) + offset, vocab, targets[r]);
+        losses[r] = cross_entropy_row(OneLane{}, typed<T>(logits) + offset, vocab, targets[r]);
         if (dlogits) {
-          cross_entropy_backward_row(typed<T>(logits) + offset, vocab, targets[r],
+          cross_entropy_backward_row(OneLane{}, typed<T>(logits) + offset, vocab, targets[r],
                                      row_dloss ? dloss * row_dloss[r] : dloss, typed<T>(dlogits) + offset);
         }
       }

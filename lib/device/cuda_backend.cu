@@ -1,11 +1,16 @@
 // The cuda backend: one NVIDIA GPU. GEMMs go to cuBLAS (cublasGemmEx, fp32 accumulation);
-// every other kernel is a thin launch over the arithmetic of device/kernels.h, one thread per
-// row, pair, element or query head. All work is queued on one stream; synchronize() waits.
+// every other kernel is a thin launch over the arithmetic of device/kernels.h: a thread block
+// per row (RMSNorm, softmax, cross-entropy, sampling), a warp per query head or cached position
+// (attention), a thread per pair, element or column. All work is queued on one stream;
+// synchronize() waits. Freed memory is kept for reuse (allocate).
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "device/backend.h"
 #include "device/cuda_internal.h"
@@ -27,25 +32,79 @@ constexpr int kThreads = 256;
 
 unsigned blocks_for(std::size_t work) { return static_cast<unsigned>((work + kThreads - 1) / kThreads); }
 
+// Thread blocks for `units` warps.
+constexpr int kWarp = 32;
+unsigned blocks_for_warps(std::size_t units) { return blocks_for(units * kWarp); }
+constexpr unsigned kWholeWarp = 0xffffffffu;
+
+struct Add {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct Most {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Least {
+  __device__ int operator()(int a, int b) const { return a < b ? a : b; }
+};
+
+// Butterfly shuffles: every lane ends with the same value, since fp32 addition commutes.
+template <typename V, typename Op>
+__device__ V warp_combine(V x, Op op) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) x = op(x, __shfl_xor_sync(kWholeWarp, x, offset));
+  return x;
+}
+
+// Each warp combines its lanes, then every thread combines the warps' values in one order, so
+// all threads of the block hold the same result. Every thread of the block must call it.
+template <typename V, typename Op>
+__device__ V block_combine(V x, Op op) {
+  __shared__ V partial[kThreads / kWarp];
+  x = warp_combine(x, op);
+  __syncthreads();  // the previous call's reads of partial are done
+  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = x;
+  __syncthreads();
+  V all = partial[0];
+  for (unsigned w = 1; w < blockDim.x / kWarp; ++w) all = op(all, partial[w]);
+  return all;
+}
+
+// The lanes of kernels.h on the GPU: a warp's 32 threads share a query head or a cached
+// position (attention needs only sums); a block's kThreads threads share a row (no per-lane
+// arrays, so no kMinCount).
+struct WarpLanes {
+  static constexpr int kMinCount = kWarp;
+  __device__ int first() const { return static_cast<int>(threadIdx.x % kWarp); }
+  __device__ int count() const { return kWarp; }
+  __device__ float sum(float x) const { return warp_combine(x, Add{}); }
+};
+struct BlockLanes {
+  __device__ int first() const { return static_cast<int>(threadIdx.x); }
+  __device__ int count() const { return static_cast<int>(blockDim.x); }
+  __device__ float sum(float x) const { return block_combine(x, Add{}); }
+  __device__ float most(float x) const { return block_combine(x, Most{}); }
+  __device__ int least(int x) const { return block_combine(x, Least{}); }
+};
+
+// The warp this thread belongs to, counted over the grid.
+__device__ long warp_index() { return (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; }
+
+// A block per row.
 template <typename T>
-__global__ void rmsnorm_kernel(const T* x, const T* w, T* y, int rows, int n, float eps) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) rmsnorm_row(x + static_cast<long>(r) * n, w, y + static_cast<long>(r) * n, n, eps);
+__global__ void rmsnorm_kernel(const T* x, const T* w, T* y, int n, float eps) {
+  const long offset = static_cast<long>(blockIdx.x) * n;
+  rmsnorm_row(BlockLanes{}, x + offset, w, y + offset, n, eps);
 }
 
 template <typename T>
-__global__ void rmsnorm_backward_kernel(const T* x, const T* w, const T* dy, T* dx, int rows, int n, float eps) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) {
-    const long offset = static_cast<long>(r) * n;
-    rmsnorm_backward_row(x + offset, w, dy + offset, dx + offset, n, eps);
-  }
+__global__ void rmsnorm_backward_kernel(const T* x, const T* w, const T* dy, T* dx, int n, float eps) {
+  const long offset = static_cast<long>(blockIdx.x) * n;
+  rmsnorm_backward_row(BlockLanes{}, x + offset, w, dy + offset, dx + offset, n, eps);
 }
 
 template <typename T>
-__global__ void inverse_rms_kernel(const T* x, float* inverse, int rows, int n, float eps) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) inverse[r] = inverse_rms(x + static_cast<long>(r) * n, n, eps);
+__global__ void inverse_rms_kernel(const T* x, float* inverse, int n, float eps) {
+  const float r = inverse_rms(BlockLanes{}, x + static_cast<long>(blockIdx.x) * n, n, eps);
+  if (threadIdx.x == 0) inverse[blockIdx.x] = r;
 }
 
 template <typename T>
@@ -77,23 +136,25 @@ __global__ void swiglu_backward_kernel(const T* gate, const T* up, const T* dh, 
   if (i < count) swiglu_backward(gate[i], up[i], dh[i], dgate[i], dup[i]);
 }
 
+// A warp per query head.
 template <typename T>
 __global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* k, const T* v, const int* lengths,
                                         T* out) {
-  const int h = blockIdx.x * blockDim.x + threadIdx.x;
-  if (h >= a.batch * a.heads) return;
+  const long unit = warp_index();
+  if (unit >= static_cast<long>(a.batch) * a.heads) return;
+  const int h = static_cast<int>(unit);
   const int s = h / a.heads, head = h % a.heads;
   const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
   const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(head / (a.heads / a.kv_heads)) * a.head_dim;
   const long at = static_cast<long>(h) * a.head_dim;
-  attend_cached(q + at, k + kv, v + kv, lengths[s], stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
-                out + at);
+  attend_cached(WarpLanes{}, q + at, k + kv, v + kv, lengths[s], stride, a.head_dim,
+                rsqrtf(static_cast<float>(a.head_dim)), out + at);
 }
 
 template <typename T>
 __global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths,
                                  const int* slots, T* out, float* lse) {
-  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long row = warp_index();
   if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
   const int h = static_cast<int>(row % a.heads);
   const int t = static_cast<int>(row / a.heads % a.queries);
@@ -101,39 +162,41 @@ __global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v
   const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
   const long kv = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
                   static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
-  const float l = attend_cached(q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t), stride,
-                                a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
-  if (lse) lse[row] = l;
+  const WarpLanes lanes;
+  const float l = attend_cached(lanes, q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t),
+                                stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  if (lse && lanes.first() == 0) lse[row] = l;
 }
 
 template <typename T>
 __global__ void attention_delta_kernel(Attention a, const T* out, const T* dout, float* delta) {
-  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (row < static_cast<long>(a.batch) * a.queries * a.heads) {
-    delta[row] = attention_delta(out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
-  }
+  const long row = warp_index();
+  if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
+  const WarpLanes lanes;
+  const float d = attention_delta(lanes, out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
+  if (lanes.first() == 0) delta[row] = d;
 }
 
 template <typename T>
 __global__ void attention_dq_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, const T* dout,
                                     const float* lse, const float* delta, T* dq) {
-  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long row = warp_index();
   if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
   const int h = static_cast<int>(row % a.heads);
   const int t = static_cast<int>(row / a.heads % a.queries);
   const int s = static_cast<int>(row / a.heads / a.queries);
   const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
   const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
-  attend_cached_dq(q + row * a.head_dim, k + kv, v + kv, dout + row * a.head_dim, lse[row], delta[row],
+  attend_cached_dq(WarpLanes{}, q + row * a.head_dim, k + kv, v + kv, dout + row * a.head_dim, lse[row], delta[row],
                    visible_length(lengths[s], a.queries, t), stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
                    dq + row * a.head_dim);
 }
 
-// One thread per cached position of one kv head of one sequence.
+// A warp per cached position of one kv head of one sequence.
 template <typename T>
 __global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths, const T* dout,
                                      const float* lse, const float* delta, T* dk, T* dv) {
-  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long p = warp_index();
   if (p >= static_cast<long>(a.batch) * a.capacity * a.kv_heads) return;
   const int kvh = static_cast<int>(p % a.kv_heads);
   const int j = static_cast<int>(p / a.kv_heads % a.capacity);
@@ -142,9 +205,9 @@ __global__ void attention_dkv_kernel(Attention a, const T* q, const T* k, const 
   const int group = a.heads / a.kv_heads;
   const long first_row = static_cast<long>(s) * a.queries * a.heads;
   const long at = p * a.head_dim;
-  attend_cached_dkv(q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row, delta + first_row,
-                    k + at, v + at, first_query_seeing(lengths[s], a.queries, j), a.queries, a.heads, kvh * group, group,
-                    a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
+  attend_cached_dkv(WarpLanes{}, q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row,
+                    delta + first_row, k + at, v + at, first_query_seeing(lengths[s], a.queries, j), a.queries, a.heads,
+                    kvh * group, group, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
 }
 
 // Query head `row` of packed attention: where its kv head starts in k and v, and how many
@@ -163,36 +226,40 @@ __device__ PackedQuery packed_query(const PackedAttention& a, const int* starts,
           visible_length(queries, queries, token - starts[s])};
 }
 
-// One thread per query head of a packed row (PackedAttention).
+// A warp per query head of a packed row (PackedAttention).
 template <typename T>
 __global__ void packed_attention_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
                                         T* out, float* lse) {
-  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long row = warp_index();
   if (row >= static_cast<long>(a.tokens) * a.heads) return;
   const PackedQuery at = packed_query(a, starts, row);
-  const float l = attend_cached(q + row * a.head_dim, k + at.kv, v + at.kv, at.seen, static_cast<long>(a.kv_heads) * a.head_dim,
-                                a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
-  if (lse) lse[row] = l;
+  const WarpLanes lanes;
+  const float l = attend_cached(lanes, q + row * a.head_dim, k + at.kv, v + at.kv, at.seen,
+                                static_cast<long>(a.kv_heads) * a.head_dim, a.head_dim,
+                                rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  if (lse && lanes.first() == 0) lse[row] = l;
 }
 
 template <typename T>
 __global__ void packed_attention_dq_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
                                            const T* out, const T* dout, const float* lse, float* delta, T* dq) {
-  const long row = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long row = warp_index();
   if (row >= static_cast<long>(a.tokens) * a.heads) return;
   const PackedQuery at = packed_query(a, starts, row);
-  delta[row] = attention_delta(out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
-  attend_cached_dq(q + row * a.head_dim, k + at.kv, v + at.kv, dout + row * a.head_dim, lse[row], delta[row], at.seen,
+  const WarpLanes lanes;
+  const float d = attention_delta(lanes, out + row * a.head_dim, dout + row * a.head_dim, a.head_dim);
+  if (lanes.first() == 0) delta[row] = d;
+  attend_cached_dq(lanes, q + row * a.head_dim, k + at.kv, v + at.kv, dout + row * a.head_dim, lse[row], d, at.seen,
                    static_cast<long>(a.kv_heads) * a.head_dim, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
                    dq + row * a.head_dim);
 }
 
-// One thread per packed position of one kv head; reads every delta of its sequence, so it runs
+// A warp per packed position of one kv head; reads every delta of its sequence, so it runs
 // after the dq kernel has written them.
 template <typename T>
 __global__ void packed_attention_dkv_kernel(PackedAttention a, const T* q, const T* k, const T* v, const int* starts,
                                             const T* dout, const float* lse, const float* delta, T* dk, T* dv) {
-  const long p = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long p = warp_index();
   if (p >= static_cast<long>(a.tokens) * a.kv_heads) return;
   const int kvh = static_cast<int>(p % a.kv_heads);
   const int token = static_cast<int>(p / a.kv_heads);
@@ -201,9 +268,9 @@ __global__ void packed_attention_dkv_kernel(PackedAttention a, const T* q, const
   const int group = a.heads / a.kv_heads;
   const long first_row = static_cast<long>(starts[s]) * a.heads;
   const long at = p * a.head_dim;
-  attend_cached_dkv(q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row, delta + first_row,
-                    k + at, v + at, first_query_seeing(queries, queries, token - starts[s]), queries, a.heads,
-                    kvh * group, group, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
+  attend_cached_dkv(WarpLanes{}, q + first_row * a.head_dim, dout + first_row * a.head_dim, lse + first_row,
+                    delta + first_row, k + at, v + at, first_query_seeing(queries, queries, token - starts[s]), queries,
+                    a.heads, kvh * group, group, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), dk + at, dv + at);
 }
 
 template <typename T>
@@ -269,30 +336,31 @@ __global__ void bias_grad_kernel(const T* dy, float* dbias, int rows, int n) {
   if (col < n) dbias[col] += column_sum(dy, rows, n, col);
 }
 
+// A block per row.
 template <typename T>
-__global__ void sample_kernel(const T* logits, int rows, int vocab, float temperature, unsigned long long seed,
+__global__ void sample_kernel(const T* logits, int vocab, float temperature, unsigned long long seed,
                               const int* sequences, const int* positions, int* tokens) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) {
-    tokens[r] = sample_row(logits + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r], positions[r]);
-  }
+  const int r = blockIdx.x;
+  const int token = sample_row(BlockLanes{}, logits + static_cast<long>(r) * vocab, vocab, temperature, seed,
+                               sequences[r], positions[r]);
+  if (threadIdx.x == 0) tokens[r] = token;
 }
 
 template <typename T>
-__global__ void softmax_kernel(T* x, int rows, int n) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < rows) softmax_row(x + static_cast<long>(r) * n, n);
+__global__ void softmax_kernel(T* x, int n) {
+  softmax_row(BlockLanes{}, x + static_cast<long>(blockIdx.x) * n, n);
 }
 
 template <typename T>
-__global__ void cross_entropy_kernel(const T* logits, const int* targets, float* losses, T* dlogits, int rows,
-                                     int vocab, float dloss, const float* row_dloss) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
+__global__ void cross_entropy_kernel(const T* logits, const int* targets, float* losses, T* dlogits, int vocab,
+                                     float dloss, const float* row_dloss) {
+  const int r = blockIdx.x;
   const long offset = static_cast<long>(r) * vocab;
-  losses[r] = cross_entropy_row(logits + offset, vocab, targets[r]);
+  const BlockLanes lanes;
+  const float loss = cross_entropy_row(lanes, logits + offset, vocab, targets[r]);
+  if (threadIdx.x == 0) losses[r] = loss;
   if (dlogits) {
-    cross_entropy_backward_row(logits + offset, vocab, targets[r], row_dloss ? dloss * row_dloss[r] : dloss,
+    cross_entropy_backward_row(lanes, logits + offset, vocab, targets[r], row_dloss ? dloss * row_dloss[r] : dloss,
                                dlogits + offset);
   }
 }
@@ -366,6 +434,8 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     if (scratch_) cudaFree(scratch_);
+    release_cached();
+    for (const auto& [p, bytes] : in_use_) cudaFree(p);
     cublasDestroy(blas_);
     cudaStreamDestroy(stream_);
   }
@@ -373,12 +443,37 @@ class CudaBackend final : public Backend {
   const DeviceInfo& info() const override { return info_; }
   cudaStream_t stream() const { return stream_; }
 
+  // Freed blocks are kept by size and handed out again, as deep-learning frameworks' caching
+  // allocators do: cudaFree waits for the whole device, and a training step makes and frees
+  // thousands of temporaries. One stream orders every use, so a block freed by the host can be
+  // reused by the next kernel queued. Sizes are rounded up (to 512 bytes; above 1 MiB, to a
+  // sixteenth of the next power of two, at most 12.5% more) so that blocks of nearly equal sizes
+  // are shared; when the device is full, the kept blocks are freed and the allocation tried again.
   void* allocate(std::size_t bytes) override {
+    const std::size_t size = rounded_size(bytes);
+    if (auto it = cached_.find(size); it != cached_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      in_use_.emplace(p, size);
+      return p;
+    }
     void* p = nullptr;
-    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    cudaError_t status = cudaMalloc(&p, size);
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clears the error
+      release_cached();
+      status = cudaMalloc(&p, size);
+    }
+    check(status, "cudaMalloc");
+    in_use_.emplace(p, size);
     return p;
   }
-  void release(void* p) noexcept override { cudaFree(p); }
+  void release(void* p) noexcept override {
+    const auto it = in_use_.find(p);
+    if (it == in_use_.end()) return;
+    cached_[it->second].push_back(p);
+    in_use_.erase(it);
+  }
   void upload(void* device, const void* host, std::size_t bytes) override {
     check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
     synchronize();
@@ -421,7 +516,7 @@ class CudaBackend final : public Backend {
   void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      rmsnorm_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(y), rows, n, eps);
+      if (rows > 0) rmsnorm_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(y), n, eps);
     });
     launched("rmsnorm");
   }
@@ -430,11 +525,12 @@ class CudaBackend final : public Backend {
                         float eps) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      rmsnorm_backward_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(dy),
-                                                                          typed<T>(dx), rows, n, eps);
+      if (rows == 0) return;
+      rmsnorm_backward_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(dy), typed<T>(dx), n,
+                                                              eps);
       if (dw) {
         float* inverse = scratch(static_cast<std::size_t>(rows) * sizeof(float));
-        inverse_rms_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), inverse, rows, n, eps);
+        inverse_rms_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), inverse, n, eps);
         rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy), inverse, dw,
                                                                              rows, n);
       }
@@ -476,7 +572,8 @@ class CudaBackend final : public Backend {
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: decode attention head_dim above " + std::to_string(kMaxHeadDim));
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      decode_attention_kernel<<<blocks_for(static_cast<std::size_t>(a.batch) * a.heads), kThreads, 0, stream_>>>(
+      if (a.batch * a.heads == 0) return;
+      decode_attention_kernel<<<blocks_for_warps(static_cast<std::size_t>(a.batch) * a.heads), kThreads, 0, stream_>>>(
           a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(out));
     });
     launched("decode_attention");
@@ -488,8 +585,9 @@ class CudaBackend final : public Backend {
     const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      attention_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v), lengths,
-                                                                   slots, typed<T>(out), lse);
+      if (rows == 0) return;
+      attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
+                                                                         lengths, slots, typed<T>(out), lse);
     });
     launched("attention");
   }
@@ -502,10 +600,11 @@ class CudaBackend final : public Backend {
     const std::size_t positions = static_cast<std::size_t>(a.batch) * a.capacity * a.kv_heads;
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      attention_delta_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(out), typed<T>(dout), delta);
-      attention_dq_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v), lengths,
-                                                                      typed<T>(dout), lse, delta, typed<T>(dq));
-      attention_dkv_kernel<<<blocks_for(positions), kThreads, 0, stream_>>>(
+      if (rows == 0) return;
+      attention_delta_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(out), typed<T>(dout), delta);
+      attention_dq_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(dout), lse, delta, typed<T>(dq));
+      attention_dkv_kernel<<<blocks_for_warps(positions), kThreads, 0, stream_>>>(
           a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(dout), lse, delta, typed<T>(dk), typed<T>(dv));
     });
     launched("attention_backward");
@@ -518,8 +617,8 @@ class CudaBackend final : public Backend {
     if (rows == 0) return;
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      packed_attention_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
-                                                                          starts, typed<T>(out), lse);
+      packed_attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
+          a, typed<T>(q), typed<T>(k), typed<T>(v), starts, typed<T>(out), lse);
     });
     launched("packed_attention");
   }
@@ -533,9 +632,9 @@ class CudaBackend final : public Backend {
     if (rows == 0) return;
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      packed_attention_dq_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(
+      packed_attention_dq_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
           a, typed<T>(q), typed<T>(k), typed<T>(v), starts, typed<T>(out), typed<T>(dout), lse, delta, typed<T>(dq));
-      packed_attention_dkv_kernel<<<blocks_for(positions), kThreads, 0, stream_>>>(
+      packed_attention_dkv_kernel<<<blocks_for_warps(positions), kThreads, 0, stream_>>>(
           a, typed<T>(q), typed<T>(k), typed<T>(v), starts, typed<T>(dout), lse, delta, typed<T>(dk), typed<T>(dv));
     });
     launched("packed_attention_backward");
@@ -623,8 +722,10 @@ class CudaBackend final : public Backend {
               const int* sequences, const int* positions, int* tokens) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      sample_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(logits), rows, vocab, temperature, seed,
-                                                                sequences, positions, tokens);
+      if (rows > 0) {
+        sample_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(logits), vocab, temperature, seed, sequences, positions,
+                                                      tokens);
+      }
     });
     launched("sample");
   }
@@ -632,7 +733,7 @@ class CudaBackend final : public Backend {
   void softmax(DType t, void* x, int rows, int n) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      softmax_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(x), rows, n);
+      if (rows > 0) softmax_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), n);
     });
     launched("softmax");
   }
@@ -641,9 +742,10 @@ class CudaBackend final : public Backend {
                      float dloss, const float* row_dloss) override {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
-      cross_entropy_kernel<<<blocks_for(rows), kThreads, 0, stream_>>>(typed<T>(logits), targets, losses,
-                                                                        static_cast<T*>(dlogits), rows, vocab, dloss,
-                                                                        row_dloss);
+      if (rows > 0) {
+        cross_entropy_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(logits), targets, losses,
+                                                             static_cast<T*>(dlogits), vocab, dloss, row_dloss);
+      }
     });
     launched("cross_entropy");
   }
@@ -680,6 +782,23 @@ class CudaBackend final : public Backend {
   }
   static std::string version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
   static void launched(const char* what) { check(cudaGetLastError(), what); }
+  static std::size_t rounded_size(std::size_t bytes) {
+    constexpr std::size_t kSmall = 512, kLarge = std::size_t{1} << 20;
+    if (bytes <= kLarge) return (std::max<std::size_t>(bytes, 1) + kSmall - 1) / kSmall * kSmall;
+    std::size_t power = kLarge;
+    while (power < bytes) power *= 2;
+    const std::size_t step = power / 16;
+    return (bytes + step - 1) / step * step;
+  }
+  // Frees every kept block (waiting for the device first: a kernel may still use one).
+  void release_cached() noexcept {
+    if (cached_.empty()) return;
+    cudaStreamSynchronize(stream_);
+    for (auto& [size, blocks] : cached_) {
+      for (void* p : blocks) cudaFree(p);
+    }
+    cached_.clear();
+  }
   // Device memory for a kernel's intermediate values (rmsnorm_backward's inverse RMS per row),
   // grown as needed; the stream orders its uses.
   float* scratch(std::size_t bytes) {
@@ -700,6 +819,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  std::unordered_map<std::size_t, std::vector<void*>> cached_;  // free blocks by rounded size
+  std::unordered_map<void*, std::size_t> in_use_;               // handed-out blocks and their sizes
 };
 
 }  // namespace

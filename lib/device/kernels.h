@@ -5,7 +5,10 @@
 // GPU-only.
 //
 // Reading map: each function does one unit of work (a row, a pair, an element, one query head)
-// on storage type T (float, Bf16, Half) and computes in fp32. Rows are contiguous; the caller
+// on storage type T (float, Bf16, Half) and computes in fp32. A function over a row or a head
+// takes `lanes`, the workers sharing that unit: one alone on the CPU (OneLane), the 32 threads
+// of a warp or a block's threads on the GPU (cuda_backend.cu), each taking every count()-th
+// element and combining partial sums and maxima through the lanes. Rows are contiguous; the caller
 // passes pointers already offset to the row. The conventions are those of Llama-family models
 // (Hugging Face transformers, Megatron-LM): RMSNorm with a learned scale and eps inside the
 // square root; RoPE rotating the pairs (i, i + d/2) of each head ("rotate half"), angle
@@ -19,40 +22,58 @@
 
 namespace hetrl::device {
 
-// The largest head dimension decode attention keeps in registers (Llama and Qwen use 128).
+// The largest head dimension attention keeps in registers (Llama and Qwen use 128).
 inline constexpr int kMaxHeadDim = 256;
 
+// The workers sharing one unit of work. Lane first() of count() takes elements first,
+// first + count(), ...; sum, most and least combine one value over every lane and give each
+// lane the result, so all lanes go on with the same scalars. A function written against lanes
+// computes the same for any number of them but for the order of fp32 additions. kMinCount: the
+// fewest lanes a kind has, which sizes per-lane register arrays. This is the CPU's: one worker.
+struct OneLane {
+  static constexpr int kMinCount = 1;
+  HETRL_HD int first() const { return 0; }
+  HETRL_HD int count() const { return 1; }
+  HETRL_HD float sum(float x) const { return x; }
+  HETRL_HD float most(float x) const { return x; }
+  HETRL_HD int least(int x) const { return x; }
+};
+
 // 1 / sqrt(mean(x^2) + eps) over one row of n.
-template <typename T>
-HETRL_HD float inverse_rms(const T* x, int n, float eps) {
+template <typename T, typename L>
+HETRL_HD float inverse_rms(const L& lanes, const T* x, int n, float eps) {
   float squares = 0;
-  for (int i = 0; i < n; ++i) {
+  for (int i = lanes.first(); i < n; i += lanes.count()) {
     const float v = to_float(x[i]);
     squares += v * v;
   }
-  return 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
+  return 1.0f / sqrtf(lanes.sum(squares) / static_cast<float>(n) + eps);
 }
 
 // y = x * w / sqrt(mean(x^2) + eps) over one row of n.
-template <typename T>
-HETRL_HD void rmsnorm_row(const T* x, const T* w, T* y, int n, float eps) {
-  const float r = inverse_rms(x, n, eps);
-  for (int i = 0; i < n; ++i) y[i] = store<T>(to_float(x[i]) * r * to_float(w[i]));
+template <typename T, typename L>
+HETRL_HD void rmsnorm_row(const L& lanes, const T* x, const T* w, T* y, int n, float eps) {
+  const float r = inverse_rms(lanes, x, n, eps);
+  for (int i = lanes.first(); i < n; i += lanes.count()) y[i] = store<T>(to_float(x[i]) * r * to_float(w[i]));
 }
 
 // The gradient of rmsnorm_row with respect to x, given dy:
 // dx_i = r w_i dy_i - r^3 x_i sum_j(w_j dy_j x_j) / n.
-template <typename T>
-HETRL_HD void rmsnorm_backward_row(const T* x, const T* w, const T* dy, T* dx, int n, float eps) {
+template <typename T, typename L>
+HETRL_HD void rmsnorm_backward_row(const L& lanes, const T* x, const T* w, const T* dy, T* dx, int n, float eps) {
   float squares = 0, dot = 0;
-  for (int i = 0; i < n; ++i) {
+  for (int i = lanes.first(); i < n; i += lanes.count()) {
     const float v = to_float(x[i]);
     squares += v * v;
     dot += to_float(w[i]) * to_float(dy[i]) * v;
   }
+  squares = lanes.sum(squares);
+  dot = lanes.sum(dot);
   const float r = 1.0f / sqrtf(squares / static_cast<float>(n) + eps);
   const float c = r * r * r * dot / static_cast<float>(n);
-  for (int i = 0; i < n; ++i) dx[i] = store<T>(r * to_float(w[i]) * to_float(dy[i]) - c * to_float(x[i]));
+  for (int i = lanes.first(); i < n; i += lanes.count()) {
+    dx[i] = store<T>(r * to_float(w[i]) * to_float(dy[i]) - c * to_float(x[i]));
+  }
 }
 
 // The gradient of rmsnorm's scale for column `col`, summed over `rows` rows of n, given each
@@ -98,32 +119,44 @@ HETRL_HD void swiglu_backward(T gate, T up, T dh, T& dgate, T& dup) {
   dup = store<T>(d * g * s);
 }
 
+// The lanes share a head's dimensions: lane l holds elements l, l + count, ... of a head in
+// slot 0, 1, ... of its register arrays (kHeadSlots<L> of them).
+template <typename L>
+inline constexpr int kHeadSlots = (kMaxHeadDim + L::kMinCount - 1) / L::kMinCount;
+
+// a . b over one head's dimensions, summed over the lanes.
+template <typename T, typename L>
+HETRL_HD float head_dot(const L& lanes, const T* a, const T* b, int head_dim) {
+  float dot = 0;
+  for (int d = lanes.first(); d < head_dim; d += lanes.count()) dot += to_float(a[d]) * to_float(b[d]);
+  return lanes.sum(dot);
+}
+
 // One query head attending over `length` cached positions: out = softmax(q K^T * scale) V, in
 // one pass with a running maximum (the online softmax), so a head reads its cache once.
 // k and v point at the head's kv head in position 0; positions are `stride` elements apart.
 // Returns the log of the softmax's denominator (max + log sum exp), which the backward pass
 // uses to recompute the probabilities; -infinity over no positions.
-template <typename T>
-HETRL_HD float attend_cached(const T* q, const T* k, const T* v, int length, long stride, int head_dim,
-                             float scale, T* out) {
-  float acc[kMaxHeadDim];
-  for (int d = 0; d < head_dim; ++d) acc[d] = 0;
+template <typename T, typename L>
+HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v, int length, long stride,
+                             int head_dim, float scale, T* out) {
+  float acc[kHeadSlots<L>];
+  for (float& a : acc) a = 0;
   float running_max = -INFINITY, total = 0;
   for (int t = 0; t < length; ++t) {
-    const T* kt = k + t * stride;
-    float score = 0;
-    for (int d = 0; d < head_dim; ++d) score += to_float(q[d]) * to_float(kt[d]);
-    score *= scale;
+    const float score = head_dot(lanes, q, k + t * stride, head_dim) * scale;
     const float new_max = fmaxf(running_max, score);
     const float correction = expf(running_max - new_max);
     const float p = expf(score - new_max);
     total = total * correction + p;
     const T* vt = v + t * stride;
-    for (int d = 0; d < head_dim; ++d) acc[d] = acc[d] * correction + p * to_float(vt[d]);
+    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+      acc[slot] = acc[slot] * correction + p * to_float(vt[d]);
+    }
     running_max = new_max;
   }
   const float inverse = length > 0 ? 1.0f / total : 0.0f;
-  for (int d = 0; d < head_dim; ++d) out[d] = store<T>(acc[d] * inverse);
+  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) out[d] = store<T>(acc[slot] * inverse);
   return length > 0 ? running_max + logf(total) : -INFINITY;
 }
 
@@ -153,96 +186,93 @@ HETRL_HD inline int packed_sequence(const int* starts, int batch, int row) {
 }
 
 // D = dout . out for one query head: the softmax backward's row term.
-template <typename T>
-HETRL_HD float attention_delta(const T* out, const T* dout, int head_dim) {
-  float d = 0;
-  for (int i = 0; i < head_dim; ++i) d += to_float(out[i]) * to_float(dout[i]);
-  return d;
+template <typename T, typename L>
+HETRL_HD float attention_delta(const L& lanes, const T* out, const T* dout, int head_dim) {
+  return head_dot(lanes, out, dout, head_dim);
 }
 
 // The gradient of attend_cached with respect to its query, for one query head:
 // dq = scale sum_j p_j (dout . v_j - delta) k_j, with p_j = exp(scale q . k_j - lse) recomputed.
-template <typename T>
-HETRL_HD void attend_cached_dq(const T* q, const T* k, const T* v, const T* dout, float lse, float delta, int length,
-                               long stride, int head_dim, float scale, T* dq) {
-  float acc[kMaxHeadDim];
-  for (int d = 0; d < head_dim; ++d) acc[d] = 0;
+template <typename T, typename L>
+HETRL_HD void attend_cached_dq(const L& lanes, const T* q, const T* k, const T* v, const T* dout, float lse,
+                               float delta, int length, long stride, int head_dim, float scale, T* dq) {
+  float acc[kHeadSlots<L>];
+  for (float& a : acc) a = 0;
   for (int t = 0; t < length; ++t) {
     const T* kt = k + t * stride;
-    const T* vt = v + t * stride;
-    float score = 0, dp = 0;
-    for (int d = 0; d < head_dim; ++d) {
-      score += to_float(q[d]) * to_float(kt[d]);
-      dp += to_float(dout[d]) * to_float(vt[d]);
-    }
+    const float score = head_dot(lanes, q, kt, head_dim);
+    const float dp = head_dot(lanes, dout, v + t * stride, head_dim);
     const float ds = expf(score * scale - lse) * (dp - delta);
-    for (int d = 0; d < head_dim; ++d) acc[d] += ds * to_float(kt[d]);
+    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) acc[slot] += ds * to_float(kt[d]);
   }
-  for (int d = 0; d < head_dim; ++d) dq[d] = store<T>(acc[d] * scale);
+  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) dq[d] = store<T>(acc[slot] * scale);
 }
 
 // The gradients of one cached key and value (position j of one kv head) over every query head
 // that reads them: the queries first..queries-1 of the step, heads group_first..+group-1.
 // q and dout are the step's [query][head][head_dim]; lse and delta its [query][head].
-template <typename T>
-HETRL_HD void attend_cached_dkv(const T* q, const T* dout, const float* lse, const float* delta, const T* kj,
-                                const T* vj, int first, int queries, int heads, int group_first, int group,
-                                int head_dim, float scale, T* dk, T* dv) {
-  float dk_acc[kMaxHeadDim], dv_acc[kMaxHeadDim];
-  for (int d = 0; d < head_dim; ++d) dk_acc[d] = dv_acc[d] = 0;
+template <typename T, typename L>
+HETRL_HD void attend_cached_dkv(const L& lanes, const T* q, const T* dout, const float* lse, const float* delta,
+                                const T* kj, const T* vj, int first, int queries, int heads, int group_first,
+                                int group, int head_dim, float scale, T* dk, T* dv) {
+  float dk_acc[kHeadSlots<L>], dv_acc[kHeadSlots<L>];
+  for (int slot = 0; slot < kHeadSlots<L>; ++slot) dk_acc[slot] = dv_acc[slot] = 0;
   for (int t = first; t < queries; ++t) {
     for (int h = group_first; h < group_first + group; ++h) {
       const long row = static_cast<long>(t) * heads + h;
       const T* qh = q + row * head_dim;
       const T* doh = dout + row * head_dim;
-      float score = 0, dp = 0;
-      for (int d = 0; d < head_dim; ++d) {
-        score += to_float(qh[d]) * to_float(kj[d]);
-        dp += to_float(doh[d]) * to_float(vj[d]);
-      }
+      const float score = head_dot(lanes, qh, kj, head_dim);
+      const float dp = head_dot(lanes, doh, vj, head_dim);
       const float p = expf(score * scale - lse[row]);
       const float ds = p * (dp - delta[row]) * scale;
-      for (int d = 0; d < head_dim; ++d) {
-        dv_acc[d] += p * to_float(doh[d]);
-        dk_acc[d] += ds * to_float(qh[d]);
+      for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+        dv_acc[slot] += p * to_float(doh[d]);
+        dk_acc[slot] += ds * to_float(qh[d]);
       }
     }
   }
-  for (int d = 0; d < head_dim; ++d) {
-    dk[d] = store<T>(dk_acc[d]);
-    dv[d] = store<T>(dv_acc[d]);
+  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+    dk[d] = store<T>(dk_acc[slot]);
+    dv[d] = store<T>(dv_acc[slot]);
   }
 }
 
-// In-place softmax over one row of n.
-template <typename T>
-HETRL_HD void softmax_row(T* x, int n) {
+// A row's maximum and the sum of exp(x - maximum): softmax's denominator, stably.
+struct SoftmaxScale {
+  float most, total;
+};
+template <typename T, typename L>
+HETRL_HD SoftmaxScale softmax_scale(const L& lanes, const T* x, int n) {
   float most = -INFINITY;
-  for (int i = 0; i < n; ++i) most = fmaxf(most, to_float(x[i]));
+  for (int i = lanes.first(); i < n; i += lanes.count()) most = fmaxf(most, to_float(x[i]));
+  most = lanes.most(most);
   float total = 0;
-  for (int i = 0; i < n; ++i) total += expf(to_float(x[i]) - most);
-  for (int i = 0; i < n; ++i) x[i] = store<T>(expf(to_float(x[i]) - most) / total);
+  for (int i = lanes.first(); i < n; i += lanes.count()) total += expf(to_float(x[i]) - most);
+  return {most, lanes.sum(total)};
+}
+
+// In-place softmax over one row of n.
+template <typename T, typename L>
+HETRL_HD void softmax_row(const L& lanes, T* x, int n) {
+  const SoftmaxScale s = softmax_scale(lanes, x, n);
+  for (int i = lanes.first(); i < n; i += lanes.count()) x[i] = store<T>(expf(to_float(x[i]) - s.most) / s.total);
 }
 
 // -log softmax(logits)[target] over a row of `vocab`.
-template <typename T>
-HETRL_HD float cross_entropy_row(const T* logits, int vocab, int target) {
-  float most = -INFINITY;
-  for (int i = 0; i < vocab; ++i) most = fmaxf(most, to_float(logits[i]));
-  float total = 0;
-  for (int i = 0; i < vocab; ++i) total += expf(to_float(logits[i]) - most);
-  return most + logf(total) - to_float(logits[target]);
+template <typename T, typename L>
+HETRL_HD float cross_entropy_row(const L& lanes, const T* logits, int vocab, int target) {
+  const SoftmaxScale s = softmax_scale(lanes, logits, vocab);
+  return s.most + logf(s.total) - to_float(logits[target]);
 }
 
 // d loss / d logits for one row, times dloss: (softmax - onehot(target)) * dloss.
-template <typename T>
-HETRL_HD void cross_entropy_backward_row(const T* logits, int vocab, int target, float dloss, T* dlogits) {
-  float most = -INFINITY;
-  for (int i = 0; i < vocab; ++i) most = fmaxf(most, to_float(logits[i]));
-  float total = 0;
-  for (int i = 0; i < vocab; ++i) total += expf(to_float(logits[i]) - most);
-  for (int i = 0; i < vocab; ++i) {
-    const float p = expf(to_float(logits[i]) - most) / total;
+template <typename T, typename L>
+HETRL_HD void cross_entropy_backward_row(const L& lanes, const T* logits, int vocab, int target, float dloss,
+                                         T* dlogits) {
+  const SoftmaxScale s = softmax_scale(lanes, logits, vocab);
+  for (int i = lanes.first(); i < vocab; i += lanes.count()) {
+    const float p = expf(to_float(logits[i]) - s.most) / s.total;
     dlogits[i] = store<T>((p - (i == target ? 1.0f : 0.0f)) * dloss);
   }
 }
@@ -259,14 +289,14 @@ HETRL_HD inline unsigned long long mix64(unsigned long long x) {
 // The next token of one row of logits: the largest logit when temperature is 0, else a draw
 // from softmax(logits / temperature) by the Gumbel-max trick, its noise a function of (seed,
 // sequence, position, token) alone, so a sequence draws the same tokens however it is batched.
-template <typename T>
-HETRL_HD int sample_row(const T* logits, int vocab, float temperature, unsigned long long seed, int sequence,
-                        int position) {
-  int best = 0;
+template <typename T, typename L>
+HETRL_HD int sample_row(const L& lanes, const T* logits, int vocab, float temperature, unsigned long long seed,
+                        int sequence, int position) {
+  int best = lanes.first();  // taken unless some logit beats -infinity, as by one worker
   float best_score = -INFINITY;
   const unsigned long long key = mix64(seed ^ mix64((static_cast<unsigned long long>(sequence) << 32) |
                                                     static_cast<unsigned int>(position)));
-  for (int i = 0; i < vocab; ++i) {
+  for (int i = lanes.first(); i < vocab; i += lanes.count()) {
     float score = to_float(logits[i]);
     if (temperature > 0) {
       // A uniform in (0, 1) from the top 24 bits, then Gumbel noise -log(-log(u)).
@@ -279,7 +309,9 @@ HETRL_HD int sample_row(const T* logits, int vocab, float temperature, unsigned 
       best = i;
     }
   }
-  return best;
+  // The first token of the largest score over every lane, as one worker scanning in order finds.
+  const float top = lanes.most(best_score);
+  return lanes.least(best_score == top ? best : vocab);
 }
 
 // Element i of a tensor of uniform random values in [low, high), a function of (seed, i) alone.

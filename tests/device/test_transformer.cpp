@@ -257,7 +257,8 @@ TEST_CASE("transformer: a prefill's and a decode step's rows do not depend on wh
   model.prefill(cache, 3, some_tokens(6, a.vocab, 5));
   const std::vector<double> both = device::get(*b, o.dtype, model.decode(cache, {3, 1}, {5, 6}, {6, 3}), 2 * v);
   const std::vector<double> alone = device::get(*b, o.dtype, model.decode(cache, {1}, {6}, {3}), v);
-  for (std::size_t i = 0; i < v; ++i) CHECK(both[v + i] == doctest::Approx(alone[i]).epsilon(1e-6));
+  // Within rounding: cuBLAS may add a GEMM of two rows in another order than one of one row.
+  for (std::size_t i = 0; i < v; ++i) CHECK(both[v + i] == doctest::Approx(alone[i]).epsilon(1e-5).scale(1.0));
   // Greedy sampling takes each row's largest logit.
   const std::vector<int> next = model.sample(model.decode(cache, {3, 1}, {5, 6}, {6, 3}), 2, 0.0f, 1, {0, 1}, {7, 4});
   for (int r = 0; r < 2; ++r) {
