@@ -8,6 +8,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -431,8 +435,12 @@ class CudaBackend final : public Backend {
     info_.driver = "CUDA driver " + version(driver);
     info_.runtime = "CUDA runtime " + version(runtime) + ", cuBLAS " + std::to_string(blas_version) + ", sm_" +
                     std::to_string(props.major) + std::to_string(props.minor);
+    const char* times = std::getenv("HETRL_CUDA_OP_TIMES");
+    op_times_ = times && *times && std::string(times) != "0";
+    created_ = Clock::now();
   }
   ~CudaBackend() override {
+    if (op_times_) print_op_times();
     if (scratch_) cudaFree(scratch_);
     release_cached();
     for (const auto& [p, bytes] : in_use_) cudaFree(p);
@@ -458,6 +466,7 @@ class CudaBackend final : public Backend {
       return p;
     }
     void* p = nullptr;
+    const OpTimer timer(*this, "cudaMalloc (a new block)");
     cudaError_t status = cudaMalloc(&p, size);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clears the error
@@ -475,25 +484,33 @@ class CudaBackend final : public Backend {
     in_use_.erase(it);
   }
   void upload(void* device, const void* host, std::size_t bytes) override {
+    const OpTimer timer(*this, "upload");
     check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
     synchronize();
   }
   void download(void* host, const void* device, std::size_t bytes) override {
+    const OpTimer timer(*this, "download");
     check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "download");
     synchronize();
   }
   void copy(void* to, const void* from, std::size_t bytes) override {
+    const OpTimer timer(*this, "copy");
     check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
   void copy_2d(void* to, std::size_t to_pitch, const void* from, std::size_t from_pitch, std::size_t width,
                std::size_t rows) override {
+    const OpTimer timer(*this, "copy_2d");
     check(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows, cudaMemcpyDeviceToDevice, stream_), "copy_2d");
   }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
-  void fill_zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream_), "fill"); }
+  void fill_zero(void* p, std::size_t bytes) override {
+    const OpTimer timer(*this, "fill_zero");
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "fill");
+  }
 
   void read_all(const void* p, std::size_t bytes, float* sink) override {
+    const OpTimer timer(*this, "read_all");
     check(cudaMemsetAsync(sink, 0, sizeof(float), stream_), "read");
     const std::size_t words = bytes / sizeof(uint4);
     read_kernel<<<static_cast<unsigned>(info_.compute_units) * 8, kThreads, 0, stream_>>>(
@@ -502,6 +519,7 @@ class CudaBackend final : public Backend {
   }
 
   void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
+    const OpTimer timer(*this, g.m <= 16 ? "gemm, up to 16 rows" : g.m <= 256 ? "gemm, 17 to 256 rows" : "gemm, over 256 rows");
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix read
     // as column-major is its transpose, so each operand's own flag carries over.
     const float alpha = 1, beta = g.accumulate ? 1.0f : 0.0f;
@@ -514,6 +532,7 @@ class CudaBackend final : public Backend {
   }
 
   void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
+    const OpTimer timer(*this, "rmsnorm");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       if (rows > 0) rmsnorm_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(y), n, eps);
@@ -523,6 +542,7 @@ class CudaBackend final : public Backend {
 
   void rmsnorm_backward(DType t, const void* x, const void* w, const void* dy, void* dx, float* dw, int rows, int n,
                         float eps) override {
+    const OpTimer timer(*this, "rmsnorm_backward");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       if (rows == 0) return;
@@ -540,6 +560,7 @@ class CudaBackend final : public Backend {
 
   void rope(DType t, void* x, int tokens, int heads, int head_dim, int first_position, float theta,
             bool inverse) override {
+    const OpTimer timer(*this, "rope");
     const std::size_t pairs = static_cast<std::size_t>(tokens) * heads * (head_dim / 2);
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
@@ -550,6 +571,7 @@ class CudaBackend final : public Backend {
   }
 
   void swiglu(DType t, const void* gate, const void* up, void* out, std::size_t count) override {
+    const OpTimer timer(*this, "swiglu");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       swiglu_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(gate), typed<T>(up), typed<T>(out), count);
@@ -559,6 +581,7 @@ class CudaBackend final : public Backend {
 
   void swiglu_backward(DType t, const void* gate, const void* up, const void* dh, void* dgate, void* dup,
                        std::size_t count) override {
+    const OpTimer timer(*this, "swiglu_backward");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       swiglu_backward_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(
@@ -569,6 +592,7 @@ class CudaBackend final : public Backend {
 
   void decode_attention(const DecodeAttention& a, const void* q, const void* k, const void* v, const int* lengths,
                         void* out) override {
+    const OpTimer timer(*this, "decode_attention");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: decode attention head_dim above " + std::to_string(kMaxHeadDim));
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -581,6 +605,7 @@ class CudaBackend final : public Backend {
 
   void attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
                  const int* slots, void* out, float* lse) override {
+    const OpTimer timer(*this, "attention");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
     const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
     with_dtype(a.dtype, [&](auto tag) {
@@ -595,6 +620,7 @@ class CudaBackend final : public Backend {
   void attention_backward(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
                           const void* out, const void* dout, const float* lse, float* delta, void* dq, void* dk,
                           void* dv) override {
+    const OpTimer timer(*this, "attention_backward");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
     const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
     const std::size_t positions = static_cast<std::size_t>(a.batch) * a.capacity * a.kv_heads;
@@ -612,6 +638,7 @@ class CudaBackend final : public Backend {
 
   void packed_attention(const PackedAttention& a, const void* q, const void* k, const void* v, const int* starts,
                         void* out, float* lse) override {
+    const OpTimer timer(*this, "packed_attention");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
     const std::size_t rows = static_cast<std::size_t>(a.tokens) * a.heads;
     if (rows == 0) return;
@@ -626,6 +653,7 @@ class CudaBackend final : public Backend {
   void packed_attention_backward(const PackedAttention& a, const void* q, const void* k, const void* v,
                                  const int* starts, const void* out, const void* dout, const float* lse, float* delta,
                                  void* dq, void* dk, void* dv) override {
+    const OpTimer timer(*this, "packed_attention_backward");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
     const std::size_t rows = static_cast<std::size_t>(a.tokens) * a.heads;
     const std::size_t positions = static_cast<std::size_t>(a.tokens) * a.kv_heads;
@@ -642,6 +670,7 @@ class CudaBackend final : public Backend {
 
   void rope_at(DType t, void* x, const int* positions, int tokens, int heads, int head_dim, float theta,
                bool inverse) override {
+    const OpTimer timer(*this, "rope_at");
     const std::size_t pairs = static_cast<std::size_t>(tokens) * heads * (head_dim / 2);
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
@@ -652,6 +681,7 @@ class CudaBackend final : public Backend {
   }
 
   void embed(DType t, const void* table, const int* tokens, void* out, int rows, int n) override {
+    const OpTimer timer(*this, "embed");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       embed_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
@@ -661,6 +691,7 @@ class CudaBackend final : public Backend {
   }
 
   void embed_backward(DType t, const void* dy, const int* tokens, float* dtable, int rows, int n) override {
+    const OpTimer timer(*this, "embed_backward");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       embed_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(dy), tokens, dtable, rows, n);
@@ -669,6 +700,7 @@ class CudaBackend final : public Backend {
   }
 
   void scatter(DType t, const void* x, const int* rows_at, void* out, int rows, int n) override {
+    const OpTimer timer(*this, "scatter");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       scatter_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
@@ -678,6 +710,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill_uniform(DType t, void* x, const Block& block, float low, float high, unsigned long long seed) override {
+    const OpTimer timer(*this, "fill_uniform");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       fill_uniform_kernel<<<blocks_for(block.count()), kThreads, 0, stream_>>>(typed<T>(x), block, low, high, seed);
@@ -686,6 +719,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill_value(DType t, void* x, std::size_t count, float value) override {
+    const OpTimer timer(*this, "fill_value");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       fill_value_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(x), count, value);
@@ -694,6 +728,7 @@ class CudaBackend final : public Backend {
   }
 
   void add(DType t, void* into, const void* from, std::size_t count) override {
+    const OpTimer timer(*this, "add");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       add_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(typed<T>(into), typed<T>(from), count);
@@ -702,6 +737,7 @@ class CudaBackend final : public Backend {
   }
 
   void add_bias(DType t, void* x, const void* bias, int rows, int n) override {
+    const OpTimer timer(*this, "add_bias");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       add_bias_kernel<<<blocks_for(static_cast<std::size_t>(rows) * n), kThreads, 0, stream_>>>(
@@ -711,6 +747,7 @@ class CudaBackend final : public Backend {
   }
 
   void bias_backward(DType t, const void* dy, float* dbias, int rows, int n) override {
+    const OpTimer timer(*this, "bias_backward");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       bias_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(dy), dbias, rows, n);
@@ -720,6 +757,7 @@ class CudaBackend final : public Backend {
 
   void sample(DType t, const void* logits, int rows, int vocab, float temperature, unsigned long long seed,
               const int* sequences, const int* positions, int* tokens) override {
+    const OpTimer timer(*this, "sample");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       if (rows > 0) {
@@ -731,6 +769,7 @@ class CudaBackend final : public Backend {
   }
 
   void softmax(DType t, void* x, int rows, int n) override {
+    const OpTimer timer(*this, "softmax");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       if (rows > 0) softmax_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), n);
@@ -740,6 +779,7 @@ class CudaBackend final : public Backend {
 
   void cross_entropy(DType t, const void* logits, const int* targets, float* losses, void* dlogits, int rows, int vocab,
                      float dloss, const float* row_dloss) override {
+    const OpTimer timer(*this, "cross_entropy");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       if (rows > 0) {
@@ -752,6 +792,7 @@ class CudaBackend final : public Backend {
 
   void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
              const AdamW& options) override {
+    const OpTimer timer(*this, "adamw");
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       adamw_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(master, m, v, grad, typed<T>(weight), count,
@@ -761,6 +802,7 @@ class CudaBackend final : public Backend {
   }
 
   void cast(DType from, const void* x, DType to, void* y, std::size_t count) override {
+    const OpTimer timer(*this, "cast");
     with_dtype(from, [&](auto from_tag) {
       using From = decltype(from_tag);
       with_dtype(to, [&](auto to_tag) {
@@ -814,6 +856,52 @@ class CudaBackend final : public Backend {
     return static_cast<float*>(scratch_);
   }
 
+  // HETRL_CUDA_OP_TIMES=1 in the environment: every operation is waited for before and after,
+  // its time (launch and run) added to its name's total, and the totals written to stderr when
+  // the backend ends: where a run's device time goes, at the cost of the waits.
+  using Clock = std::chrono::steady_clock;
+  struct OpTotal {
+    double seconds = 0;
+    long calls = 0;
+  };
+  class OpTimer {
+   public:
+    OpTimer(CudaBackend& backend, const char* op) : backend_(backend.op_times_ ? &backend : nullptr), op_(op) {
+      if (!backend_) return;
+      cudaStreamSynchronize(backend_->stream_);
+      begin_ = Clock::now();
+    }
+    ~OpTimer() {
+      if (!backend_) return;
+      cudaStreamSynchronize(backend_->stream_);
+      OpTotal& total = backend_->op_totals_[op_];
+      total.seconds += std::chrono::duration<double>(Clock::now() - begin_).count();
+      ++total.calls;
+    }
+    OpTimer(const OpTimer&) = delete;
+    OpTimer& operator=(const OpTimer&) = delete;
+
+   private:
+    CudaBackend* backend_;
+    const char* op_;
+    Clock::time_point begin_{};
+  };
+  void print_op_times() const {
+    std::vector<std::pair<std::string, OpTotal>> rows(op_totals_.begin(), op_totals_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    const double life = std::chrono::duration<double>(Clock::now() - created_).count();
+    double timed = 0;
+    for (const auto& row : rows) timed += row.second.seconds;
+    std::fprintf(stderr, "cuda operations on %s (HETRL_CUDA_OP_TIMES), each waited for:\n", info_.name.c_str());
+    std::fprintf(stderr, "%-28s %10s %12s %12s %8s\n", "operation", "calls", "seconds", "mean us", "share");
+    for (const auto& [op, total] : rows) {
+      std::fprintf(stderr, "%-28s %10ld %12.4f %12.2f %7.1f%%\n", op.c_str(), total.calls, total.seconds,
+                   total.seconds / static_cast<double>(total.calls) * 1e6, 100 * total.seconds / life);
+    }
+    std::fprintf(stderr, "%-28s %10s %12.4f %12s %7.1f%%\n", "outside these operations", "", life - timed, "",
+                 100 * (life - timed) / life);
+  }
+
   DeviceInfo info_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -821,6 +909,9 @@ class CudaBackend final : public Backend {
   std::size_t scratch_bytes_ = 0;
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // free blocks by rounded size
   std::unordered_map<void*, std::size_t> in_use_;               // handed-out blocks and their sizes
+  bool op_times_ = false;
+  Clock::time_point created_{};
+  std::map<std::string, OpTotal> op_totals_;
 };
 
 }  // namespace
