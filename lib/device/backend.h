@@ -171,6 +171,9 @@ class Backend {
   virtual void adamw(DType t, float* master, float* m, float* v, const float* grad, void* weight, std::size_t count,
                      const AdamW& options) = 0;
   virtual void cast(DType from, const void* x, DType to, void* y, std::size_t count) = 0;
+  // The sum of the squares of `count` fp32 values on the device, added in fp64 (kernels.h
+  // square): a gradient's squared norm, without copying the gradient to the host.
+  virtual double sum_squares(const float* x, std::size_t count) = 0;
 };
 
 // A device allocation released with its owner.

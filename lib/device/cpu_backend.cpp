@@ -137,6 +137,12 @@ class CpuBackend final : public Backend {
 
   void fill_zero(void* p, std::size_t bytes) override { std::memset(p, 0, bytes); }
 
+  double sum_squares(const float* x, std::size_t count) override {
+    double sum = 0;
+    for (std::size_t i = 0; i < count; ++i) sum += square(x[i]);
+    return sum;
+  }
+
   void read_all(const void* p, std::size_t bytes, float* sink) override {
     // Eight independent integer sums, so the loop vectorises and is bound by memory.
     const auto* words = static_cast<const std::uint32_t*>(p);

@@ -44,6 +44,9 @@ constexpr unsigned kWholeWarp = 0xffffffffu;
 struct Add {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
+struct AddWide {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
 struct Most {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
@@ -380,6 +383,17 @@ template <typename To, typename From>
 __global__ void cast_kernel(const From* x, To* y, std::size_t count) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) y[i] = cast<To>(x[i]);
+}
+
+// Each thread adds its grid-stride share of squares in fp64; one atomic add a block.
+__global__ void sum_squares_kernel(const float* x, std::size_t count, double* total) {
+  double part = 0;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    part += square(x[i]);
+  }
+  part = block_combine(part, AddWide{});
+  if (threadIdx.x == 0) atomicAdd(total, part);
 }
 
 // Reads 16 bytes a thread per step (grid-stride) and adds the words, so the loads are
@@ -799,6 +813,20 @@ class CudaBackend final : public Backend {
                                                                 adamw_step(options));
     });
     launched("adamw");
+  }
+
+  double sum_squares(const float* x, std::size_t count) override {
+    const OpTimer timer(*this, "sum_squares");
+    if (count == 0) return 0;
+    auto* total = reinterpret_cast<double*>(scratch(sizeof(double)));
+    check(cudaMemsetAsync(total, 0, sizeof(double), stream_), "sum_squares");
+    const unsigned blocks = std::min<unsigned>(blocks_for(count), static_cast<unsigned>(info_.compute_units) * 4);
+    sum_squares_kernel<<<blocks, kThreads, 0, stream_>>>(x, count, total);
+    launched("sum_squares");
+    double sum = 0;
+    check(cudaMemcpyAsync(&sum, total, sizeof sum, cudaMemcpyDeviceToHost, stream_), "sum_squares");
+    synchronize();
+    return sum;
   }
 
   void cast(DType from, const void* x, DType to, void* y, std::size_t count) override {

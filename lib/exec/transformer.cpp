@@ -1054,14 +1054,10 @@ double Transformer::gradient_norm(Stretch stretch, const std::function<void(doub
   // Whole tensors' gradients are alike on every shard; the shards' own add up over the
   // processes holding the others.
   double squares[2] = {0, 0};  // whole, sharded
-  std::vector<float> host;
   for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t) {
     const auto found = optimizer_.find(p.name);
     if (found == optimizer_.end() || !found->second.grad.data()) return;
-    host.resize(count);
-    b_.download(host.data(), found->second.grad.as<float>() + first, count * sizeof(float));
-    double sum = 0;
-    for (const float g : host) sum += static_cast<double>(g) * g;
+    const double sum = b_.sum_squares(found->second.grad.as<float>() + first, count);
     squares[options_.tp.size > 1 && p.name.find('/') != std::string::npos ? 1 : 0] += sum;
   });
   if (over_replicas) over_replicas(squares, 2);

@@ -347,6 +347,23 @@ TEST_CASE("kernels: add_into sums each element in fp32 and rounds it once to the
   }
 }
 
+TEST_CASE("kernels: the sum of squares of fp32 values, in fp64") {
+  auto b = test_backend();
+  // More values than one pass of the GPU's threads, not a multiple of a block, and some large
+  // enough that an fp32 sum would lose the small ones.
+  const std::size_t count = 1000003;
+  std::vector<float> values(count);
+  double expected = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    values[i] = (i % 7 == 0 ? 4096.0f : 1.0f / static_cast<float>(i % 13 + 1)) * (i % 2 ? -1.0f : 1.0f);
+    expected += static_cast<double>(values[i]) * values[i];
+  }
+  const Buffer d = put_raw(*b, values);
+  CHECK(b->sum_squares(d.as<float>(), count) == doctest::Approx(expected).epsilon(1e-13));
+  CHECK(b->sum_squares(d.as<float>() + 1, 1) == doctest::Approx(1.0 / 4));  // value 1 is -1/2
+  CHECK(b->sum_squares(d.as<float>(), 0) == 0.0);
+}
+
 TEST_CASE("kernels: reading and writing memory, copies on the device") {
   auto b = test_backend();
   const std::size_t words = 1 << 12;

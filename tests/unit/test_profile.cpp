@@ -109,6 +109,7 @@ class FailingBackend final : public device::Backend {
   void adamw(device::DType, float*, float*, float*, const float*, void*, std::size_t, const device::AdamW&) override {
     tick();
   }
+  double sum_squares(const float* x, std::size_t n) override { return tick(), cpu_->sum_squares(x, n); }
   void cast(device::DType f, const void* x, device::DType t, void* y, std::size_t n) override {
     tick(), cpu_->cast(f, x, t, y, n);
   }
