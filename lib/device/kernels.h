@@ -124,23 +124,13 @@ HETRL_HD void swiglu_backward(T gate, T up, T dh, T& dgate, T& dup) {
 template <typename L>
 inline constexpr int kHeadSlots = (kMaxHeadDim + L::kMinCount - 1) / L::kMinCount;
 
-// This lane's part of a . b over one head's dimensions, and the whole over the lanes.
-template <typename T, typename L>
-HETRL_HD float head_part(const L& lanes, const T* a, const T* b, int head_dim) {
-  float dot = 0;
-  for (int d = lanes.first(); d < head_dim; d += lanes.count()) dot += to_float(a[d]) * to_float(b[d]);
-  return dot;
-}
+// a . b over one head's dimensions, summed over the lanes.
 template <typename T, typename L>
 HETRL_HD float head_dot(const L& lanes, const T* a, const T* b, int head_dim) {
-  return lanes.sum(head_part(lanes, a, b, head_dim));
+  float dot = 0;
+  for (int d = lanes.first(); d < head_dim; d += lanes.count()) dot += to_float(a[d]) * to_float(b[d]);
+  return lanes.sum(dot);
 }
-
-// Attention takes positions kAttentionTile at a time: their dot products first, then the
-// softmax updates one position after another in order (so the arithmetic is that of one at a
-// time). A position's loads and sums do not wait on another's, so a GPU warp has a whole tile's
-// in flight instead of waiting on each position in turn.
-inline constexpr int kAttentionTile = 8;
 
 // One query head attending over `length` cached positions: out = softmax(q K^T * scale) V, in
 // one pass with a running maximum (the online softmax), so a head reads its cache once.
@@ -153,30 +143,17 @@ HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v,
   float acc[kHeadSlots<L>];
   for (float& a : acc) a = 0;
   float running_max = -INFINITY, total = 0;
-  for (int t0 = 0; t0 < length; t0 += kAttentionTile) {
-    const int tile = length - t0 < kAttentionTile ? length - t0 : kAttentionTile;
-    float scores[kAttentionTile] = {};
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i < tile) scores[i] = head_part(lanes, q, k + (t0 + i) * stride, head_dim);
+  for (int t = 0; t < length; ++t) {
+    const float score = head_dot(lanes, q, k + t * stride, head_dim) * scale;
+    const float new_max = fmaxf(running_max, score);
+    const float correction = expf(running_max - new_max);
+    const float p = expf(score - new_max);
+    total = total * correction + p;
+    const T* vt = v + t * stride;
+    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+      acc[slot] = acc[slot] * correction + p * to_float(vt[d]);
     }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i < tile) scores[i] = lanes.sum(scores[i]) * scale;
-    }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) break;
-      const float new_max = fmaxf(running_max, scores[i]);
-      const float correction = expf(running_max - new_max);
-      const float p = expf(scores[i] - new_max);
-      total = total * correction + p;
-      const T* vt = v + (t0 + i) * stride;
-      for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
-        acc[slot] = acc[slot] * correction + p * to_float(vt[d]);
-      }
-      running_max = new_max;
-    }
+    running_max = new_max;
   }
   const float inverse = length > 0 ? 1.0f / total : 0.0f;
   for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) out[d] = store<T>(acc[slot] * inverse);
@@ -221,28 +198,12 @@ HETRL_HD void attend_cached_dq(const L& lanes, const T* q, const T* k, const T* 
                                float delta, int length, long stride, int head_dim, float scale, T* dq) {
   float acc[kHeadSlots<L>];
   for (float& a : acc) a = 0;
-  for (int t0 = 0; t0 < length; t0 += kAttentionTile) {
-    const int tile = length - t0 < kAttentionTile ? length - t0 : kAttentionTile;
-    float scores[kAttentionTile] = {}, dps[kAttentionTile] = {};
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) continue;
-      scores[i] = head_part(lanes, q, k + (t0 + i) * stride, head_dim);
-      dps[i] = head_part(lanes, dout, v + (t0 + i) * stride, head_dim);
-    }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) continue;
-      scores[i] = lanes.sum(scores[i]);
-      dps[i] = lanes.sum(dps[i]);
-    }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) break;
-      const T* kt = k + (t0 + i) * stride;
-      const float ds = expf(scores[i] * scale - lse) * (dps[i] - delta);
-      for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) acc[slot] += ds * to_float(kt[d]);
-    }
+  for (int t = 0; t < length; ++t) {
+    const T* kt = k + t * stride;
+    const float score = head_dot(lanes, q, kt, head_dim);
+    const float dp = head_dot(lanes, dout, v + t * stride, head_dim);
+    const float ds = expf(score * scale - lse) * (dp - delta);
+    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) acc[slot] += ds * to_float(kt[d]);
   }
   for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) dq[d] = store<T>(acc[slot] * scale);
 }
@@ -256,33 +217,15 @@ HETRL_HD void attend_cached_dkv(const L& lanes, const T* q, const T* dout, const
                                 int group, int head_dim, float scale, T* dk, T* dv) {
   float dk_acc[kHeadSlots<L>], dv_acc[kHeadSlots<L>];
   for (int slot = 0; slot < kHeadSlots<L>; ++slot) dk_acc[slot] = dv_acc[slot] = 0;
-  // The (query, head) pairs in order, heads fastest, a tile at a time.
-  const int pairs = queries > first ? (queries - first) * group : 0;
-  for (int e0 = 0; e0 < pairs; e0 += kAttentionTile) {
-    const int tile = pairs - e0 < kAttentionTile ? pairs - e0 : kAttentionTile;
-    long rows[kAttentionTile] = {};
-    float scores[kAttentionTile] = {}, dps[kAttentionTile] = {};
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) continue;
-      const int e = e0 + i;
-      rows[i] = static_cast<long>(first + e / group) * heads + group_first + e % group;
-      scores[i] = head_part(lanes, q + rows[i] * head_dim, kj, head_dim);
-      dps[i] = head_part(lanes, dout + rows[i] * head_dim, vj, head_dim);
-    }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) continue;
-      scores[i] = lanes.sum(scores[i]);
-      dps[i] = lanes.sum(dps[i]);
-    }
-    HETRL_UNROLL
-    for (int i = 0; i < kAttentionTile; ++i) {
-      if (i >= tile) break;
-      const T* qh = q + rows[i] * head_dim;
-      const T* doh = dout + rows[i] * head_dim;
-      const float p = expf(scores[i] * scale - lse[rows[i]]);
-      const float ds = p * (dps[i] - delta[rows[i]]) * scale;
+  for (int t = first; t < queries; ++t) {
+    for (int h = group_first; h < group_first + group; ++h) {
+      const long row = static_cast<long>(t) * heads + h;
+      const T* qh = q + row * head_dim;
+      const T* doh = dout + row * head_dim;
+      const float score = head_dot(lanes, qh, kj, head_dim);
+      const float dp = head_dot(lanes, doh, vj, head_dim);
+      const float p = expf(score * scale - lse[row]);
+      const float ds = p * (dp - delta[row]) * scale;
       for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
         dv_acc[slot] += p * to_float(doh[d]);
         dk_acc[slot] += ds * to_float(qh[d]);

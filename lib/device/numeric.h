@@ -15,12 +15,6 @@
 #else
 #define HETRL_HD
 #endif
-// Unrolls the loop that follows in GPU code (its array then lives in registers).
-#if defined(__CUDA_ARCH__)
-#define HETRL_UNROLL _Pragma("unroll")
-#else
-#define HETRL_UNROLL
-#endif
 
 namespace hetrl::device {
 
