@@ -124,6 +124,20 @@ HETRL_HD void swiglu_backward(T gate, T up, T dh, T& dgate, T& dup) {
 template <typename L>
 inline constexpr int kHeadSlots = (kMaxHeadDim + L::kMinCount - 1) / L::kMinCount;
 
+// Calls f(slot, d) for each dimension d of a head this lane holds, in slot 0, 1, ...: a loop
+// of fixed length, unrolled on the GPU, so that the per-lane arrays f indexes by slot stay in
+// registers (a loop bounded by head_dim put them in local memory: ptxas reported a 32-byte
+// stack frame per attention kernel, 64 for the key-value gradient's).
+template <typename L, typename F>
+HETRL_HD void for_each_slot(const L& lanes, int head_dim, F&& f) {
+  HETRL_UNROLL
+  for (int slot = 0; slot < kHeadSlots<L>; ++slot) {
+    const int d = lanes.first() + slot * lanes.count();
+    if (d >= head_dim) return;
+    f(slot, d);
+  }
+}
+
 // a . b over one head's dimensions, summed over the lanes.
 template <typename T, typename L>
 HETRL_HD float head_dot(const L& lanes, const T* a, const T* b, int head_dim) {
@@ -150,13 +164,11 @@ HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v,
     const float p = expf(score - new_max);
     total = total * correction + p;
     const T* vt = v + t * stride;
-    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
-      acc[slot] = acc[slot] * correction + p * to_float(vt[d]);
-    }
+    for_each_slot(lanes, head_dim, [&](int slot, int d) { acc[slot] = acc[slot] * correction + p * to_float(vt[d]); });
     running_max = new_max;
   }
   const float inverse = length > 0 ? 1.0f / total : 0.0f;
-  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) out[d] = store<T>(acc[slot] * inverse);
+  for_each_slot(lanes, head_dim, [&](int slot, int d) { out[d] = store<T>(acc[slot] * inverse); });
   return length > 0 ? running_max + logf(total) : -INFINITY;
 }
 
@@ -203,9 +215,9 @@ HETRL_HD void attend_cached_dq(const L& lanes, const T* q, const T* k, const T* 
     const float score = head_dot(lanes, q, kt, head_dim);
     const float dp = head_dot(lanes, dout, v + t * stride, head_dim);
     const float ds = expf(score * scale - lse) * (dp - delta);
-    for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) acc[slot] += ds * to_float(kt[d]);
+    for_each_slot(lanes, head_dim, [&](int slot, int d) { acc[slot] += ds * to_float(kt[d]); });
   }
-  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) dq[d] = store<T>(acc[slot] * scale);
+  for_each_slot(lanes, head_dim, [&](int slot, int d) { dq[d] = store<T>(acc[slot] * scale); });
 }
 
 // The gradients of one cached key and value (position j of one kv head) over every query head
@@ -226,16 +238,16 @@ HETRL_HD void attend_cached_dkv(const L& lanes, const T* q, const T* dout, const
       const float dp = head_dot(lanes, doh, vj, head_dim);
       const float p = expf(score * scale - lse[row]);
       const float ds = p * (dp - delta[row]) * scale;
-      for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+      for_each_slot(lanes, head_dim, [&](int slot, int d) {
         dv_acc[slot] += p * to_float(doh[d]);
         dk_acc[slot] += ds * to_float(qh[d]);
-      }
+      });
     }
   }
-  for (int d = lanes.first(), slot = 0; d < head_dim; d += lanes.count(), ++slot) {
+  for_each_slot(lanes, head_dim, [&](int slot, int d) {
     dk[d] = store<T>(dk_acc[slot]);
     dv[d] = store<T>(dv_acc[slot]);
-  }
+  });
 }
 
 // A row's maximum and the sum of exp(x - maximum): softmax's denominator, stably.

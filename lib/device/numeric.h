@@ -15,6 +15,12 @@
 #else
 #define HETRL_HD
 #endif
+// Unrolls the loop that follows in GPU code, so that the arrays it indexes stay in registers.
+#if defined(__CUDA_ARCH__)
+#define HETRL_UNROLL _Pragma("unroll")
+#else
+#define HETRL_UNROLL
+#endif
 
 namespace hetrl::device {
 
