@@ -202,11 +202,14 @@ class CpuBackend final : public Backend {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
         const long offset = static_cast<long>(r) * n;
-        rmsnorm_backward_row(OneLane{}, typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset, n, eps);
+        rmsnorm_backward_row(OneLane{}, typed<T>(x) + offset, typed<T>(w), typed<T>(dy) + offset, typed<T>(dx) + offset,
+                             n, eps);
       }
       if (dw) {
         inverse_.resize(static_cast<std::size_t>(rows));
-        for (int r = 0; r < rows; ++r) inverse_[static_cast<std::size_t>(r)] = inverse_rms(OneLane{}, typed<T>(x) + static_cast<long>(r) * n, n, eps);
+        for (int r = 0; r < rows; ++r) {
+          inverse_[static_cast<std::size_t>(r)] = inverse_rms(OneLane{}, typed<T>(x) + static_cast<long>(r) * n, n, eps);
+        }
         for (int col = 0; col < n; ++col) dw[col] = rmsnorm_weight_grad(typed<T>(x), typed<T>(dy), inverse_.data(), rows, n, col);
       }
     });
@@ -257,8 +260,8 @@ class CpuBackend final : public Backend {
         for (int h = 0; h < a.heads; ++h) {
           const long head = (static_cast<long>(s) * a.heads + h) * a.head_dim;
           const long kv = cache + static_cast<long>(h / group) * a.head_dim;
-          attend_cached(OneLane{}, typed<T>(q) + head, typed<T>(k) + kv, typed<T>(v) + kv, lengths[s], stride, a.head_dim, scale,
-                        typed<T>(out) + head);
+          attend_cached(OneLane{}, typed<T>(q) + head, typed<T>(k) + kv, typed<T>(v) + kv, lengths[s], stride,
+                        a.head_dim, scale, typed<T>(out) + head);
         }
       }
     });
@@ -278,8 +281,8 @@ class CpuBackend final : public Backend {
           for (int h = 0; h < a.heads; ++h) {
             const long row = (static_cast<long>(s) * a.queries + t) * a.heads + h;
             const long kv = cache + static_cast<long>(h / group) * a.head_dim;
-            const float l = attend_cached(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv, length,
-                                          stride, a.head_dim, scale, typed<T>(out) + row * a.head_dim);
+            const float l = attend_cached(OneLane{}, typed<T>(q) + row * a.head_dim, typed<T>(k) + kv, typed<T>(v) + kv,
+                                          length, stride, a.head_dim, scale, typed<T>(out) + row * a.head_dim);
             if (lse) lse[row] = l;
           }
         }
@@ -297,7 +300,8 @@ class CpuBackend final : public Backend {
       const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
       const long rows = static_cast<long>(a.batch) * a.queries * a.heads;
       for (long row = 0; row < rows; ++row) {
-        delta[row] = attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+        delta[row] =
+            attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
       }
       for (int s = 0; s < a.batch; ++s) {
         const long cache = static_cast<long>(s) * a.capacity * stride;
@@ -358,7 +362,8 @@ class CpuBackend final : public Backend {
       const float scale = 1.0f / sqrtf(static_cast<float>(a.head_dim));
       const long rows = static_cast<long>(a.tokens) * a.heads;
       for (long row = 0; row < rows; ++row) {
-        delta[row] = attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
+        delta[row] =
+            attention_delta(OneLane{}, typed<T>(out) + row * a.head_dim, typed<T>(dout) + row * a.head_dim, a.head_dim);
       }
       for (int s = 0; s < a.batch; ++s) {
         const int first = starts[s], queries = starts[s + 1] - starts[s];
@@ -468,8 +473,8 @@ class CpuBackend final : public Backend {
     with_dtype(t, [&](auto tag) {
       using T = decltype(tag);
       for (int r = 0; r < rows; ++r) {
-        tokens[r] = sample_row(OneLane{}, typed<T>(logits) + static_cast<long>(r) * vocab, vocab, temperature, seed, sequences[r],
-                               positions[r]);
+        tokens[r] = sample_row(OneLane{}, typed<T>(logits) + static_cast<long>(r) * vocab, vocab, temperature, seed,
+                               sequences[r], positions[r]);
       }
     });
   }

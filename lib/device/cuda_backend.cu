@@ -455,7 +455,6 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     if (op_times_) print_op_times();
-    if (scratch_) cudaFree(scratch_);
     release_cached();
     for (const auto& [p, bytes] : in_use_) cudaFree(p);
     cublasDestroy(blas_);
@@ -533,7 +532,9 @@ class CudaBackend final : public Backend {
   }
 
   void gemm(const Gemm& g, const void* a, const void* b, void* c) override {
-    const OpTimer timer(*this, g.m <= 16 ? "gemm, up to 16 rows" : g.m <= 256 ? "gemm, 17 to 256 rows" : "gemm, over 256 rows");
+    const OpTimer timer(*this, g.m <= 16    ? "gemm, up to 16 rows"
+                               : g.m <= 256 ? "gemm, 17 to 256 rows"
+                                            : "gemm, over 256 rows");
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: a row-major matrix read
     // as column-major is its transpose, so each operand's own flag carries over.
     const float alpha = 1, beta = g.accumulate ? 1.0f : 0.0f;
@@ -563,10 +564,11 @@ class CudaBackend final : public Backend {
       rmsnorm_backward_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), typed<T>(w), typed<T>(dy), typed<T>(dx), n,
                                                               eps);
       if (dw) {
-        float* inverse = scratch(static_cast<std::size_t>(rows) * sizeof(float));
-        inverse_rms_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), inverse, n, eps);
-        rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy), inverse, dw,
-                                                                             rows, n);
+        // Released at once: the stream orders the kernels before the block's next use.
+        const Buffer inverse(*this, static_cast<std::size_t>(rows) * sizeof(float));
+        inverse_rms_kernel<<<rows, kThreads, 0, stream_>>>(typed<T>(x), inverse.as<float>(), n, eps);
+        rmsnorm_weight_grad_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(typed<T>(x), typed<T>(dy),
+                                                                             inverse.as<float>(), dw, rows, n);
       }
     });
     launched("rmsnorm_backward");
@@ -818,14 +820,13 @@ class CudaBackend final : public Backend {
   double sum_squares(const float* x, std::size_t count) override {
     const OpTimer timer(*this, "sum_squares");
     if (count == 0) return 0;
-    auto* total = reinterpret_cast<double*>(scratch(sizeof(double)));
-    check(cudaMemsetAsync(total, 0, sizeof(double), stream_), "sum_squares");
+    const Buffer total(*this, sizeof(double));
+    check(cudaMemsetAsync(total.data(), 0, sizeof(double), stream_), "sum_squares");
     const unsigned blocks = std::min<unsigned>(blocks_for(count), static_cast<unsigned>(info_.compute_units) * 4);
-    sum_squares_kernel<<<blocks, kThreads, 0, stream_>>>(x, count, total);
+    sum_squares_kernel<<<blocks, kThreads, 0, stream_>>>(x, count, total.as<double>());
     launched("sum_squares");
     double sum = 0;
-    check(cudaMemcpyAsync(&sum, total, sizeof sum, cudaMemcpyDeviceToHost, stream_), "sum_squares");
-    synchronize();
+    download(&sum, total.data(), sizeof sum);
     return sum;
   }
 
@@ -869,24 +870,11 @@ class CudaBackend final : public Backend {
     }
     cached_.clear();
   }
-  // Device memory for a kernel's intermediate values (rmsnorm_backward's inverse RMS per row),
-  // grown as needed; the stream orders its uses.
-  float* scratch(std::size_t bytes) {
-    if (bytes > scratch_bytes_) {
-      if (scratch_) {
-        synchronize();
-        cudaFree(scratch_);
-        scratch_ = nullptr;
-      }
-      check(cudaMalloc(&scratch_, bytes), "cudaMalloc");
-      scratch_bytes_ = bytes;
-    }
-    return static_cast<float*>(scratch_);
-  }
 
   // HETRL_CUDA_OP_TIMES=1 in the environment: every operation is waited for before and after,
   // its time (launch and run) added to its name's total, and the totals written to stderr when
-  // the backend ends: where a run's device time goes, at the cost of the waits.
+  // the backend ends: where a run's device time goes, at the cost of the waits. An operation
+  // inside another (an allocation, a copy to the host) counts only in the outer one's time.
   using Clock = std::chrono::steady_clock;
   struct OpTotal {
     double seconds = 0;
@@ -895,12 +883,12 @@ class CudaBackend final : public Backend {
   class OpTimer {
    public:
     OpTimer(CudaBackend& backend, const char* op) : backend_(backend.op_times_ ? &backend : nullptr), op_(op) {
-      if (!backend_) return;
+      if (!backend_ || backend_->timing_++ > 0) return;
       cudaStreamSynchronize(backend_->stream_);
       begin_ = Clock::now();
     }
     ~OpTimer() {
-      if (!backend_) return;
+      if (!backend_ || --backend_->timing_ > 0) return;
       cudaStreamSynchronize(backend_->stream_);
       OpTotal& total = backend_->op_totals_[op_];
       total.seconds += std::chrono::duration<double>(Clock::now() - begin_).count();
@@ -916,7 +904,8 @@ class CudaBackend final : public Backend {
   };
   void print_op_times() const {
     std::vector<std::pair<std::string, OpTotal>> rows(op_totals_.begin(), op_totals_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
     const double life = std::chrono::duration<double>(Clock::now() - created_).count();
     double timed = 0;
     for (const auto& row : rows) timed += row.second.seconds;
@@ -933,11 +922,10 @@ class CudaBackend final : public Backend {
   DeviceInfo info_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
-  void* scratch_ = nullptr;
-  std::size_t scratch_bytes_ = 0;
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // free blocks by rounded size
   std::unordered_map<void*, std::size_t> in_use_;               // handed-out blocks and their sizes
   bool op_times_ = false;
+  int timing_ = 0;  // operations being timed, one inside another
   Clock::time_point created_{};
   std::map<std::string, OpTotal> op_totals_;
 };
