@@ -108,6 +108,21 @@ void validate_gpu_spec(const GpuSpec& spec) {
   }
 }
 
+GemmCurve gemm_curve_envelope(GemmCurve curve) {
+  // Left as given where it is not a valid curve: validate_gpu_spec says why.
+  double previous = 0;
+  for (const auto& [tokens, fraction] : curve) {
+    if (!(tokens > previous) || !(fraction > 0 && fraction <= 1)) return curve;
+    previous = tokens;
+  }
+  for (std::size_t i = curve.size(); i-- > 1;) {
+    auto& [tokens, fraction] = curve[i - 1];
+    const double later_time = curve[i].first / curve[i].second;
+    if (tokens / fraction > later_time) fraction = tokens / later_time;
+  }
+  return curve;
+}
+
 GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   GpuSpec spec;
   const GpuSpec* base = catalog.find_gpu(o.name);
@@ -144,7 +159,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
                                   o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead;
-  if (o.gemm_curve) spec.efficiency.gemm_curve = *o.gemm_curve;
+  if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;

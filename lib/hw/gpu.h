@@ -49,8 +49,12 @@ inline double gemm_efficiency(double small, double large, double tokens) {
   return small + (large - small) * ((std::log2(tokens) - kSmallLog2) / (kLargeLog2 - kSmallLog2));
 }
 
-// A measured GEMM curve: (tokens, fraction of the tensor peak) points, tokens ascending. The
-// fraction at `tokens` is linear in log2(tokens) between points and flat beyond the ends.
+// A measured GEMM curve: (tokens, fraction of the tensor peak) points, tokens ascending. A
+// GEMM's time is linear in its tokens between two points (a fixed part, streaming the weights
+// and launching, and a part per row), so the fraction at `tokens` is tokens over that time;
+// flat beyond the ends. Interpolating the fraction itself would price a GEMM between two small
+// points faster than either, since at a few rows its time barely moves while its fraction
+// grows with the rows. Curves are taken through gemm_curve_envelope first.
 using GemmCurve = std::vector<std::pair<double, double>>;
 inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
   if (tokens <= curve.front().first) return curve.front().second;
@@ -58,11 +62,19 @@ inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
     if (tokens <= curve[i].first) {
       const auto& [t0, e0] = curve[i - 1];
       const auto& [t1, e1] = curve[i];
-      return e0 + (e1 - e0) * (std::log2(tokens / t0) / std::log2(t1 / t0));
+      const double time0 = t0 / e0, time1 = t1 / e1;  // in seconds at the peak rate, per FLOP of a row
+      return tokens / (time0 + (time1 - time0) * (tokens - t0) / (t1 - t0));
     }
   }
   return curve.back().second;
 }
+
+// The curve a cost model uses from a measured one: a GEMM of fewer rows takes no longer than
+// one of more (an engine can pad its rows to the larger size), so a point measured slower than
+// a larger token count's takes that count's time. Such points come from a backend's own path
+// for very few rows (a CPU BLAS's matrix-vector product) or from noise, and would price a
+// decode step of one sequence above one of several.
+GemmCurve gemm_curve_envelope(GemmCurve curve);
 
 // Fractions of a datasheet peak that real kernels reach, each in (0, 1].
 struct Efficiency {
@@ -92,8 +104,8 @@ struct Efficiency {
   // outside its kernels (cost::CostParams::decode_step_overhead). Unset: the params'.
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;
-  // A measured profile's GEMM curve (hw/profile.h); where it is given, GEMMs follow it instead
-  // of the two-point line between gemm_small and gemm_large.
+  // A measured profile's GEMM curve (hw/profile.h) through gemm_curve_envelope; where it is
+  // given, GEMMs follow it instead of the two-point line between gemm_small and gemm_large.
   GemmCurve gemm_curve;
   std::string source;
 

@@ -186,9 +186,23 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
   const hw::Cluster c = io::parse_cluster(
       cluster_with(R"([{"tokens": 1, "efficiency": 0.02}, {"tokens": 4096, "efficiency": 0.5}])"), "x.json", catalog());
   const hw::GpuSpec& l4 = c.gpu_types[c.nodes[0].gpu_type];
-  CHECK(l4.efficiency.gemm(64) == hetrl::testing::approx(0.02 + 0.48 * 0.5));  // halfway in log2
+  // A GEMM's time is linear in its tokens between points: 1 / 0.02 at 1 token, 4096 / 0.5 at
+  // 4096, in rows at the peak rate.
+  CHECK(l4.efficiency.gemm(64) == hetrl::testing::approx(64 / (50 + (8192 - 50) * 63.0 / 4095)));
+  CHECK(l4.efficiency.gemm(1) == hetrl::testing::approx(0.02));
   const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
   CHECK(again.gpu_types[again.nodes[0].gpu_type].efficiency.gemm_curve == l4.efficiency.gemm_curve);
+  // A point slower than a larger token count's (1 token in 50 row-times, 4 in 40) takes that
+  // count's time: fewer rows never cost more; the file keeps what was measured.
+  const hw::Cluster dip = io::parse_cluster(
+      cluster_with(R"([{"tokens": 1, "efficiency": 0.02}, {"tokens": 4, "efficiency": 0.1},
+                      {"tokens": 4096, "efficiency": 0.5}])"), "x.json", catalog());
+  const hw::Efficiency& e = dip.gpu_types[dip.nodes[0].gpu_type].efficiency;
+  CHECK(e.gemm(1) == hetrl::testing::approx(1.0 / 40));
+  CHECK(e.gemm(2) == hetrl::testing::approx(2.0 / 40));
+  CHECK(e.gemm(4) == hetrl::testing::approx(0.1));
+  for (double tokens = 1; tokens < 4096; tokens *= 1.5) CHECK(tokens / e.gemm(tokens) <= 1.5 * tokens / e.gemm(1.5 * tokens));
+  CHECK(io::cluster_to_json(dip).find(R"("efficiency": 0.02)") != std::string::npos);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 0.2},
       {"tokens": 16, "efficiency": 0.1}])"), "x.json", catalog()),
       "x.json: /gpu_types/L4/efficiency/gemm_curve/1/tokens: expected tokens in ascending order", core::InputError);

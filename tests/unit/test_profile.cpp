@@ -456,7 +456,9 @@ TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are 
   p.allreduce_bus_bandwidth = 4e9;
   const hw::GpuSpec curved = hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
   CHECK(curved.efficiency.gemm(1) == hetrl::testing::approx(0.01));
-  CHECK(curved.efficiency.gemm(8) == hetrl::testing::approx(0.01 + (0.25 - 0.01) * 0.5));  // halfway from 1 to 64 in log2
+  // At 8 tokens the time is linear in the tokens from 1 to 64, in rows at the peak rate: from
+  // 1 / 0.01 to 64 / 0.25.
+  CHECK(curved.efficiency.gemm(8) == hetrl::testing::approx(8 / (100 + (256 - 100) * 7.0 / 63)));
   CHECK(curved.efficiency.gemm(4096) == hetrl::testing::approx(1.0));
   CHECK(curved.intra_node.bandwidth == hetrl::testing::approx(1e10));
   CHECK(curved.efficiency.collective == hetrl::testing::approx(0.4));
