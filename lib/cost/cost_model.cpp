@@ -127,11 +127,14 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
   max_length_table_.push_back(0.0);
   max_length_table_.insert(max_length_table_.end(), longest_of, quantiles.end());
-  // The drain's quadrature points, the same for every replica: the iteration's expected
-  // longest response, and the survival at the midpoint of each of its parts.
+  // The drain's quadrature points, the same for every replica: the decode steps of the
+  // iteration's expected longest response, and the survival at the midpoint of each of their
+  // parts. Prefill gives every sequence its first token, so a response of n tokens takes n - 1
+  // decode steps, and step k runs the sequences longer than k tokens.
   longest_ = expected_max_length(samples_);
+  drain_steps_ = std::max(0.0, longest_ - 1);
   for (int j = 0; j < params_.decode_points; ++j) {
-    const double step = (j + 0.5) / params_.decode_points * longest_;
+    const double step = 1 + (j + 0.5) / params_.decode_points * drain_steps_;
     drain_survival_.push_back(survival(step));
     drain_log2_survival_.push_back(std::log2(drain_survival_.back()));
     drain_context_.push_back(prompt_ + step);
@@ -321,7 +324,7 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
     cost.p2p += points * d.p2p_fixed + batches * d.p2p_per_sequence;
   }
   cost.overhead = points * overhead;
-  const double steps_per_point = longest_ / points;
+  const double steps_per_point = drain_steps_ / points;
   StepCost out;
   out.add(cost, steps_per_point);
   return out;
@@ -395,7 +398,7 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
   }
   step += overhead;
   // The quadrature adds `points` steps of longest / points each: allow for its rounding.
-  return longest_ * step * (1 - 1e-12);
+  return drain_steps_ * step * (1 - 1e-12);
 }
 
 double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
@@ -417,7 +420,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   StepCost decode = drain_steps(per_stage, live);
   // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
   if (samples > concurrent) {
-    const double steps = (samples - concurrent) * mean_response_ / concurrent;
+    const double steps = (samples - concurrent) * std::max(0.0, mean_response_ - 1) / concurrent;
     decode.add(decode_step(per_stage, concurrent, concurrent * (prompt_ + mean_response_)), steps);
   }
   if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);

@@ -514,7 +514,7 @@ class CostModel {
   // One decode step of `batch` sequences whose contexts add up to `total_context` tokens.
   StepCost decode_step(const DecodeStages& stages, double batch, double total_context) const;
   // The drain's decode steps, `live` sequences at the start: the quadrature over its points,
-  // each weighing longest_ / decode_points steps (the sum of decode_step at each point).
+  // each weighing drain_steps_ / decode_points steps (the sum of decode_step at each point).
   StepCost drain_steps(const DecodeStages& stages, double live) const;
 
   // Prefill of `samples` prompts (compute-bound, chunked, through the pipeline): compute and
@@ -590,6 +590,7 @@ class CostModel {
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
   double longest_ = 0;                    // expected longest response of the iteration
+  double drain_steps_ = 0;                // its decode steps: all its tokens but prefill's first
   std::vector<double> drain_survival_;    // survival at the drain's quadrature points
   std::vector<double> drain_log2_survival_;  // its log2 (-inf where none survive)
   std::vector<double> drain_context_;        // prompt and response length at each point

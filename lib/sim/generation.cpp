@@ -19,11 +19,15 @@ ReplicaGeneration::ReplicaGeneration(const cost::CostModel& model, int task,
 }
 
 void ReplicaGeneration::admit() {
+  // Prefill gives a sequence its first token: one of n tokens takes n - 1 decode steps, and
+  // one of a single token none.
   while (static_cast<int>(remaining_.size()) < concurrency_ && !waiting_.empty()) {
-    remaining_.push_back(waiting_.front());
-    generated_.push_back(0);
-    total_context_ += prompt_;
+    const int decode_steps = waiting_.front() - 1;
     waiting_.pop_front();
+    if (decode_steps <= 0) continue;
+    remaining_.push_back(decode_steps);
+    generated_.push_back(1);
+    total_context_ += prompt_ + 1;
   }
 }
 
@@ -36,7 +40,14 @@ void ReplicaGeneration::start(EventQueue& queue, std::function<void()> done) {
     return;
   }
   admit();
-  queue.after(prefill_, [this, &queue] { step(queue); });
+  queue.after(prefill_, [this, &queue] {
+    if (remaining_.empty()) {
+      finished_ = queue.now();
+      done_();
+    } else {
+      step(queue);
+    }
+  });
 }
 
 void ReplicaGeneration::step(EventQueue& queue) {

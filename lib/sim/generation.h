@@ -44,7 +44,7 @@ class ReplicaGeneration {
   int concurrency_ = 1;
   int full_batch_ = 1;
   std::deque<int> waiting_;     // lengths not yet admitted
-  std::vector<int> remaining_;  // tokens left per live sequence
+  std::vector<int> remaining_;  // decode steps left per live sequence
   std::vector<int> generated_;  // tokens generated per live sequence
   double total_context_ = 0;    // tokens of context over the live batch
   double started_ = 0;

@@ -114,13 +114,13 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
   cost::Breakdown b(true);
   f.model.replica_seconds(generate, one, 1.0, 1, {}, budget, b);
   // Weights: 7,615,616,512 parameters in bf16. KV per token: 28 layers x K and V x 4 KV heads
-  // x 128 x 2 bytes. Step k reads the weights and (512 + k) tokens of cache; over k in
-  // [0, 512) the mean context is 768.
+  // x 128 x 2 bytes. Prefill gives the first token, so 511 decode steps follow; step k reads
+  // the weights and (512 + k) tokens of cache; over k in [1, 512) the mean context is 768.5.
   const double weights = 2.0 * 7615616512.0;
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
   CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
-        hetrl::testing::approx(512 * (weights + 768 * kv_per_token) / bandwidth).epsilon(1e-9));
+        hetrl::testing::approx(511 * (weights + 768.5 * kv_per_token) / bandwidth).epsilon(1e-9));
   // Prefill of 512 tokens: the GEMMs at the small-GEMM efficiency interpolated at 512 tokens
   // (log2 512 = 9: a third of the way from 256 to 2048), scaled for a hidden size of 3584
   // ((3584 / 4608) / (4096 / 5120)), longer than streaming the weights once; the attention at
@@ -147,15 +147,16 @@ TEST_CASE("each generation replica drains to the iteration's expected longest re
   const std::vector<double> budget{60 * core::kGiB};
   cost::Breakdown b(true);
   f.model.replica_seconds(f.task("generate"), one, 1.0, 64, {}, budget, b);
-  // One sequence: every step is batch 1 and memory-bound; over the drain's L steps the context
-  // averages 512 + L / 2.
+  // One sequence: every step is batch 1 and memory-bound; the drain's L - 1 decode steps (the
+  // first token is prefill's) run from context 513 to 512 + L, 512 + (L + 1) / 2 on average.
   const double longest = f.model.expected_max_length(64);
   CHECK(longest > 1.5 * f.model.expected_max_length(1));
   const double weights = 2.0 * 7615616512.0;
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
   CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
-        hetrl::testing::approx(longest * (weights + (512 + longest / 2) * kv_per_token) / bandwidth).epsilon(1e-9));
+        hetrl::testing::approx((longest - 1) * (weights + (512 + (longest + 1) / 2) * kv_per_token) / bandwidth)
+            .epsilon(1e-9));
 }
 
 TEST_CASE("the generation floor is the weights streamed once per step of the longest response") {
@@ -166,9 +167,10 @@ TEST_CASE("the generation floor is the weights streamed once per step of the lon
   const double bandwidth = 2039e9 * 0.75;
   const double longest = f.model.expected_max_length(256);
   const std::vector<cost::Stage> one{{0, 1, 28}};
-  // Each step also pays the engine's fixed cost (3 ms, vLLM's).
+  // Each decode step (all the longest's tokens but prefill's first) also pays the engine's
+  // fixed cost (3 ms, vLLM's).
   CHECK(f.model.generation_floor(generate, one) ==
-        hetrl::testing::approx(longest * (weights / bandwidth + 3e-3)).epsilon(1e-9));
+        hetrl::testing::approx((longest - 1) * (weights / bandwidth + 3e-3)).epsilon(1e-9));
   // Under every replica's time, whatever its share and cache; TP and PP replicas pay their
   // collectives' and sends' fixed costs too, and the floor stays under them.
   const std::vector<std::vector<cost::Stage>> layouts{
@@ -777,7 +779,7 @@ TEST_CASE("a small all-reduce pays a fixed cost and a step latency for each of i
   cost::Breakdown b(true);
   const std::vector<double> roomy{20 * core::kGiB};
   f.model.replica_seconds(generate, tp8, 1, 1, {}, roomy, b);
-  const double steps = 64;  // one sequence of 64 fixed-length tokens
+  const double steps = 63;  // one sequence of 64 fixed-length tokens, the first from prefill
   CHECK(term(b, "decode TP all-reduce") ==
         hetrl::testing::approx(steps * 2 * 24 * (fixed + 14 * 2.3e-6 + 2.0 * 7 / 8 * 896 * 2 / (32e9 * 0.42))).epsilon(1e-6));
 }

@@ -122,11 +122,31 @@ TEST_CASE("generation with fixed lengths and room for every sequence matches the
   replica.start(queue, [&] { done = true; });
   queue.run();
   REQUIRE(done);
-  CHECK(replica.steps() == 512);
+  CHECK(replica.steps() == 511);  // the first token of each is prefill's
   cost::Breakdown closed;
   g.model.replica_seconds(g.task, one, 8, 1, {}, budget, closed);
   CHECK(replica.finished_at() / closed.total() == hetrl::testing::approx(1.0).epsilon(0.02));
   CHECK(replica.tail_seconds() == 0);  // every sequence runs to the end together
+}
+
+TEST_CASE("prefill gives every sequence its first token: responses of one token take no decode step") {
+  const Generation g(2);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  sim::EventQueue queue;
+  sim::ReplicaGeneration replica(g.model, g.task, one, {50 * core::kGiB}, {1, 1, 1, 1});
+  bool done = false;
+  replica.start(queue, [&] { done = true; });
+  queue.run();
+  REQUIRE(done);
+  CHECK(replica.steps() == 0);
+  CHECK(replica.finished_at() == replica.prefill_seconds());
+  CHECK(replica.prefill_seconds() > 0);
+  // One of two tokens among them: one step, of a batch of one.
+  sim::EventQueue mixed_queue;
+  sim::ReplicaGeneration mixed(g.model, g.task, one, {50 * core::kGiB}, {1, 2, 1, 1});
+  mixed.start(mixed_queue, [] {});
+  mixed_queue.run();
+  CHECK(mixed.steps() == 1);
 }
 
 TEST_CASE("the KV cache caps the batch: sequences wait and run in waves") {
@@ -140,7 +160,7 @@ TEST_CASE("the KV cache caps the batch: sequences wait and run in waves") {
   replica.start(queue, [] {});
   queue.run();
   CHECK(replica.concurrency() == 2);
-  CHECK(replica.steps() == 4 * 512);
+  CHECK(replica.steps() == 4 * 511);  // four waves; each sequence's first token is its prefill's
   sim::EventQueue roomy_queue;
   sim::ReplicaGeneration roomy(g.model, g.task, one, {50 * core::kGiB}, std::vector<int>(8, 512));
   roomy.start(roomy_queue, [] {});
@@ -155,9 +175,9 @@ TEST_CASE("one long response holds the replica: the drain is the long tail") {
   sim::ReplicaGeneration replica(g.model, g.task, one, {50 * core::kGiB}, {2000, 10, 10, 10});
   replica.start(queue, [] {});
   queue.run();
-  CHECK(replica.steps() == 2000);
-  // After step 10 only the long sequence runs: 1990 of 2000 steps are tail.
-  CHECK(replica.tail_seconds() > 0.99 * (replica.finished_at() - replica.prefill_seconds()) * 1990 / 2000);
+  CHECK(replica.steps() == 1999);  // the first token is prefill's
+  // After step 9 only the long sequence runs: 1990 of 1999 steps are tail.
+  CHECK(replica.tail_seconds() > 0.99 * (replica.finished_at() - replica.prefill_seconds()) * 1990 / 1999);
 }
 
 #include "core/clock.h"
