@@ -35,6 +35,14 @@ struct Move {
     // colocated tasks share each GPU's memory, so a plan over it may fit only when all of them
     // spread thinner at once (and one layout for all is how colocating systems run).
     kUniform,
+    // Every forward pass of group `to` takes the choice's TP and PP, its training as it is: two
+    // forward passes' layouts changed at once, where either alone is slower or over a GPU's
+    // memory (on the paper's region network, GRPO-4B async within half the price: the optimum
+    // runs the actor's and the reward's forward passes at TP1 PP2 beside the training; hybrid
+    // had them at TP1 PP1 and TP2 PP2, the actor's alone at PP2 slower, the reward's alone at
+    // TP1 PP2 over an A100-40G's memory). Tried once converged, with the exchanges: in every
+    // sweep it led region PPO-14B sync from the ILP's optimum to 16% under it.
+    kForwardsAlike,
     kRegroup,  // the task moves to group `to`, keeping its strategy where the nodes take it
     // The task and task `other` (a position in Candidate::tasks, in group `to`) change groups,
     // each keeping its strategy where the nodes take it: two regroupings at once, as either
@@ -225,18 +233,23 @@ class Search {
   TaskChoice start_choice(int task, const std::vector<int>& nodes) const;
   bool repair(Candidate& c) const;
   void align_forward_passes(Candidate& c, std::size_t i) const;
-  // Every task of the group takes this TP and PP, keeping its training options.
-  static void lay_out_alike(Candidate& c, int group, int tp, int pp);
+  // Every task of the group (every forward pass, with `forwards`) takes this TP and PP, keeping
+  // its training options.
+  void lay_out_alike(Candidate& c, int group, int tp, int pp, bool forwards = false) const;
   // Both joint moves below stop when the candidate has spent `budget` evaluations.
   double make_room(Candidate& c, std::size_t i, long long budget);
   // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
   // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
   std::pair<double, double> relayout(Candidate& c, int group, double score, double overflow, long long budget);
-  // The TP and PP that every task of the group can take with its training options, other than
-  // the one they all have now; `valid` holds the strategies of each of the group's tasks (by
-  // position in Candidate::tasks).
+  // The TP and PP that every task of the group (every forward pass, with `forwards`) can take
+  // with its training options, other than the one they all have now; `valid` holds the
+  // strategies of each of the group's tasks (by position in Candidate::tasks).
   std::vector<std::pair<int, int>> uniform_layouts(const Candidate& c, int group,
-                                                   const std::vector<std::vector<TaskChoice>>& valid) const;
+                                                   const std::vector<std::vector<TaskChoice>>& valid,
+                                                   bool forwards = false) const;
+  bool is_forward(const Candidate& c, std::size_t i) const {
+    return model_.graph().tasks[c.tasks[i]].kind == workload::TaskKind::kForward;
+  }
   bool move_node(Candidate& c, const Move& m) const;
   bool swap_nodes(Candidate& c, const Move& m) const;
   bool within_budget(const Candidate& c) const;  // the price of its nodes
@@ -861,6 +874,32 @@ void Search::list_exchanges(Candidate& c) const {
     }
   }
   list_task_moves(c, Move::Kind::kSpreadInto, true);
+  // A group's forward passes laid out alike, where the group also trains (else the sweep's
+  // uniform layouts are these).
+  const int k = static_cast<int>(c.partition.size());
+  std::vector<std::vector<TaskChoice>> valid(c.tasks.size());
+  for (int g = 0; g < k; ++g) {
+    std::size_t forwards = 0, members = 0;
+    for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+      if (c.task_group[i] != g) continue;
+      ++members;
+      if (is_forward(c, i)) ++forwards;
+    }
+    if (forwards < 2 || forwards == members) continue;
+    const std::vector<int> nodes = group_nodes(c, g);
+    for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+      if (c.task_group[i] == g && is_forward(c, i)) {
+        valid[i] = task_choices(model_, models_, params_.space, c.tasks[i], nodes);
+      }
+    }
+    for (const auto& [tp, pp] : uniform_layouts(c, g, valid, true)) {
+      Move m;
+      m.kind = Move::Kind::kForwardsAlike;
+      m.to = g;
+      m.choice = TaskChoice{tp, pp, {}};
+      c.moves.push_back(m);
+    }
+  }
 }
 
 double Search::chain_exchange(Candidate& c, const Move& m, double tied) {
@@ -1203,11 +1242,12 @@ void Search::next_sweep(Candidate& c, bool busiest) {
 }
 
 std::vector<std::pair<int, int>> Search::uniform_layouts(const Candidate& c, int group,
-                                                         const std::vector<std::vector<TaskChoice>>& valid) const {
+                                                         const std::vector<std::vector<TaskChoice>>& valid,
+                                                         bool forwards) const {
   std::vector<std::pair<int, int>> layouts;
   std::vector<std::size_t> members;
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    if (c.task_group[i] == group) members.push_back(i);
+    if (c.task_group[i] == group && (!forwards || is_forward(c, i))) members.push_back(i);
   }
   if (members.empty()) return layouts;
   for (const TaskChoice& v : valid[members.front()]) {
@@ -1225,9 +1265,9 @@ std::vector<std::pair<int, int>> Search::uniform_layouts(const Candidate& c, int
   return layouts;
 }
 
-void Search::lay_out_alike(Candidate& c, int group, int tp, int pp) {
+void Search::lay_out_alike(Candidate& c, int group, int tp, int pp, bool forwards) const {
   for (std::size_t j = 0; j < c.tasks.size(); ++j) {
-    if (c.task_group[j] != group) continue;
+    if (c.task_group[j] != group || (forwards && !is_forward(c, j))) continue;
     c.choices[j].tp = tp;
     c.choices[j].pp = pp;
   }
@@ -1382,7 +1422,10 @@ void Search::search(Candidate& c, long long budget) {
         return;
       }
       // The perturbation below draws node moves from a full sweep's list.
-      if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange) next_sweep(c);
+      if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange ||
+          c.moves.front().kind == Move::Kind::kForwardsAlike) {
+        next_sweep(c);
+      }
       // Converged: perturb (a random strategy for every task, a few random node moves) and
       // search again from there.
       ++c.restarts;
@@ -1426,7 +1469,8 @@ void Search::search(Candidate& c, long long budget) {
         if (m.kind == Move::Kind::kAligned) align_forward_passes(c, m.task);
         break;
       case Move::Kind::kUniform:
-        lay_out_alike(c, m.to, m.choice.tp, m.choice.pp);
+      case Move::Kind::kForwardsAlike:
+        lay_out_alike(c, m.to, m.choice.tp, m.choice.pp, m.kind == Move::Kind::kForwardsAlike);
         break;
       case Move::Kind::kRegroup:
         c.task_group[m.task] = m.to;
