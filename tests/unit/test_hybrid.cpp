@@ -701,6 +701,25 @@ TEST_CASE("an exchange as good as before goes on to a second: PPO-8B async reach
   CHECK(hybrid.plan.group_of(in.graph.find("reward")) != generate);
 }
 
+TEST_CASE("a converged candidate lays out a group's forward passes alike: GRPO-4B async within half the price reaches the ILP's optimum") {
+  // The paper's region network, GRPO-4B async, within half the cluster's price (fp32 gradient
+  // sync). The ILP proves 48.00 samples/s: generation on one A100 node, every other task on
+  // two, the actor's and the reward's forward passes both at TP 1 PP 2. Hybrid had the same
+  // groups with them at TP 1 PP 1 and TP 2 PP 2 (47.37): the actor's alone at PP 2 is slower
+  // (46.63), the reward's alone at TP 1 PP 2 does not fit an A100-40G.
+  const io::Inputs in = paper_scenario("region", "grpo-4b-async");
+  const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
+  CHECK(hybrid.prediction.samples_per_second > 48.0);
+  const plan::TaskPlacement* actor = hybrid.plan.placement(in.graph.find("actor_logprob"));
+  const plan::TaskPlacement* reward = hybrid.plan.placement(in.graph.find("reward"));
+  REQUIRE(actor);
+  REQUIRE(reward);
+  for (const plan::TaskPlacement* t : {actor, reward}) {
+    CHECK(t->replicas.front().stages.size() == 2);
+    CHECK(t->replicas.front().stages.front().devices.size() == 1);
+  }
+}
+
 TEST_CASE("a converged candidate moves a forward pass into another group with forward passes there spread: PPO-4B async reaches the ILP's optimum") {
   // The paper's region network, PPO-4B async. The ILP proves 61.61 samples/s: generation alone
   // on two A100 nodes, the reference's forward pass alone on the L4 nodes, every other task on
