@@ -131,8 +131,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   // iteration's expected longest response, and the survival at the midpoint of each of their
   // parts. Prefill gives every sequence its first token, so a response of n tokens takes n - 1
   // decode steps, and step k runs the sequences longer than k tokens.
-  longest_ = expected_max_length(samples_);
-  drain_steps_ = std::max(0.0, longest_ - 1);
+  drain_steps_ = std::max(0.0, expected_max_length(samples_) - 1);
   for (int j = 0; j < params_.decode_points; ++j) {
     const double step = 1 + (j + 0.5) / params_.decode_points * drain_steps_;
     drain_survival_.push_back(survival(step));
@@ -397,7 +396,8 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
     overhead = std::max(overhead, d.overhead);
   }
   step += overhead;
-  // The quadrature adds `points` steps of longest / points each: allow for its rounding.
+  // The quadrature adds `points` parts of drain_steps_ / points steps each: allow for its
+  // rounding.
   return drain_steps_ * step * (1 - 1e-12);
 }
 

@@ -589,8 +589,9 @@ class CostModel {
   double max_response_ = 0;
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
-  double longest_ = 0;                    // expected longest response of the iteration
-  double drain_steps_ = 0;                // its decode steps: all its tokens but prefill's first
+  // The decode steps of the iteration's expected longest response: all its tokens but
+  // prefill's first.
+  double drain_steps_ = 0;
   std::vector<double> drain_survival_;    // survival at the drain's quadrature points
   std::vector<double> drain_log2_survival_;  // its log2 (-inf where none survive)
   std::vector<double> drain_context_;        // prompt and response length at each point

@@ -54,15 +54,17 @@ inline double gemm_efficiency(double small, double large, double tokens) {
 // and launching, and a part per row), so the fraction at `tokens` is tokens over that time;
 // flat beyond the ends. Interpolating the fraction itself would price a GEMM between two small
 // points faster than either, since at a few rows its time barely moves while its fraction
-// grows with the rows. Curves are taken through gemm_curve_envelope first.
+// grows with the rows. Curves are taken through gemm_curve_envelope first. The same holds for a
+// curve of rates (FLOP/s) in place of fractions: the rate at `tokens`.
 using GemmCurve = std::vector<std::pair<double, double>>;
 inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
   if (tokens <= curve.front().first) return curve.front().second;
   for (std::size_t i = 1; i < curve.size(); ++i) {
-    if (tokens <= curve[i].first) {
+    const auto& [t1, e1] = curve[i];
+    if (tokens == t1) return e1;  // a measured point as measured
+    if (tokens < t1) {
       const auto& [t0, e0] = curve[i - 1];
-      const auto& [t1, e1] = curve[i];
-      const double time0 = t0 / e0, time1 = t1 / e1;  // in seconds at the peak rate, per FLOP of a row
+      const double time0 = t0 / e0, time1 = t1 / e1;  // in rows' times at the peak rate
       return tokens / (time0 + (time1 - time0) * (tokens - t0) / (t1 - t0));
     }
   }

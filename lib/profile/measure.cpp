@@ -495,23 +495,9 @@ void fit(hw::GpuProfile& p) {
   p.gemm_curve.clear();
   for (const auto& [tokens, point] : best) p.gemm_curve.emplace_back(tokens, point.second);
   if (!p.gemm_curve.empty()) {
-    // The small-GEMM rate: the curve at 256 tokens, linear in log2(tokens) between points.
+    // The small-GEMM rate: the curve's at 256 tokens, as the cost model reads a curve.
     const auto& c = p.gemm_curve;
-    double small = c.front().second;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].first >= hw::kGemmSmallTokens) {
-        if (i == 0 || c[i].first == hw::kGemmSmallTokens) {
-          small = c[i].second;
-        } else {
-          const double f = (std::log2(hw::kGemmSmallTokens) - std::log2(c[i - 1].first)) /
-                           (std::log2(c[i].first) - std::log2(c[i - 1].first));
-          small = c[i - 1].second + f * (c[i].second - c[i - 1].second);
-        }
-        break;
-      }
-      small = c[i].second;
-    }
-    p.gemm_small_flops = small;
+    p.gemm_small_flops = hw::gemm_curve_efficiency(c, hw::kGemmSmallTokens);
     if (!p.gemm_large_flops) p.gemm_large_flops = c.back().second;
   }
   // The width dependence: at the most tokens measured at two widths, how much faster the wider

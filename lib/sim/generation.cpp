@@ -40,14 +40,16 @@ void ReplicaGeneration::start(EventQueue& queue, std::function<void()> done) {
     return;
   }
   admit();
-  queue.after(prefill_, [this, &queue] {
-    if (remaining_.empty()) {
-      finished_ = queue.now();
-      done_();
-    } else {
-      step(queue);
-    }
-  });
+  queue.after(prefill_, [this, &queue] { step_or_finish(queue); });
+}
+
+void ReplicaGeneration::step_or_finish(EventQueue& queue) {
+  if (remaining_.empty()) {
+    finished_ = queue.now();
+    done_();
+  } else {
+    step(queue);
+  }
 }
 
 void ReplicaGeneration::step(EventQueue& queue) {
@@ -73,12 +75,7 @@ void ReplicaGeneration::step(EventQueue& queue) {
     remaining_.resize(kept);
     generated_.resize(kept);
     admit();
-    if (remaining_.empty()) {
-      finished_ = queue.now();
-      done_();
-    } else {
-      step(queue);
-    }
+    step_or_finish(queue);
   });
 }
 

@@ -35,6 +35,8 @@ class ReplicaGeneration {
 
  private:
   void admit();
+  // The next decode step, or the end when no sequence is left.
+  void step_or_finish(EventQueue& queue);
   void step(EventQueue& queue);
 
   const cost::CostModel& model_;

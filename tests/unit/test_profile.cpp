@@ -237,7 +237,8 @@ TEST_CASE("profile: fitting takes the reference width per token count, 256 token
   REQUIRE(p.gemm_curve.size() == 3);
   CHECK(p.gemm_curve[0].second == hetrl::testing::approx(20e12));   // width 4096 over 1024
   CHECK(p.gemm_curve[2].second == hetrl::testing::approx(100e12));  // width 4096 over 1024 and 8192
-  // 256 tokens is two thirds of the way from 64 to 1024 tokens in log2: 20 + (80 - 20) * 2/4.
+  // 256 tokens read off the curve as the cost model reads it, the time linear in the tokens
+  // from 64 at 20 TFLOP/s to 1024 at 80: 256 / (64 / 20 + (1024 / 80 - 64 / 20) * 192 / 960).
   CHECK(*p.gemm_small_flops == hetrl::testing::approx(50e12));
   CHECK(*p.gemm_large_flops == hetrl::testing::approx(110e12));  // the best at 2048 tokens or more, any width
   CHECK(*p.fp32_flops == hetrl::testing::approx(30e12));
