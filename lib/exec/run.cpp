@@ -143,9 +143,10 @@ class Runner {
   device::Communicator& world() { return *comm_; }
 
   // Under mpirun: the plan's GPUs, group by group in the order the plan lists them, one a
-  // process; each replica's processes; a communicator for each replica over several of them
-  // (its tensor-parallel group) and one for each training task's replicas (its data-parallel
-  // group). Pipeline stages and trained models split over processes are not run yet.
+  // process; each replica's processes, stage by stage; a communicator for each stage over
+  // several of them (its tensor-parallel group), one for each shard's column of a replica's
+  // stages (its pipeline), and one for each training task's processes holding one stage's
+  // shard, one in each replica (its data-parallel group).
   void place_on_ranks() {
     comm_ = settings_.comm;
     rank_ = comm_->rank();
@@ -162,48 +163,90 @@ class Runner {
       const plan::TaskPlacement& p = placement(task);
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
       std::vector<std::vector<int>>& members = members_[task];
+      std::vector<ReplicaRanks>& placed = ranks_[task];
       for (std::size_t r = 0; r < p.replicas.size(); ++r) {
-        if (p.replicas[r].stages.size() > 1) {
-          throw core::JobError(fmt::format("task {} replica {}: pipeline stages over processes are not run yet", t.name, r));
+        ReplicaRanks ranks;
+        std::vector<int> all;
+        for (const plan::Stage& stage : p.replicas[r].stages) {
+          std::vector<int>& column = ranks.emplace_back();
+          for (const int device : stage.devices) column.push_back(rank_of.at(plan::Gpu{stage.node, device}));
+          all.insert(all.end(), column.begin(), column.end());
         }
-        std::vector<int> ranks;
-        for (const int device : p.replicas[r].stages.front().devices) {
-          ranks.push_back(rank_of.at(plan::Gpu{p.replicas[r].stages.front().node, device}));
-        }
-        if (t.kind == TaskKind::kTrain && ranks.size() > 1) {
+        const int tp = tp_of(p.replicas[r]);
+        if (t.kind == TaskKind::kTrain && tp > 1) {
           const workload::ModelArch& arch = *archs_[role_index(*t.role)];
-          if (arch.kv_heads % static_cast<int>(ranks.size()) != 0) {
+          if (arch.kv_heads % tp != 0) {
             throw core::JobError(fmt::format("task {}: training at TP {} over processes needs the kv heads ({}) split, "
                                              "not copied",
-                                             t.name, ranks.size(), arch.kv_heads));
+                                             t.name, tp, arch.kv_heads));
           }
         }
-        members.push_back(ranks);
+        if (t.kind == TaskKind::kTrain && stage_layers(task, r) != stage_layers(task, 0)) {
+          const auto split = [&](std::size_t replica) {
+            std::string out;
+            for (const int layers : stage_layers(task, replica)) out += (out.empty() ? "" : "+") + std::to_string(layers);
+            return out;
+          };
+          throw core::JobError(fmt::format("task {}: replicas of stages of {} and {} layers; hetrl-exec trains one "
+                                           "layout of a model over processes",
+                                           t.name, split(0), split(r)));
+        }
+        members.push_back(std::move(all));
+        placed.push_back(std::move(ranks));
       }
     }
     // The communicators, made in the same order by every process (each split is collective).
     for (const int task : graph_.gpu_tasks()) {
-      const std::vector<std::vector<int>>& members = members_[task];
-      for (std::size_t r = 0; r < members.size(); ++r) {
-        if (members[r].size() < 2) continue;
-        const bool in = std::find(members[r].begin(), members[r].end(), rank_) != members[r].end();
-        const auto at = std::find(members[r].begin(), members[r].end(), rank_);
-        auto part = comm_->split(in ? 1 : 0, in ? static_cast<int>(at - members[r].begin()) : rank_);
-        if (in) tp_comms_[{task, r}] = std::move(part);
+      const std::vector<ReplicaRanks>& placed = ranks_[task];
+      for (std::size_t r = 0; r < placed.size(); ++r) {
+        const Where at = where(placed[r]);
+        for (std::size_t g = 0; g < placed[r].size(); ++g) {
+          if (placed[r][g].size() < 2) continue;
+          const bool in = at.stage == static_cast<int>(g);
+          auto part = comm_->split(in ? 1 : 0, in ? at.shard : rank_);
+          if (in) tp_comms_[{task, r, static_cast<int>(g)}] = std::move(part);
+        }
+        if (placed[r].size() > 1) {
+          // Each shard's pipeline: its process in every stage, ranked by stage.
+          auto part = comm_->split(at.stage >= 0 ? 1 + at.shard : 0, at.stage >= 0 ? at.stage : rank_);
+          if (at.stage >= 0) pipe_comms_[{task, r}] = std::move(part);
+        }
       }
       if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kTrain) {
-        // The data-parallel groups: the processes holding one shard, one in each replica.
-        int shard = -1;
-        for (const std::vector<int>& m : members) {
-          const auto at = std::find(m.begin(), m.end(), rank_);
-          if (at != m.end()) shard = static_cast<int>(at - m.begin());
+        // The data-parallel groups: the processes holding one stage's shard, one in each replica.
+        int color = 0;
+        for (const ReplicaRanks& ranks : placed) {
+          const Where at = where(ranks);
+          if (at.stage >= 0) color = 1 + at.stage * static_cast<int>(ranks.front().size()) + at.shard;
         }
-        auto part = comm_->split(shard + 1, rank_);
-        if (shard >= 0) dp_comms_[task] = std::move(part);
+        auto part = comm_->split(color, rank_);
+        if (color > 0) dp_comms_[task] = std::move(part);
         trainer_task_[role_index(*graph_.tasks[static_cast<std::size_t>(task)].role)] = task;
       }
     }
   }
+
+  // A replica's processes: stage by stage, each stage's by shard.
+  using ReplicaRanks = std::vector<std::vector<int>>;
+  // Where this process is in a replica (stage -1: not in it).
+  struct Where {
+    int stage = -1, shard = -1;
+  };
+  Where where(const ReplicaRanks& ranks) const {
+    for (std::size_t g = 0; g < ranks.size(); ++g) {
+      const auto at = std::find(ranks[g].begin(), ranks[g].end(), rank_);
+      if (at != ranks[g].end()) return {static_cast<int>(g), static_cast<int>(at - ranks[g].begin())};
+    }
+    return {};
+  }
+  // The layers of each of a replica's stages, as the plan splits them.
+  std::vector<int> stage_layers(int task, std::size_t r) const {
+    std::vector<int> out;
+    for (const plan::Stage& s : placement(task).replicas[r].stages) out.push_back(s.layers);
+    return out;
+  }
+  // The process whose results of replica r stand for the replica's: its last stage's first.
+  int result_lead(int task, std::size_t r) const { return ranks_.at(task)[r].back().front(); }
 
   bool mine(int task, std::size_t r) const {
     if (!multi()) return true;
@@ -211,33 +254,51 @@ class Runner {
     return std::find(m.begin(), m.end(), rank_) != m.end();
   }
 
-  // Where a replica's model lives: its TP layout, and under mpirun its first process (which
-  // names the layout's copy) and this process's shard of it, with the group's communicator.
+  // Where a replica's model lives: its TP layout, and under mpirun its processes stage by
+  // stage (which name the layout's copy: another task's replica on the same processes in the
+  // same layout shares it), this process's shard of it with the stage's communicator, and
+  // where the replica's stages are over processes, this process's stage (its layers) with its
+  // shard's pipeline. In one process a replica's stages run as one model.
   struct Layout {
     int tp = 1;
-    int lead = 0;
+    std::vector<int> ranks;
     int shard = 0;
     device::Communicator* comm = nullptr;
+    int stage = 0, stages = 1;
+    int first_layer = 0, layers = 0;  // layers 0: every layer
+    device::Communicator* pipe = nullptr;
   };
   Layout layout(int task, std::size_t r) const {
     Layout l;
     l.tp = tp_of(placement(task).replicas[r]);
     if (multi()) {
-      const std::vector<int>& m = members_.at(task)[r];
-      l.lead = m.front();
-      l.shard = static_cast<int>(std::find(m.begin(), m.end(), rank_) - m.begin());
-      if (l.tp > 1) l.comm = tp_comms_.at({task, r}).get();
+      const ReplicaRanks& ranks = ranks_.at(task)[r];
+      const Where at = where(ranks);
+      for (const std::vector<int>& column : ranks) l.ranks.insert(l.ranks.end(), column.begin(), column.end());
+      l.shard = at.shard;
+      l.stage = at.stage;
+      l.stages = static_cast<int>(ranks.size());
+      if (l.tp > 1) l.comm = tp_comms_.at({task, r, at.stage}).get();
+      if (l.stages > 1) {
+        const std::vector<int> layers = stage_layers(task, r);
+        l.first_layer = std::accumulate(layers.begin(), layers.begin() + at.stage, 0);
+        l.layers = layers[static_cast<std::size_t>(at.stage)];
+        l.pipe = pipe_comms_.at({task, r}).get();
+      }
     }
     return l;
   }
+  // A layout's model among a role's: by its TP, its layers and its processes.
+  using ModelKey = std::tuple<int, int, int, int, std::vector<int>>;
+  static ModelKey key(int role, const Layout& l) { return {role, l.tp, l.first_layer, l.layers, l.ranks}; }
   // The layout the trained role trains in here: its training's (under mpirun this process's
-  // replica of it; lead -2 where this process trains none).
+  // replica of it; processes {-2} where this process trains none).
   Layout trainer_layout(Role role) const {
     const int i = role_index(role);
     Layout l;
     l.tp = trainer_tp_[i];
     if (!multi()) return l;
-    l.lead = -2;
+    l.ranks = {-2};
     const auto task = trainer_task_.find(i);
     if (task == trainer_task_.end()) return l;
     const std::vector<std::vector<int>>& members = members_.at(task->second);
@@ -248,33 +309,48 @@ class Runner {
   }
   // Where the other layouts of a trained role take its weights from: the training's own model
   // in one process; under mpirun every process's copy of the training's layout with all its
-  // shards here (lead -1), which share_weights keeps new.
+  // shards here (processes {-1}), which share_weights keeps new.
   Layout source_layout(Role role) const {
     if (!multi()) return trainer_layout(role);
     Layout l;
     l.tp = trainer_tp_[role_index(role)];
-    l.lead = -1;
+    l.ranks = {-1};
     return l;
   }
 
   // Under mpirun: the trained role's newest weights from the training's first replica (each
-  // shard from the process holding it there) to every process's copy, once a step of
-  // training (every process calls it at the same task).
+  // shard of each stage from the process holding it there) to every process's copy, once a
+  // step of training (every process calls it at the same task).
   void share_weights(Role role) {
     const int i = role_index(role);
     if (!multi() || shared_[i] >= version_[i]) return;
     const Layout source = source_layout(role);
     Transformer& copy = model_for(role, source);
-    const std::vector<int>& owners = members_.at(trainer_task_.at(i)).front();
+    const int task = trainer_task_.at(i);
+    const ReplicaRanks& owners = ranks_.at(task).front();
+    const std::vector<int> layers = stage_layers(task, 0);
     std::map<std::string, Transformer::Tensor> trained;
-    if (std::find(owners.begin(), owners.end(), rank_) != owners.end()) {
+    if (where(owners).stage >= 0) {
       for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) trained[p.name] = p;
     }
     for (const Transformer::Tensor& p : copy.parameters()) {
-      // A shard's tensor ("name/j") from the process holding shard j; a whole one from shard 0's.
+      // A shard's tensor ("name/j") from the process holding shard j; a whole one from shard
+      // 0's; a layer's from the stage holding it, the embedding from the first, the final
+      // norm and the head from the last.
       const std::size_t slash = p.name.rfind('/');
       const int shard = slash == std::string::npos ? 0 : std::stoi(p.name.substr(slash + 1));
-      const int owner = owners.at(static_cast<std::size_t>(shard));
+      std::size_t stage = p.name == "embedding" ? 0 : owners.size() - 1;
+      if (p.name.rfind("layer.", 0) == 0) {
+        const int layer = std::stoi(p.name.substr(6));
+        for (int end = 0, g = 0; g < static_cast<int>(layers.size()); ++g) {
+          end += layers[static_cast<std::size_t>(g)];
+          if (layer < end) {
+            stage = static_cast<std::size_t>(g);
+            break;
+          }
+        }
+      }
+      const int owner = owners.at(stage).at(static_cast<std::size_t>(shard));
       if (owner == rank_) {
         const Transformer::Tensor& mine_tensor = trained.at(p.name);
         world().broadcast(settings_.dtype, mine_tensor.buffer->data(), p.count, owner);
@@ -285,68 +361,89 @@ class Runner {
     }
     b_.synchronize();
     shared_[i] = version_[i];
-    held_[{i, source.tp, source.lead}] = version_[i];
+    held_[key(i, source)] = version_[i];
   }
 
   // Under mpirun, the weight sync: each of generation's shards takes its part of the trained
   // actor, piece by piece, from the training replica its own process is part of where there is
   // one (the pieces its own training shard holds are a copy on its device), else from the
-  // replicas in turn; each piece once, from the process holding it, straight into the
-  // engine's shard. Every process walks the same list, so sends and receives pair in order.
+  // replicas in turn; each piece once, from the process holding it (a layer's from the
+  // training stage holding it), straight into the engine's shard of its stage. Every process
+  // walks the same list, so sends and receives pair in order.
   void sync_over_processes() {
     const int actor = role_index(Role::kActor);
     const int reader = graph_.weight_sync().reader;
-    const std::vector<std::vector<int>>& trainers = members_.at(trainer_task_.at(actor));
-    const std::vector<std::vector<int>>& readers = members_.at(reader);
+    const int trainer = trainer_task_.at(actor);
+    const std::vector<ReplicaRanks>& trainers = ranks_.at(trainer);
+    const std::vector<ReplicaRanks>& readers = ranks_.at(reader);
     const int from_tp = trainer_tp_[actor];
-    const auto holds = [](const std::vector<int>& ranks, int rank) {
-      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-    };
+    const std::vector<Transformer::Layers> from_layers = layer_spans(trainer, 0);
     std::size_t turn = 0;
     for (std::size_t r = 0; r < readers.size(); ++r) {
-      const int to_tp = static_cast<int>(readers[r].size());
-      for (int d = 0; d < to_tp; ++d) {
-        const int p = readers[r][static_cast<std::size_t>(d)];
-        std::size_t source = trainers.size();
-        for (std::size_t k = 0; k < trainers.size() && source == trainers.size(); ++k) {
-          if (holds(trainers[k], p)) source = k;
-        }
-        if (source == trainers.size()) source = turn++ % trainers.size();
-        const std::vector<int>& owners = trainers[source];
-        // The tensors every shard holds whole come from this process's own training shard,
-        // else from the replica's first.
-        const auto own = std::find(owners.begin(), owners.end(), p);
-        const int whole_from = own == owners.end() ? 0 : static_cast<int>(own - owners.begin());
-        for (int s = 0; s < from_tp; ++s) {
-          const int q = owners[static_cast<std::size_t>(s)];
-          const bool whole = s == whole_from;
-          if (rank_ != p && rank_ != q) continue;
-          if (q == p) {
-            rollout(layout(reader, r)).load_shard(model_for(Role::kActor, trainer_layout(Role::kActor)), s, d, whole);
-          } else if (rank_ == q) {
-            model_for(Role::kActor, trainer_layout(Role::kActor))
-                .send_shard(s, to_tp, d, whole, [&](const void* data, std::size_t bytes) {
-                  world().send(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), p);
-                });
-          } else {
-            rollout(layout(reader, r)).receive_shard(from_tp, s, d, whole, [&](void* data, std::size_t bytes) {
-              world().recv(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), q);
-            });
+      const int to_tp = static_cast<int>(readers[r].front().size());
+      const std::vector<Transformer::Layers> to_layers = layer_spans(reader, r);
+      for (std::size_t g = 0; g < readers[r].size(); ++g) {
+        for (int d = 0; d < to_tp; ++d) {
+          const int p = readers[r][g][static_cast<std::size_t>(d)];
+          std::size_t source = trainers.size();
+          for (std::size_t k = 0; k < trainers.size() && source == trainers.size(); ++k) {
+            if (std::find(members_.at(trainer)[k].begin(), members_.at(trainer)[k].end(), p) != members_.at(trainer)[k].end()) {
+              source = k;
+            }
+          }
+          if (source == trainers.size()) source = turn++ % trainers.size();
+          const ReplicaRanks& owners = trainers[source];
+          // The tensors every shard holds whole come from this process's own training shard,
+          // else from the replica's first.
+          int whole_from = 0;
+          for (const std::vector<int>& column : owners) {
+            const auto own = std::find(column.begin(), column.end(), p);
+            if (own != column.end()) whole_from = static_cast<int>(own - column.begin());
+          }
+          for (std::size_t h = 0; h < owners.size(); ++h) {
+            for (int s = 0; s < from_tp; ++s) {
+              const int q = owners[h][static_cast<std::size_t>(s)];
+              const bool whole = s == whole_from;
+              if (rank_ != p && rank_ != q) continue;
+              if (q == p) {
+                rollout(layout(reader, r)).load_shard(model_for(Role::kActor, trainer_layout(Role::kActor)), s, d, whole);
+              } else if (rank_ == q) {
+                model_for(Role::kActor, trainer_layout(Role::kActor))
+                    .send_shard(s, to_tp, d, whole, to_layers[g], [&](const void* data, std::size_t bytes) {
+                      world().send(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), p);
+                    });
+              } else {
+                rollout(layout(reader, r))
+                    .receive_shard(from_tp, s, from_layers[h], d, whole, [&](void* data, std::size_t bytes) {
+                      world().recv(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), q);
+                    });
+              }
+            }
           }
         }
       }
     }
     b_.synchronize();
   }
+  // Each of a replica's stages' layers under mpirun.
+  std::vector<Transformer::Layers> layer_spans(int task, std::size_t r) const {
+    std::vector<Transformer::Layers> out;
+    int first = 0;
+    for (const int layers : stage_layers(task, r)) {
+      out.push_back({first, layers});
+      first += layers;
+    }
+    return out;
+  }
 
-  // Under mpirun, after a GPU task: each replica's results from its first process to all, so
-  // that every process holds the iteration's samples, and its measurements.
+  // Under mpirun, after a GPU task: each replica's results from its last stage's first process
+  // to all, so that every process holds the iteration's samples, and its measurements.
   void share_results(int task, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
                      IterationMeasurement& m) {
     if (!multi()) return;
     const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
     for (std::size_t r = 0; r < shares.size(); ++r) {
-      const int lead = members_.at(task)[r].front();
+      const int lead = result_lead(task, r);
       const bool from_me = lead == rank_;
       const std::vector<std::size_t>& share = shares[r];
       if (t.kind == TaskKind::kGenerate) {
@@ -418,9 +515,9 @@ class Runner {
       }
       if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
     }
-    // Training's losses and gradient norms, as its first process has them.
+    // Training's losses and gradient norms, as its first replica's last stage has them.
     double losses[4] = {m.policy_loss, m.value_loss, m.policy_grad_norm, m.value_grad_norm};
-    const int lead = members_.at(task).front().front();
+    const int lead = result_lead(task, 0);
     world().broadcast_host(losses, sizeof losses, lead);
     m.policy_loss = losses[0];
     m.value_loss = losses[1];
@@ -437,7 +534,7 @@ class Runner {
 
   // On one device a replica's tensor-parallel shards run one after another and its pipeline
   // stages as one model; every stage of a replica has one TP, and a trained model's replicas
-  // one layout (they hold one set of weights).
+  // one layout (they hold one set of weights; under mpirun its stages too, place_on_ranks).
   void check_placements() const {
     for (const int task : graph_.gpu_tasks()) {
       const plan::TaskPlacement& p = placement(task);
@@ -462,15 +559,13 @@ class Runner {
   // (the reshard, untimed: the schedule prices the weights' transfer apart from the task).
   Transformer& model_for(Role role, const Layout& l) {
     const int i = role_index(role);
-    const std::tuple<int, int, int> key{i, l.tp, l.lead};
-    std::unique_ptr<Transformer>& m = models_[key];
+    const ModelKey k = key(i, l);
+    std::unique_ptr<Transformer>& m = models_[k];
     if (!m) m = make(role, l);
-    int& held = held_[key];
-    const Layout own = trainer_layout(role), source = source_layout(role);
-    const bool trains = own.tp == l.tp && own.lead == l.lead;
-    const bool is_source = source.tp == l.tp && source.lead == l.lead;
+    int& held = held_[k];
+    const bool trains = key(i, trainer_layout(role)) == k, is_source = key(i, source_layout(role)) == k;
     if (held < version_[i] && !trains && !is_source) {
-      m->load(model_for(role, source));
+      m->load(model_for(role, source_layout(role)));
       held = version_[i];
     }
     return *m;
@@ -479,7 +574,7 @@ class Runner {
   // Generation's own copy of the actor in a TP layout, as a serving engine holds one; the weight
   // sync brings it the trained weights.
   Transformer& rollout(const Layout& l) {
-    std::unique_ptr<Transformer>& m = rollouts_[{l.tp, l.lead}];
+    std::unique_ptr<Transformer>& m = rollouts_[key(role_index(Role::kActor), l)];
     if (!m) m = make(Role::kActor, l);
     return *m;
   }
@@ -497,12 +592,48 @@ class Runner {
       device::Communicator* comm = l.comm;
       o.tp.all_reduce = [comm](DType t, void* data, std::size_t count) { comm->all_reduce(t, data, data, count); };
     }
+    if (l.pipe) o.pp = pipeline(l);
     const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
     try {
       return std::make_unique<Transformer>(b_, *archs_[i], head, o);
     } catch (const core::InputError& e) {
       throw core::JobError(fmt::format("the plan's TP {} cannot split the model: {}", tp, e.what()));
     }
+  }
+
+  // A stage's hooks over its shard's pipeline (ranked by stage): the rows on to the next stage
+  // and their gradients back, the sampled tokens from the last stage to all, the tied
+  // embedding's gradient summed between the first and the last (the last adds the first's and
+  // sends the sum back, so both hold the same bits), the norm's squares over the stages.
+  PipelineParallel pipeline(const Layout& l) {
+    PipelineParallel pp;
+    pp.first_layer = l.first_layer;
+    pp.layers = l.layers;
+    device::Communicator* pipe = l.pipe;
+    const int stage = l.stage, last = l.stages - 1;
+    const DType t = settings_.dtype;
+    const std::size_t e = device::dtype_bytes(t);
+    pp.receive_activations = [=](void* data, std::size_t bytes) { pipe->recv(t, data, bytes / e, stage - 1); };
+    pp.send_activations = [=](const void* data, std::size_t bytes) { pipe->send(t, data, bytes / e, stage + 1); };
+    pp.receive_gradients = [=](void* data, std::size_t bytes) { pipe->recv(t, data, bytes / e, stage + 1); };
+    pp.send_gradients = [=](const void* data, std::size_t bytes) { pipe->send(t, data, bytes / e, stage - 1); };
+    pp.share_tokens = [=](int* tokens, std::size_t count) { pipe->broadcast_host(tokens, count * sizeof(int), last); };
+    device::Backend* b = &b_;
+    pp.sum_tied_embedding = [=](float* gradient, std::size_t count) {
+      if (stage == 0) {
+        pipe->send(DType::kF32, gradient, count, last);
+        pipe->recv(DType::kF32, gradient, count, last);
+      } else {
+        device::Buffer first(*b, count * sizeof(float));
+        pipe->recv(DType::kF32, first.data(), count, 0);
+        b->add(DType::kF32, gradient, first.data(), count);
+        pipe->send(DType::kF32, gradient, count, 0);
+      }
+    };
+    pp.sum_over_stages = [=](double* values, int count) {
+      for (int i = 0; i < count; ++i) values[i] = sum_over(*pipe, values[i]);
+    };
+    return pp;
   }
 
   // The iteration's samples: prompts of seeded tokens (GRPO's samples of one prompt share
@@ -591,6 +722,7 @@ class Runner {
     first = std::max(first, 0);
     const std::vector<float> out =
         train ? m.forward(tokens, batch, mb.length, first, ends) : m.score(tokens, batch, mb.length, first, ends);
+    if (!m.last_stage()) return;  // a stage that hands its rows on has no outputs
     const std::size_t row = m.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
                                                        : static_cast<std::size_t>(mb.length - 1);
     for (std::size_t j = 0; j < mb.samples.size(); ++j) {
@@ -628,7 +760,7 @@ class Runner {
       } else {
         const Stopwatch watch(b_);
         Transformer& trained = model_for(Role::kActor, trainer_layout(Role::kActor));
-        for (auto& [where, engine] : rollouts_) engine->load(trained);
+        for (auto& [layout_key, engine] : rollouts_) engine->load(trained);
         out.seconds = watch.seconds();
       }
       return;
@@ -683,10 +815,12 @@ class Runner {
         request.temperature = settings_.temperature;
         request.seed = settings_.seed * 1000003 + static_cast<std::uint64_t>(iteration);
         request.first_sequence = static_cast<int>(first);
-        Transformer& engine = rollout(layout(task, r));
+        const Layout where_here = layout(task, r);
+        Transformer& engine = rollout(where_here);
+        if (where_here.pipe) where_here.pipe->barrier();  // the stages start together
         const Stopwatch watch(b_);
         const GenerationResult g_out = generate(engine, request);
-        out.replica_seconds[r] = watch.seconds();
+        out.replica_seconds[r] = over_stages(where_here, watch.seconds());
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         out.replica_decode_steps[r] = g_out.decode_steps;
         out.replica_prefill_seconds[r] = g_out.prefill_seconds;
@@ -698,7 +832,9 @@ class Runner {
     } else if (t.kind == TaskKind::kForward) {
       for (std::size_t r = 0; r < shares.size(); ++r) {
         if (!mine(task, r)) continue;
-        Transformer& m_r = model_for(*t.role, layout(task, r));
+        const Layout where_here = layout(task, r);
+        Transformer& m_r = model_for(*t.role, where_here);
+        if (where_here.pipe) where_here.pipe->barrier();
         const Stopwatch watch(b_);
         for (const MicroBatch& mb : micro_batches(shares[r])) {
           switch (*t.role) {
@@ -722,7 +858,7 @@ class Runner {
               break;
           }
         }
-        out.replica_seconds[r] = watch.seconds();
+        out.replica_seconds[r] = over_stages(where_here, watch.seconds());
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(shares[r].size()));
       }
       out.tokens = tokens_of(samples_, 0, samples_.size());
@@ -740,6 +876,10 @@ class Runner {
     }
     out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
   }
+
+  // A replica's seconds over its stages' processes: the slowest stage's (the last ends a
+  // forward pass, the first a backward one).
+  static double over_stages(const Layout& l, double seconds) { return l.pipe ? l.pipe->max(seconds) : seconds; }
 
   // Every sample's tokens (prompt and response), what dealing balances.
   std::vector<long long> sample_tokens() const {
@@ -815,11 +955,15 @@ class Runner {
         double loss = 0;
         for (std::size_t r = 0; r < parts.size(); ++r) {
           if (parts[r].empty() || !mine(task, r)) continue;
+          const Layout here = layout(task, r);
+          if (here.pipe) here.pipe->barrier();  // the stages start together
           const Stopwatch watch(b_);
-          for (const MicroBatch& mb : micro_batches(parts[r])) {
+          // A micro-batch's forward pass and, on the last stage, its loss: the gradients of
+          // its outputs (none on a stage that hands its rows on).
+          const auto forward = [&](const MicroBatch& mb) {
             const std::size_t row = model.head() == Head::kScalar ? static_cast<std::size_t>(mb.length)
                                                                    : static_cast<std::size_t>(mb.length - 1);
-            std::vector<float> dout(row * mb.samples.size(), 0.0f);
+            std::vector<float> dout(model.last_stage() ? row * mb.samples.size() : 0, 0.0f);
             std::size_t j = 0;
             score(model, mb, true, [&](Sample& s, const float* v, float) {
               const std::vector<float> now(v, v + s.response_length());
@@ -836,7 +980,18 @@ class Runner {
               std::copy(grad.begin(), grad.end(), dout.begin() + static_cast<long>(j * row + static_cast<std::size_t>(s.prompt_length - 1)));
               ++j;
             });
-            model.backward(dout);
+            return dout;
+          };
+          if (here.pipe) {
+            // Stages over processes run GPipe's schedule: every micro-batch's forward, then
+            // every backward, so that the stages work on different micro-batches at once (the
+            // same bubble as 1F1B's, with every micro-batch's activations held until its
+            // backward). Blocking sends cannot deadlock: each phase's rows go one way.
+            std::vector<std::vector<float>> douts;
+            for (const MicroBatch& mb : micro_batches(parts[r])) douts.push_back(forward(mb));
+            for (const std::vector<float>& dout : douts) model.backward(dout);
+          } else {
+            for (const MicroBatch& mb : micro_batches(parts[r])) model.backward(forward(mb));
           }
           const double spent = watch.seconds();
           seconds[r] += spent;
@@ -894,8 +1049,7 @@ class Runner {
         model.end_step();
         // The other layouts of this role are behind now.
         ++version_[role_at];
-        const Layout own = trainer_layout(role);
-        held_[{role_at, own.tp, own.lead}] = version_[role_at];
+        held_[key(role_at, trainer_layout(role))] = version_[role_at];
         for (std::size_t r = 0; r < parts.size(); ++r) {
           if (!mine(task, r)) continue;
           seconds[r] += wait_seconds + reduce_seconds + step_seconds[r];
@@ -905,6 +1059,14 @@ class Runner {
         }
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
       }
+    }
+    // A replica over stages: the slowest stage's seconds, and of each part.
+    for (std::size_t r = 0; r < replicas; ++r) {
+      if (!multi() || !mine(task, r)) continue;
+      const Layout here = layout(task, r);
+      seconds[r] = over_stages(here, seconds[r]);
+      TrainParts& q = parts_of[r];
+      for (double* x : {&q.passes, &q.replica_wait, &q.gradient_reduce, &q.optimizer_step}) *x = over_stages(here, *x);
     }
     out.replica_seconds = seconds;
     out.replica_parts = parts_of;
@@ -923,14 +1085,16 @@ class Runner {
   std::array<int, 4> version_{};                       // per role: optimiser steps taken
   // (role, TP, the layout's first process): every layout of every role here, and the version
   // of the role's weights it holds.
-  std::map<std::tuple<int, int, int>, std::unique_ptr<Transformer>> models_;
-  std::map<std::tuple<int, int, int>, int> held_;
-  std::map<std::pair<int, int>, std::unique_ptr<Transformer>> rollouts_;  // generation's, by (TP, first process)
+  std::map<ModelKey, std::unique_ptr<Transformer>> models_;
+  std::map<ModelKey, int> held_;
+  std::map<ModelKey, std::unique_ptr<Transformer>> rollouts_;  // generation's (the actor's keys)
   // Under mpirun.
   device::Communicator* comm_ = nullptr;
   int rank_ = 0;
   std::map<int, std::vector<std::vector<int>>> members_;  // per GPU task: each replica's processes
-  std::map<std::pair<int, std::size_t>, std::unique_ptr<device::Communicator>> tp_comms_;  // (task, replica)
+  std::map<int, std::vector<ReplicaRanks>> ranks_;        // per GPU task: each replica's, by stage and shard
+  std::map<std::tuple<int, std::size_t, int>, std::unique_ptr<device::Communicator>> tp_comms_;  // (task, replica, stage)
+  std::map<std::pair<int, std::size_t>, std::unique_ptr<device::Communicator>> pipe_comms_;  // (task, replica): this shard's
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
   std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast

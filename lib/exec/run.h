@@ -10,15 +10,16 @@
 // one process the replicas, which the plan gives GPUs of their own, run one after another on
 // this device, each timed alone (a TP replica's shards in turn, pipeline stages as one model).
 // Under mpirun (RunSettings::comm) a process stands for each plan GPU and runs the replicas on
-// it (place_on_ranks in run.cpp). Generation runs continuous batching at the concurrency the
+// it (place_on_ranks in run.cpp): a replica's tensor-parallel shards over its processes, its
+// pipeline stages each on their own (the rows handed on between them, training's micro-batches
+// in GPipe's schedule). Generation runs continuous batching at the concurrency the
 // cost model gives the replica's KV cache, over response lengths drawn by hetrl-sim's sampler;
 // scoring and training run micro-batches of at most the cost model's micro-batch tokens
 // (samples of alike lengths together, padded to the longest); training runs the workload's
 // epochs and mini-batches. CPU tasks (advantages, a rule reward) are timed on the host.
 //
-// What is not run yet throws core::JobError saying so (pipeline stages over processes, a
-// trained role in two layouts, kv heads copied in a replica trained over processes, a process
-// count other than the plan's GPUs).
+// What is not run yet throws core::JobError saying so (a trained role in two layouts, kv heads
+// copied in a replica trained over processes, a process count other than the plan's GPUs).
 
 #include <cstdint>
 #include <functional>

@@ -51,6 +51,13 @@ workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale) 
 
 namespace {
 
+// A pipeline hook a stage needs: one that is missing is a bug in the caller.
+template <class F>
+const F& hook(const F& f, const char* name) {
+  if (!f) throw std::logic_error(std::string("transformer: a pipeline stage without its ") + name + " hook");
+  return f;
+}
+
 // Weights are uniform with the standard deviation 0.02 of GPT-2 and Llama initialisation.
 constexpr float kWeightBound = 0.02f * 1.7320508f;
 
@@ -82,6 +89,14 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
         "model {}: TP {} must divide its {} heads, and divide or be a multiple of its {} kv heads",
         core::quoted(arch_.name), tp, arch_.heads, arch_.kv_heads));
   }
+  const PipelineParallel& pp = options_.pp;
+  const int held = pp.layers > 0 ? pp.layers : arch_.layers - pp.first_layer;
+  if (pp.first_layer < 0 || held < 1 || pp.first_layer + held > arch_.layers) {
+    throw core::InputError(fmt::format("model {}: a pipeline stage of layers {} to {} of its {}", core::quoted(arch_.name),
+                                       pp.first_layer, pp.first_layer + held - 1, arch_.layers));
+  }
+  first_layer_ = pp.first_layer;
+  const bool starts = pp.first_layer == 0, ends = pp.first_layer + held == arch_.layers;
   std::vector<int> local = options_.tp.local;
   if (local.empty()) {
     for (int s = 0; s < tp; ++s) local.push_back(s);
@@ -94,7 +109,16 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
   const std::size_t hd = static_cast<std::size_t>(arch_.head_dim);
   const std::size_t q_width = static_cast<std::size_t>(arch_.heads) * hd;
   const std::size_t ffn = static_cast<std::size_t>(arch_.ffn_hidden);
-  embedding_ = make_weight(static_cast<std::size_t>(arch_.vocab) * hidden, kWeightBound);
+  // Every stage draws every tensor's seed in the same order and makes the ones it holds, so a
+  // stage's weights are the whole model's there. The last stage's copy of a tied embedding is
+  // the first's.
+  const bool ties = arch_.tied_embeddings && head_ == Head::kLanguage;
+  const auto held_weight = [&](bool holds, std::size_t count) {
+    if (holds) return make_weight(count, kWeightBound);
+    next_seed();
+    return Buffer();
+  };
+  embedding_ = held_weight(starts || (ends && ties), static_cast<std::size_t>(arch_.vocab) * hidden);
   // Each matrix has one seed; a shard fills its rows (column-parallel: q, k, v, gate, up) or
   // its columns (row-parallel: o, down) with the values the whole matrix has there.
   const auto rows_of = [&](std::size_t first, std::size_t count, std::size_t width) {
@@ -104,6 +128,9 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
     return device::Block{rows, count, full, 0, first};
   };
   for (int l = 0; l < arch_.layers; ++l) {
+    const std::uint64_t seeds[] = {next_seed(), next_seed(), next_seed(), next_seed(), next_seed(), next_seed(),
+                                   next_seed()};
+    if (l < first_layer_ || l >= first_layer_ + held) continue;
     Layer layer;
     layer.attn_norm = make_constant(hidden, 1.0f);
     if (arch_.qk_norm) {
@@ -111,8 +138,6 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
       layer.k_norm = make_constant(hd, 1.0f);
     }
     layer.mlp_norm = make_constant(hidden, 1.0f);
-    const std::uint64_t seeds[] = {next_seed(), next_seed(), next_seed(), next_seed(), next_seed(), next_seed(),
-                                   next_seed()};
     for (const ShardShape& sh : shards_) {
       ShardWeights w;
       const std::size_t q0 = static_cast<std::size_t>(sh.first_head) * hd, qn = static_cast<std::size_t>(sh.heads) * hd;
@@ -134,11 +159,11 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
     }
     layers_.push_back(std::move(layer));
   }
-  final_norm_ = make_constant(hidden, 1.0f);
+  if (ends) final_norm_ = make_constant(hidden, 1.0f);
   if (head_ == Head::kScalar) {
-    lm_head_ = make_weight(hidden, kWeightBound);
+    lm_head_ = held_weight(ends, hidden);
   } else if (!arch_.tied_embeddings) {
-    lm_head_ = make_weight(static_cast<std::size_t>(arch_.vocab) * hidden, kWeightBound);
+    lm_head_ = held_weight(ends, static_cast<std::size_t>(arch_.vocab) * hidden);
   }
   b_.synchronize();
 }
@@ -158,7 +183,7 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
   add("embedding", embedding_);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& w = layers_[l];
-    const std::string p = fmt::format("layer.{}.", l);
+    const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
     add(p + "attn_norm", w.attn_norm);
     add(p + "q_norm", w.q_norm);
     add(p + "k_norm", w.k_norm);
@@ -198,13 +223,21 @@ Transformer::ShardShape Transformer::shard_shape(const workload::ModelArch& arch
   return shape;
 }
 
-std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, const ShardShape& to, bool whole) const {
+std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Layers from_layers, const ShardShape& to,
+                                                    Layers to_layers, bool whole) const {
   std::vector<Piece> out;
   const std::size_t hidden = static_cast<std::size_t>(arch_.hidden), hd = static_cast<std::size_t>(arch_.head_dim);
-  const auto whole_tensor = [&](Weight w, int layer, const Buffer& b) {
-    const std::size_t n = b.bytes() / device::dtype_bytes(options_.dtype);
-    if (whole && b.data()) out.push_back({w, layer, 0, n, 0, n, n, 1});
+  const std::size_t vocab = static_cast<std::size_t>(arch_.vocab);
+  const auto in = [](Layers l, int layer) { return layer >= l.first && layer < l.first + l.count; };
+  const auto starts = [](Layers l) { return l.first == 0; };
+  const auto ends = [&](Layers l) { return l.first + l.count == arch_.layers; };
+  // The tensors every shard holds whole, where the giving stage holds them (the embedding
+  // from the first stage only) and the taking one does (a tied embedding on the last stage
+  // too); the sizes from the architecture, as both sides know them.
+  const auto whole_tensor = [&](Weight w, int layer, std::size_t n, bool gives, bool takes) {
+    if (whole && gives && takes) out.push_back({w, layer, 0, n, 0, n, n, 1});
   };
+  const bool ties = arch_.tied_embeddings && head_ == Head::kLanguage;
   // A sharded tensor's slice [first, first + count) of the whole one: along its rows (`width`
   // elements a row), one contiguous run, or along its columns (`width` rows), a run a row.
   struct Slice {
@@ -226,13 +259,14 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, cons
   const Slice fq{static_cast<std::size_t>(from.first_head) * hd, static_cast<std::size_t>(from.heads) * hd};
   const Slice fk{static_cast<std::size_t>(from.first_kv) * hd, static_cast<std::size_t>(from.kv_heads) * hd};
   const Slice ff{static_cast<std::size_t>(from.first_ffn), static_cast<std::size_t>(from.ffn)};
-  whole_tensor(Weight::kEmbedding, -1, embedding_);
-  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
-    const Layer& w = layers_[static_cast<std::size_t>(l)];
-    whole_tensor(Weight::kAttnNorm, l, w.attn_norm);
-    whole_tensor(Weight::kQNorm, l, w.q_norm);
-    whole_tensor(Weight::kKNorm, l, w.k_norm);
-    whole_tensor(Weight::kMlpNorm, l, w.mlp_norm);
+  whole_tensor(Weight::kEmbedding, -1, vocab * hidden, starts(from_layers),
+               starts(to_layers) || (ends(to_layers) && ties));
+  for (int l = 0; l < arch_.layers; ++l) {
+    if (!in(from_layers, l) || !in(to_layers, l)) continue;
+    whole_tensor(Weight::kAttnNorm, l, hidden, true, true);
+    whole_tensor(Weight::kQNorm, l, hd, arch_.qk_norm, true);
+    whole_tensor(Weight::kKNorm, l, hd, arch_.qk_norm, true);
+    whole_tensor(Weight::kMlpNorm, l, hidden, true, true);
     slice(Weight::kWq, l, tq, fq, true, hidden);
     slice(Weight::kWk, l, tk, fk, true, hidden);
     slice(Weight::kWv, l, tk, fk, true, hidden);
@@ -246,8 +280,9 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, cons
     slice(Weight::kUp, l, tf, ff, true, hidden);
     slice(Weight::kDown, l, tf, ff, false, hidden);
   }
-  whole_tensor(Weight::kFinalNorm, -1, final_norm_);
-  whole_tensor(Weight::kHead, -1, lm_head_);
+  const bool head_ends = ends(from_layers) && ends(to_layers);
+  whole_tensor(Weight::kFinalNorm, -1, hidden, head_ends, true);
+  whole_tensor(Weight::kHead, -1, head_ == Head::kScalar ? hidden : vocab * hidden, head_ends, !ties);
   return out;
 }
 
@@ -265,7 +300,7 @@ const Buffer& Transformer::weight(Weight w, int layer, int shard) const {
     case Weight::kHead: return lm_head_;
     default: break;
   }
-  const Layer& l = layers_.at(static_cast<std::size_t>(layer));
+  const Layer& l = this->layer(layer);
   switch (w) {
     case Weight::kAttnNorm: return l.attn_norm;
     case Weight::kQNorm: return l.q_norm;
@@ -288,6 +323,14 @@ const Buffer& Transformer::weight(Weight w, int layer, int shard) const {
   }
 }
 
+const Transformer::Layer& Transformer::layer(int index) const {
+  const int local = index - first_layer_;
+  if (local < 0 || local >= static_cast<int>(layers_.size())) {
+    throw std::logic_error(fmt::format("transformer: layer {} is not held here", index));
+  }
+  return layers_[static_cast<std::size_t>(local)];
+}
+
 Buffer& Transformer::weight(Weight w, int layer, int shard) {
   return const_cast<Buffer&>(std::as_const(*this).weight(w, layer, shard));
 }
@@ -303,7 +346,7 @@ void Transformer::load_shard(const Transformer& from, int from_shard, int to_sha
   check_reshard(from);
   const std::size_t e = device::dtype_bytes(options_.dtype);
   const ShardShape& f = from.shards_[from.local_shard(from_shard)];
-  for (const Piece& p : pieces(f, shards_[local_shard(to_shard)], whole)) {
+  for (const Piece& p : pieces(f, from.layers(), shards_[local_shard(to_shard)], layers(), whole)) {
     const char* in = static_cast<const char*>(from.weight(p.weight, p.layer, from_shard).data());
     char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data());
     b_.copy_2d(out + p.to * e, p.to_pitch * e, in + p.from * e, p.from_pitch * e, p.run * e, p.rows);
@@ -313,8 +356,10 @@ void Transformer::load_shard(const Transformer& from, int from_shard, int to_sha
 
 void Transformer::load(const Transformer& from) {
   check_reshard(from);
-  if (static_cast<int>(from.shards_.size()) != from.options_.tp.size) {
-    throw std::logic_error("transformer: load needs every shard of the giving model");
+  const Layers given = from.layers(), taken = layers();
+  if (static_cast<int>(from.shards_.size()) != from.options_.tp.size || given.first > taken.first ||
+      given.first + given.count < taken.first + taken.count) {
+    throw std::logic_error("transformer: load needs every shard and layer of the giving model");
   }
   for (const ShardShape& to : shards_) {
     // The tensors every shard holds whole once, with the first pair.
@@ -324,9 +369,11 @@ void Transformer::load(const Transformer& from) {
   }
 }
 
-void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole, const SendPiece& send) {
+void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole, Layers to_layers,
+                             const SendPiece& send) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  for (const Piece& p : pieces(shards_[local_shard(from_shard)], shard_shape(arch_, to_tp, to_shard), whole)) {
+  for (const Piece& p :
+       pieces(shards_[local_shard(from_shard)], layers(), shard_shape(arch_, to_tp, to_shard), to_layers, whole)) {
     const char* in = static_cast<const char*>(weight(p.weight, p.layer, from_shard).data()) + p.from * e;
     if (p.rows == 1) {
       send(in, p.run * e);
@@ -338,9 +385,11 @@ void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole
   }
 }
 
-void Transformer::receive_shard(int from_tp, int from_shard, int to_shard, bool whole, const ReceivePiece& receive) {
+void Transformer::receive_shard(int from_tp, int from_shard, Layers from_layers, int to_shard, bool whole,
+                                const ReceivePiece& receive) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  for (const Piece& p : pieces(shard_shape(arch_, from_tp, from_shard), shards_[local_shard(to_shard)], whole)) {
+  for (const Piece& p :
+       pieces(shard_shape(arch_, from_tp, from_shard), from_layers, shards_[local_shard(to_shard)], layers(), whole)) {
     char* out = static_cast<char*>(weight(p.weight, p.layer, to_shard).data()) + p.to * e;
     if (p.rows == 1) {
       receive(out, p.run * e);
@@ -416,7 +465,7 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
   Cache cache;
   cache.slots_ = slots;
   cache.capacity_ = capacity;
-  for (int l = 0; l < arch_.layers; ++l) {
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
     for (const ShardShape& sh : shards_) {
       const std::size_t bytes = static_cast<std::size_t>(slots) * static_cast<std::size_t>(capacity) *
                                 static_cast<std::size_t>(sh.kv_heads) * static_cast<std::size_t>(arch_.head_dim) *
@@ -428,7 +477,8 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
   return cache;
 }
 
-const Buffer& Transformer::run_layers(const Step& step, bool save) {
+const Buffer& Transformer::run_layers(const Step& step, Pass* pass) {
+  const bool save = pass != nullptr;
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
   const int rows = static_cast<int>(step.tokens.size());
@@ -441,11 +491,11 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
   Buffer& lengths = upload_ints(packed ? "starts" : "lengths", packed ? step.starts : step.lengths);
   Buffer* slots = step.slots.empty() ? nullptr : &upload_ints("slots", step.slots);
   Buffer* rows_at = step.cache ? &upload_ints("rows_at", step.rows_at) : nullptr;
-  // A training forward keeps each layer's activations in saved_ (sized to the step); any other
-  // step works in the workspace.
+  // A training forward keeps each layer's activations in its pass (sized to the step); any
+  // other step works in the workspace.
   if (save) {
-    saved_.resize(layers_.size());
-    for (Saved& keep : saved_) keep.shards.resize(local);
+    pass->saved.resize(layers_.size());
+    for (Saved& keep : pass->saved) keep.shards.resize(local);
   }
   const auto kept = [&](Buffer& saved, const std::string& name, std::size_t bytes) -> Buffer& {
     if (!save) return scratch(name, bytes);
@@ -457,13 +507,19 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
   };
   Buffer& tmp = scratch("tmp", n * hidden * e);
 
-  Buffer* x = &kept(save ? saved_.front().x_in : pass_.x_out, "x", n * hidden * e);
-  b_.embed(t, embedding_.data(), tokens.as<int>(), x->data(), rows, hidden);
+  Buffer unsaved;
+  Buffer* x = &kept(save ? pass->saved.front().x_in : unsaved, "x", n * hidden * e);
+  if (first_stage()) {
+    b_.embed(t, embedding_.data(), tokens.as<int>(), x->data(), rows, hidden);
+  } else {
+    b_.synchronize();
+    hook(options_.pp.receive_activations, "receive_activations")(x->data(), n * hidden * e);
+  }
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& w = layers_[l];
     Saved dummy;
     dummy.shards.resize(local);
-    Saved& keep = save ? saved_[l] : dummy;
+    Saved& keep = save ? pass->saved[l] : dummy;
     Buffer& h = kept(keep.h, "h", n * hidden * e);
     b_.rmsnorm(t, x->data(), w.attn_norm.data(), h.data(), rows, hidden, options_.norm_eps);
     // Attention, shard by shard over its heads; the output projections' partial sums add up
@@ -546,14 +602,19 @@ const Buffer& Transformer::run_layers(const Step& step, bool save) {
     }
     reduce(tmp, n * hidden);
     if (save) {
-      Buffer& next = l + 1 < layers_.size() ? kept(saved_[l + 1].x_in, "x", n * hidden * e)
-                                            : kept(pass_.x_out, "x_out", n * hidden * e);
+      Buffer& next = l + 1 < layers_.size() ? kept(pass->saved[l + 1].x_in, "x", n * hidden * e)
+                                            : kept(pass->x_out, "x_out", n * hidden * e);
       b_.copy(next.data(), x->data(), n * hidden * e);
       x = &next;
     }
     b_.add(t, x->data(), tmp.data(), n * hidden);
   }
-  Buffer& final_states = save ? kept(pass_.final_states, "final", n * hidden * e) : scratch("final", n * hidden * e);
+  if (!last_stage()) {
+    b_.synchronize();
+    hook(options_.pp.send_activations, "send_activations")(x->data(), n * hidden * e);
+    return *x;
+  }
+  Buffer& final_states = save ? kept(pass->final_states, "final", n * hidden * e) : scratch("final", n * hidden * e);
   b_.rmsnorm(t, x->data(), final_norm_.data(), final_states.data(), rows, hidden, options_.norm_eps);
   return final_states;
 }
@@ -624,7 +685,9 @@ int Transformer::logit_chunk() const {
 std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch, int length, int first,
                                       const std::vector<int>& ends) {
   const Step step = whole_sequences(tokens, batch, length, ends, "score");
-  return head_outputs(run_layers(step), step, length, scored_positions(step, length, first));
+  const Buffer& final_states = run_layers(step);
+  if (!last_stage()) return {};
+  return head_outputs(final_states, step, length, scored_positions(step, length, first));
 }
 
 Transformer::Scored Transformer::scored_positions(const Step& step, int length, int first) {
@@ -706,11 +769,19 @@ std::vector<float> Transformer::head_outputs(const Buffer& final_states, const S
 std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batch, int length, int first,
                                         const std::vector<int>& ends) {
   Step step = whole_sequences(tokens, batch, length, ends, "forward");
-  pass_scored_ = scored_positions(step, length, first);
-  const std::vector<float> out = head_outputs(run_layers(step, true), step, length, pass_scored_);
-  pass_.length = length;
-  pass_.step = std::move(step);
-  pass_.active = true;
+  // A pass done before lends its buffers.
+  Pass pass;
+  if (!spare_.empty()) {
+    pass = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  pass.scored = scored_positions(step, length, first);
+  const Buffer& final_states = run_layers(step, &pass);
+  std::vector<float> out;
+  if (last_stage()) out = head_outputs(final_states, step, length, pass.scored);
+  pass.length = length;
+  pass.step = std::move(step);
+  passes_.push_back(std::move(pass));
   return out;
 }
 
@@ -755,25 +826,35 @@ void Transformer::linear_backward(const Buffer& x, const Buffer& w, const Buffer
 }
 
 void Transformer::backward(const std::vector<float>& doutput) {
-  if (!pass_.active) throw std::logic_error("transformer: backward without a training forward before it");
-  pass_.active = false;
+  if (passes_.empty()) throw std::logic_error("transformer: backward without a training forward before it");
+  {
+    const Pass& next = passes_.front();
+    const std::size_t outputs = !last_stage() ? 0
+                                : static_cast<std::size_t>(next.step.batch) *
+                                      static_cast<std::size_t>(head_ == Head::kScalar ? next.length : next.length - 1);
+    if (doutput.size() != outputs) {
+      throw core::InputError(fmt::format("backward: {} output gradients for {} outputs", doutput.size(), outputs));
+    }
+  }
+  Pass pass = std::move(passes_.front());
+  passes_.pop_front();
   const DType t = options_.dtype;
   const std::size_t e = device::dtype_bytes(t);
-  const Step& step = pass_.step;
-  const int batch = step.batch, length = pass_.length, rows = static_cast<int>(step.tokens.size());
+  const Step& step = pass.step;
+  const int batch = step.batch, length = pass.length, rows = static_cast<int>(step.tokens.size());
   const int hidden = arch_.hidden, head_dim = arch_.head_dim;
   const std::size_t n = static_cast<std::size_t>(rows);
-  const std::size_t outputs = static_cast<std::size_t>(batch) * static_cast<std::size_t>(head_ == Head::kScalar ? length : length - 1);
-  if (doutput.size() != outputs) {
-    throw core::InputError(fmt::format("backward: {} output gradients for {} outputs", doutput.size(), outputs));
-  }
   Buffer& dx = scratch("dx", n * hidden * e);
   Buffer& dfinal = scratch("dfinal", n * hidden * e);
   Buffer& dtmp = scratch("dtmp", n * hidden * e);
   Buffer& dnorm = scratch("dnorm", static_cast<std::size_t>(std::max(hidden, head_dim)) * sizeof(float));
-  const Buffer& final_states = pass_.final_states;
+  const Buffer& final_states = pass.final_states;
 
-  if (head_ == Head::kScalar) {
+  if (!last_stage()) {
+    // The gradient of this stage's output rows, from the next stage.
+    b_.synchronize();
+    hook(options_.pp.receive_gradients, "receive_gradients")(dx.data(), n * hidden * e);
+  } else if (head_ == Head::kScalar) {
     // The gradients of the values each sequence has, packed as its rows are.
     std::vector<float> packed;
     for (int s = 0; s < batch; ++s) {
@@ -787,7 +868,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
   } else {
     // The cross-entropy kernel's gradient is d(-log p)/d logits times a row weight, so each
     // scored row's weight is -d loss / d log p; the rows the head did not score get none.
-    const Scored& scored = pass_scored_;
+    const Scored& scored = pass.scored;
     std::vector<float> weights(static_cast<std::size_t>(std::max(1, scored.rows)), 0.0f);
     for (const Scored::Run& r : scored.runs) {
       for (int i = 0; i < r.count; ++i) {
@@ -837,16 +918,18 @@ void Transformer::backward(const std::vector<float>& doutput) {
       }
     }
   }
-  b_.rmsnorm_backward(t, pass_.x_out.data(), final_norm_.data(), dfinal.data(), dx.data(), dnorm.as<float>(), rows,
-                      hidden, options_.norm_eps);
-  add_grad("final_norm", dnorm, static_cast<std::size_t>(hidden));
+  if (last_stage()) {
+    b_.rmsnorm_backward(t, pass.x_out.data(), final_norm_.data(), dfinal.data(), dx.data(), dnorm.as<float>(), rows,
+                        hidden, options_.norm_eps);
+    add_grad("final_norm", dnorm, static_cast<std::size_t>(hidden));
+  }
 
   Buffer& positions = upload_ints("positions", step.positions);
   Buffer& starts = upload_ints("starts", step.starts);
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const Layer& w = layers_[l];
-    const Saved& saved = saved_[l];
-    const std::string p = fmt::format("layer.{}.", l);
+    const Saved& saved = pass.saved[l];
+    const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
     // The MLP: x_out = x_mid + sum over shards of down_s(swiglu(gate_s(h2), up_s(h2))),
     // h2 = norm(x_mid); each shard's part of d h2 adds up in dtmp, and over the processes.
     for (std::size_t s = 0; s < shards_.size(); ++s) {
@@ -916,8 +999,14 @@ void Transformer::backward(const std::vector<float>& doutput) {
     add_grad(p + "attn_norm", dnorm, static_cast<std::size_t>(hidden));
     b_.add(t, dx.data(), dfinal.data(), n * hidden);
   }
-  Buffer& tokens = upload_ints("tokens", step.tokens);
-  b_.embed_backward(t, dx.data(), tokens.as<int>(), grad("embedding").as<float>(), rows, hidden);
+  if (first_stage()) {
+    Buffer& tokens = upload_ints("tokens", step.tokens);
+    b_.embed_backward(t, dx.data(), tokens.as<int>(), grad("embedding").as<float>(), rows, hidden);
+  } else {
+    b_.synchronize();
+    hook(options_.pp.send_gradients, "send_gradients")(dx.data(), n * hidden * e);
+  }
+  spare_.push_back(std::move(pass));
 }
 
 void Transformer::step(const device::AdamW& options) {
@@ -928,12 +1017,18 @@ void Transformer::step(const device::AdamW& options) {
 
 void Transformer::begin_step() {
   ++steps_;
+  // A tied embedding split over stages: the head's gradient on the last stage's copy and the
+  // input's on the first's make one gradient, summed into both, which step alike.
+  if (!(first_stage() && last_stage()) && arch_.tied_embeddings && head_ == Head::kLanguage) {
+    Buffer& g = grad("embedding");
+    hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(g.as<float>(), g.bytes() / sizeof(float));
+  }
   // The qk norms are whole on every shard but each shard's heads give a part of their
   // gradient: summed over the processes holding the other shards.
   if (arch_.qk_norm && options_.tp.all_reduce) {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       for (const char* norm : {"q_norm", "k_norm"}) {
-        Buffer& g = grad(fmt::format("layer.{}.{}", l, norm));
+        Buffer& g = grad(fmt::format("layer.{}.{}", first_layer_ + static_cast<int>(l), norm));
         options_.tp.all_reduce(DType::kF32, g.data(), g.bytes() / sizeof(float));
       }
     }
@@ -944,7 +1039,7 @@ void Transformer::begin_step() {
       throw std::logic_error("transformer: training kv heads copied over processes is not supported");
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const std::string p = fmt::format("layer.{}.", l);
+      const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
       for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
         if (!arch_.qkv_bias && tensor[0] == 'b') continue;
         for (std::size_t a = 0; a < shards_.size(); ++a) {
@@ -1057,6 +1152,8 @@ double Transformer::gradient_norm(Stretch stretch, const std::function<void(doub
   for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t) {
     const auto found = optimizer_.find(p.name);
     if (found == optimizer_.end() || !found->second.grad.data()) return;
+    // The last stage's copy of a tied embedding counts once, with the first's.
+    if (p.name == "embedding" && !first_stage()) return;
     const double sum = b_.sum_squares(found->second.grad.as<float>() + first, count);
     squares[options_.tp.size > 1 && p.name.find('/') != std::string::npos ? 1 : 0] += sum;
   });
@@ -1069,6 +1166,7 @@ double Transformer::gradient_norm(Stretch stretch, const std::function<void(doub
     b_.download(&part, one.data(), sizeof part);
     squares[1] = part;
   }
+  if (options_.pp.sum_over_stages) options_.pp.sum_over_stages(squares, 2);
   return std::sqrt(squares[0] + squares[1]);
 }
 
@@ -1109,6 +1207,7 @@ const Buffer& Transformer::prefill(Cache& cache, const std::vector<int>& slots, 
     step.lengths.push_back(length);
   }
   const Buffer& final_states = run_layers(step);
+  if (!last_stage()) return scratch("no_logits", 0);
   // Each prompt's last position, gathered into one block for the head.
   const std::size_t row = static_cast<std::size_t>(arch_.hidden) * device::dtype_bytes(options_.dtype);
   Buffer& last = scratch("prefill_last", static_cast<std::size_t>(batch) * row);
@@ -1146,6 +1245,7 @@ const Buffer& Transformer::decode(Cache& cache, const std::vector<int>& slots, c
     step.rows_at.push_back(slots[i] * cache.capacity() + positions[i]);
   }
   const Buffer& final_states = run_layers(step);
+  if (!last_stage()) return scratch("no_logits", 0);
   Buffer& logits = scratch("step_logits", static_cast<std::size_t>(rows) * arch_.vocab * device::dtype_bytes(options_.dtype));
   head_logits(final_states, 0, rows, logits);
   return logits;
@@ -1153,13 +1253,18 @@ const Buffer& Transformer::decode(Cache& cache, const std::vector<int>& slots, c
 
 std::vector<int> Transformer::sample(const Buffer& logits, int rows, float temperature, std::uint64_t seed,
                                      const std::vector<int>& sequences, const std::vector<int>& positions) {
+  std::vector<int> out(static_cast<std::size_t>(rows));
+  if (!last_stage()) {
+    hook(options_.pp.share_tokens, "share_tokens")(out.data(), out.size());
+    return out;
+  }
   Buffer& ds = upload_ints("sample_sequences", sequences);
   Buffer& dp = upload_ints("sample_positions", positions);
   Buffer& tokens = scratch("sampled", static_cast<std::size_t>(rows) * sizeof(int));
   b_.sample(options_.dtype, logits.data(), rows, arch_.vocab, temperature, seed, ds.as<int>(), dp.as<int>(),
             tokens.as<int>());
-  std::vector<int> out(static_cast<std::size_t>(rows));
   b_.download(out.data(), tokens.data(), out.size() * sizeof(int));
+  if (!first_stage()) hook(options_.pp.share_tokens, "share_tokens")(out.data(), out.size());
   return out;
 }
 

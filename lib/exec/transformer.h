@@ -20,6 +20,7 @@
 // steady-state steps allocate nothing.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -61,9 +62,35 @@ struct TensorParallel {
   std::function<void(device::DType, void* data, std::size_t count)> all_reduce;
 };
 
+// Pipeline parallelism, as Megatron splits a model into stages: this model is the stage of
+// layers [first_layer, first_layer + layers); the first stage holds the embedding, the last the
+// final norm and the head (and, with tied embeddings and the language head, a copy of the
+// embedding, whose gradient the two stages sum). Layers keep their index in the whole model
+// (parameter names, the reshard's pieces). Stages in other processes are reached through the
+// hooks, each called by the stage with what it hands on or takes; a stage alone (first and
+// last) calls none. A stage that is not the first takes its input rows of the residual stream
+// (rows x hidden in the model's dtype) from receive_activations; one that is not the last
+// hands its output rows to send_activations, and in the backward pass takes their gradient
+// from receive_gradients and hands its input rows' gradient to send_gradients. share_tokens
+// takes the last stage's sampled tokens to every stage (filled on the others);
+// sum_tied_embedding sums the first and last stages' embedding gradients into both (fp32);
+// sum_over_stages sums host values over the stages (the gradient norm's squares).
+struct PipelineParallel {
+  int first_layer = 0;
+  int layers = 0;  // 0: every layer from first_layer on
+  std::function<void(void* data, std::size_t bytes)> receive_activations;
+  std::function<void(const void* data, std::size_t bytes)> send_activations;
+  std::function<void(void* data, std::size_t bytes)> receive_gradients;
+  std::function<void(const void* data, std::size_t bytes)> send_gradients;
+  std::function<void(int* tokens, std::size_t count)> share_tokens;
+  std::function<void(float* gradient, std::size_t count)> sum_tied_embedding;
+  std::function<void(double* values, int count)> sum_over_stages;
+};
+
 struct TransformerOptions {
   device::DType dtype = device::DType::kBf16;
   TensorParallel tp;
+  PipelineParallel pp;
   std::uint64_t seed = 1;
   float rope_theta = 1e6f;  // Qwen's base; the cost does not depend on it
   float norm_eps = 1e-6f;
@@ -79,13 +106,20 @@ class Transformer {
 
   const workload::ModelArch& arch() const { return arch_; }
   Head head() const { return head_; }
+  // The layers this model holds: [first, first + count) of the architecture's.
+  struct Layers {
+    int first = 0, count = 0;
+  };
+  Layers layers() const { return {first_layer_, static_cast<int>(layers_.size())}; }
+  bool first_stage() const { return first_layer_ == 0; }
+  bool last_stage() const { return first_layer_ + static_cast<int>(layers_.size()) == arch_.layers; }
   device::DType dtype() const { return options_.dtype; }
   std::size_t parameter_bytes() const;
 
   // Every parameter tensor this process holds, by name ("embedding", "layer.3.wq",
   // "final_norm", "head"; the matrices [out][in]; a tensor-parallel shard's slice with its
-  // shard after a slash, "layer.3.wq/1"), in the model's dtype: what a weight sync sends and a
-  // test reads.
+  // shard after a slash, "layer.3.wq/1"; a pipeline stage's layers by their index in the whole
+  // model), in the model's dtype: what a weight sync sends and a test reads.
   struct Tensor {
     std::string name;
     device::Buffer* buffer = nullptr;
@@ -94,15 +128,17 @@ class Transformer {
   std::vector<Tensor> parameters();
 
   // Takes another model's weights: the same architecture and head, the other holding every
-  // shard of its tensor-parallel split, which may differ from this one's (a trainer's layout
-  // into an inference engine's: the reshard); this one fills the shards it holds. Its own optimiser state is dropped (a model that loads weights is
-  // not the one being trained).
+  // shard of its tensor-parallel split, which may differ from this one's, and every layer this
+  // one holds (a trainer's layout into an inference engine's: the reshard); this one fills the
+  // shards and layers it holds. Its own optimiser state is dropped (a model that loads weights
+  // is not the one being trained).
   void load(const Transformer& from);
 
   // The reshard one pair of shards at a time, as a weight sync over processes moves it: what
   // shard `to_shard` of one layout takes from shard `from_shard` of another (with `whole`, also
-  // the tensors every shard holds whole: the embedding, the norms, the head), piece by piece in
-  // a fixed order. load_shard copies it from a model in this process. send_shard hands each
+  // the tensors every shard holds whole: the embedding, the norms, the head), of the layers
+  // both stages hold (the embedding from the first stage, the final norm and the head from the
+  // last), piece by piece in a fixed order. load_shard copies it from a model in this process. send_shard hands each
   // piece of this model's shard, for a TP `to_tp` layout, to `send` (a stretch of a tensor
   // straight from it, a block of a matrix's columns gathered first); receive_shard takes the
   // same pieces, in the same order, from `receive` into this model's shard (a stretch straight
@@ -110,8 +146,9 @@ class Transformer {
   using SendPiece = std::function<void(const void* data, std::size_t bytes)>;
   using ReceivePiece = std::function<void(void* data, std::size_t bytes)>;
   void load_shard(const Transformer& from, int from_shard, int to_shard, bool whole);
-  void send_shard(int from_shard, int to_tp, int to_shard, bool whole, const SendPiece& send);
-  void receive_shard(int from_tp, int from_shard, int to_shard, bool whole, const ReceivePiece& receive);
+  void send_shard(int from_shard, int to_tp, int to_shard, bool whole, Layers to_layers, const SendPiece& send);
+  void receive_shard(int from_tp, int from_shard, Layers from_layers, int to_shard, bool whole,
+                     const ReceivePiece& receive);
 
   // The KV cache of `slots` sequences of at most `capacity` positions each.
   class Cache {
@@ -147,11 +184,13 @@ class Transformer {
 
   // One decode step: token tokens[i] of the sequence in cache slot slots[i] at positions[i]
   // (its cache holds the positions before); returns the logits, [row][vocab] as prefill's.
+  // A stage that is not the last hands its rows on and returns no logits (an empty buffer).
   const device::Buffer& decode(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
                                const std::vector<int>& positions);
 
   // The next tokens from logits [rows][vocab] (kernels.h sample_row), one per (sequence id,
-  // position): temperature 0 takes the largest logit.
+  // position): temperature 0 takes the largest logit. The last stage samples them and every
+  // stage returns them (PipelineParallel::share_tokens).
   std::vector<int> sample(const device::Buffer& logits, int rows, float temperature, std::uint64_t seed,
                           const std::vector<int>& sequences, const std::vector<int>& positions);
 
@@ -159,7 +198,10 @@ class Transformer {
   // returns the outputs score would; backward takes d loss / d output for each of them (same
   // layout) and adds the parameters' gradients into fp32 accumulators, so several
   // micro-batches make one mini-batch; step applies AdamW to every parameter (fp32 master
-  // weights and moments, kept from the first step on) and clears the gradients.
+  // weights and moments, kept from the first step on) and clears the gradients. Several
+  // forwards may wait for their backward passes, which take them first in, first out (a
+  // pipeline stage runs every micro-batch's forward, then every backward). A stage that is not
+  // the last returns no outputs and its backward takes no output gradients (empty).
   std::vector<float> forward(const std::vector<int>& tokens, int batch, int length, int first = 0,
                              const std::vector<int>& ends = {});
   void backward(const std::vector<float>& doutput);
@@ -211,7 +253,8 @@ class Transformer {
     device::Buffer attn_norm, q_norm, k_norm, mlp_norm;
     std::vector<ShardWeights> shards;  // the local shards, as shards_ orders them
   };
-  // A layer's activations kept for its backward pass (training forward only).
+  // A layer's activations kept for its backward pass (training forward only). Layers are
+  // held from first_layer_ on: layers_[i] is layer first_layer_ + i of the whole model.
   struct SavedShard {
     device::Buffer q_raw, k_raw, q, k, v, o, lse, gate, up;
   };
@@ -231,13 +274,6 @@ class Transformer {
     int start(int s) const { return starts[static_cast<std::size_t>(s)]; }
     int length_of(int s) const { return start(s + 1) - start(s); }
   };
-  // What a training forward leaves for backward: its step, the padded length its caller uses.
-  struct Pass {
-    Step step;
-    int length = 0;
-    device::Buffer x_out, final_states;  // the residual stream after the last layer, and its norm
-    bool active = false;
-  };
   // The positions the language head scores: each sequence's [first, end) of the final states'
   // rows, gathered one sequence after another.
   struct Scored {
@@ -249,6 +285,16 @@ class Transformer {
     int rows = 0;
     int length = 0;
   };
+  // What a training forward leaves for backward: its step, the padded length its caller uses,
+  // each layer's activations, the residual stream after the last layer and its norm, the
+  // positions scored.
+  struct Pass {
+    Step step;
+    int length = 0;
+    std::vector<Saved> saved;
+    device::Buffer x_out, final_states;
+    Scored scored;
+  };
   static ShardShape shard_shape(const workload::ModelArch& arch, int tp, int index);
   // The weight tensors, by kind, for the reshard.
   enum class Weight { kEmbedding, kFinalNorm, kHead, kAttnNorm, kQNorm, kKNorm, kMlpNorm, kWq, kWk, kWv, kBq, kBk, kBv, kWo, kGate, kUp, kDown };
@@ -259,8 +305,12 @@ class Transformer {
     int layer;  // -1 for the embedding, the final norm and the head
     std::size_t from, from_pitch, to, to_pitch, run, rows;
   };
-  std::vector<Piece> pieces(const ShardShape& from, const ShardShape& to, bool whole) const;
+  // The pieces a stage of `from_layers` holds of shard `from` and one of `to_layers` takes
+  // into shard `to`.
+  std::vector<Piece> pieces(const ShardShape& from, Layers from_layers, const ShardShape& to, Layers to_layers,
+                            bool whole) const;
   std::size_t local_shard(int index) const;  // where shards_ holds shard `index`
+  const Layer& layer(int index) const;       // by its index in the whole model
   const device::Buffer& weight(Weight w, int layer, int shard) const;
   device::Buffer& weight(Weight w, int layer, int shard);
   void check_reshard(const Transformer& from) const;
@@ -278,8 +328,10 @@ class Transformer {
   // Calls f(tensor, first element in it, count, elements into the stretch) for each tensor's
   // piece of the stretch, in order.
   void for_each_piece(Stretch stretch, const std::function<void(const Tensor&, std::size_t, std::size_t, std::size_t)>& f);
-  // The final hidden states of the step's rows, after the last norm.
-  const device::Buffer& run_layers(const Step& step, bool save = false);
+  // The final hidden states of the step's rows, after the last norm (the last stage; another
+  // hands its output rows on and returns them). A training forward keeps its activations in
+  // `keep`.
+  const device::Buffer& run_layers(const Step& step, Pass* keep = nullptr);
   // A step of `batch` whole sequences of `length` tokens from position 0, each up to its end
   // (score, forward), packed; throws core::InputError naming `what` for tokens that do not
   // make them.
@@ -325,11 +377,11 @@ class Transformer {
   std::size_t parameter_bytes_ = 0;
   device::Buffer embedding_, final_norm_, lm_head_;  // lm_head_: vocab x hidden, or 1 x hidden (scalar head)
   std::vector<ShardShape> shards_;  // the local shards
+  int first_layer_ = 0;
   std::vector<Layer> layers_;
   std::map<std::string, device::Buffer> workspace_;
-  std::vector<Saved> saved_;
-  Pass pass_;
-  Scored pass_scored_;  // the training forward's scored positions
+  std::deque<Pass> passes_;  // training forwards awaiting their backward, oldest first
+  std::vector<Pass> spare_;  // passes done, their buffers to reuse
   std::map<std::string, Optimizer> optimizer_;
   int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
 };

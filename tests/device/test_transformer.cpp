@@ -689,12 +689,12 @@ TEST_CASE("the reshard pair by pair (what the weight sync sends between processe
             // The whole tensors from a shard other than the first where there is one.
             const int whole_from = (d + 1) % from_tp;
             for (int s = 0; s < from_tp; ++s) {
-              trained.send_shard(s, to_tp, d, s == whole_from, [&](const void* data, std::size_t bytes) {
+              trained.send_shard(s, to_tp, d, s == whole_from, packed.layers(), [&](const void* data, std::size_t bytes) {
                 std::vector<char>& piece = wire.emplace_back(bytes);
                 b->download(piece.data(), data, bytes);
                 moved += bytes;
               });
-              packed.receive_shard(from_tp, s, d, s == whole_from, [&](void* data, std::size_t bytes) {
+              packed.receive_shard(from_tp, s, trained.layers(), d, s == whole_from, [&](void* data, std::size_t bytes) {
                 REQUIRE(!wire.empty());
                 REQUIRE(wire.front().size() == bytes);
                 b->upload(data, wire.front().data(), bytes);
@@ -736,6 +736,209 @@ TEST_CASE("the reshard pair by pair (what the weight sync sends between processe
   CHECK(device::get(*b, t, *to.front().buffer, to.front().count) !=
         device::get(*b, t, *from.front().buffer, from.front().count));  // the embedding
   CHECK_THROWS_AS(engine.load_shard(trained, 0, 1, true), std::logic_error);  // a shard it does not hold
+}
+
+// Two pipeline stages in one process, their hooks joined by queues on the host: what a
+// stage hands on, the next takes, in order.
+struct Joined {
+  explicit Joined(device::Backend& backend) : b(backend) {}
+  device::Backend& b;
+  std::deque<std::vector<char>> activations, gradients;
+  std::deque<std::vector<int>> tokens;
+  float* tied = nullptr;  // the first stage's embedding gradient, until the last's comes
+  std::size_t tied_count = 0;
+
+  static void put(device::Backend& b, std::deque<std::vector<char>>& q, const void* data, std::size_t bytes) {
+    b.download(q.emplace_back(bytes).data(), data, bytes);
+  }
+  static void take(device::Backend& b, std::deque<std::vector<char>>& q, void* data, std::size_t bytes) {
+    REQUIRE(!q.empty());
+    REQUIRE(q.front().size() == bytes);
+    b.upload(data, q.front().data(), bytes);
+    q.pop_front();
+  }
+  // Stage `index` of two, from `first_layer`, holding `layers`.
+  PipelineParallel stage(int index, int first_layer, int layers) {
+    PipelineParallel pp;
+    pp.first_layer = first_layer;
+    pp.layers = layers;
+    if (index == 1) {
+      pp.receive_activations = [this](void* d, std::size_t n) { take(b, activations, d, n); };
+      pp.send_gradients = [this](const void* d, std::size_t n) { put(b, gradients, d, n); };
+      pp.share_tokens = [this](int* t, std::size_t n) { tokens.emplace_back(t, t + n); };
+    } else {
+      pp.send_activations = [this](const void* d, std::size_t n) { put(b, activations, d, n); };
+      pp.receive_gradients = [this](void* d, std::size_t n) { take(b, gradients, d, n); };
+      pp.share_tokens = [this](int* t, std::size_t n) {
+        REQUIRE(!tokens.empty());
+        REQUIRE(tokens.front().size() == n);
+        std::copy(tokens.front().begin(), tokens.front().end(), t);
+        tokens.pop_front();
+      };
+    }
+    pp.sum_tied_embedding = [this](float* g, std::size_t n) {
+      if (!tied) {
+        tied = g;
+        tied_count = n;
+        return;
+      }
+      REQUIRE(tied_count == n);
+      b.add(DType::kF32, g, tied, n);
+      b.copy(tied, g, n * sizeof(float));
+      tied = nullptr;
+    };
+    return pp;
+  }
+};
+
+TEST_CASE("pipeline parallelism: two stages hand on their rows and give the whole model's outputs, gradients, "
+          "training and tokens") {
+  auto b = device::test_backend();
+  for (const bool tied : {false, true}) {
+    workload::ModelArch a = tiny(tied, !tied, tied);
+    a.layers = 3;
+    for (const Head head : {Head::kLanguage, Head::kScalar}) {
+      CAPTURE(tied);
+      CAPTURE(head == Head::kScalar);
+      TransformerOptions whole_options;
+      whole_options.dtype = DType::kF32;
+      Joined join{*b};
+      TransformerOptions first_options = whole_options, last_options = whole_options;
+      first_options.pp = join.stage(0, 0, 2);
+      last_options.pp = join.stage(1, 2, 0);
+      Transformer whole(*b, a, head, whole_options), first(*b, a, head, first_options), last(*b, a, head, last_options);
+      CHECK(first.first_stage());
+      CHECK(!first.last_stage());
+      CHECK(last.layers().first == 2);
+      CHECK(last.layers().count == 1);
+      // Each stage holds the whole model's tensors there, by their names in it.
+      std::map<std::string, std::vector<double>> weights;
+      for (const Transformer::Tensor& p : whole.parameters()) weights[p.name] = device::get(*b, DType::kF32, *p.buffer, p.count);
+      std::map<std::string, int> holders;
+      for (Transformer* stage : {&first, &last}) {
+        for (const Transformer::Tensor& p : stage->parameters()) {
+          CAPTURE(p.name);
+          ++holders[p.name];
+          CHECK(device::get(*b, DType::kF32, *p.buffer, p.count) == weights.at(p.name));
+        }
+      }
+      CHECK(holders.size() == weights.size());
+      CHECK(holders.at("layer.1.wq") == 1);
+      CHECK(holders.at("layer.2.wq") == 1);
+      CHECK(holders.at("embedding") == (tied && head == Head::kLanguage ? 2 : 1));
+      const std::size_t copy = tied && head == Head::kLanguage ? static_cast<std::size_t>(a.vocab * a.hidden) * sizeof(float) : 0;
+      CHECK(first.parameter_bytes() + last.parameter_bytes() == whole.parameter_bytes() + copy);
+
+      const int batch = 2, length = 6;
+      std::vector<int> tokens = some_tokens(length, a.vocab, 21);
+      const std::vector<int> second = some_tokens(length, a.vocab, 22);
+      tokens.insert(tokens.end(), second.begin(), second.end());
+      CHECK(first.score(tokens, batch, length).empty());
+      CHECK(join.activations.size() == 1);
+      const std::vector<float> expected = whole.score(tokens, batch, length);
+      CHECK(last.score(tokens, batch, length) == expected);
+      CHECK(join.activations.empty());
+
+      // Two micro-batches: the first stage's forwards, the last's forwards and backwards, the
+      // first's backwards (a pipeline's order); the whole model one micro-batch at a time.
+      const std::vector<int> other = some_tokens(batch * length, a.vocab, 23);
+      std::vector<float> dout;
+      for (std::size_t i = 0; i < expected.size(); ++i) dout.push_back(static_cast<float>(std::sin(0.7 * static_cast<double>(i))));
+      const std::vector<int> ends = {length, length - 2};
+      whole.forward(tokens, batch, length, 1);
+      whole.backward(dout);
+      whole.forward(other, batch, length, 0, ends);
+      whole.backward(dout);
+      first.forward(tokens, batch, length, 1);
+      first.forward(other, batch, length, 0, ends);
+      CHECK(last.forward(tokens, batch, length, 1).size() == expected.size());
+      CHECK(last.forward(other, batch, length, 0, ends).size() == expected.size());
+      last.backward(dout);
+      last.backward(dout);
+      CHECK_THROWS_AS(first.backward(dout), core::InputError);  // a stage before the last takes none
+      first.backward({});
+      first.backward({});
+      CHECK(join.gradients.empty());
+      CHECK_THROWS_AS(first.backward({}), std::logic_error);  // no forward waits
+      // The gradients, the tied embedding's once both stages' are summed; the norm over the
+      // stages counts that embedding once.
+      whole.begin_step();
+      first.begin_step();
+      last.begin_step();
+      // Within fp32 rounding of the tensor's largest value (a tied embedding's two gradients
+      // are summed in another order).
+      const auto close = [&](const std::vector<float>& x, const std::vector<float>& y) {
+        REQUIRE(x.size() == y.size());
+        double most = 1e-3;
+        for (float v : y) most = std::max(most, std::abs(static_cast<double>(v)));
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          CAPTURE(i);
+          CHECK(std::abs(static_cast<double>(x[i]) - y[i]) <= 1e-5 * most);
+        }
+      };
+      for (Transformer* stage : {&first, &last}) {
+        for (const Transformer::Tensor& p : stage->parameters()) {
+          CAPTURE(p.name);
+          close(stage->gradient(p.name), whole.gradient(p.name));
+        }
+      }
+      const double w = whole.gradient_norm(), f = first.gradient_norm(), l = last.gradient_norm();
+      CHECK(std::sqrt(f * f + l * l) == doctest::Approx(w).epsilon(1e-5));
+      device::AdamW adam;
+      adam.lr = 1e-2f;
+      for (Transformer* m : {&whole, &first, &last}) {
+        m->update(adam, m->partition(0, 1));
+        m->end_step();
+      }
+      first.score(tokens, batch, length);
+      const std::vector<float> trained = last.score(tokens, batch, length);
+      close(trained, whole.score(tokens, batch, length));
+      CHECK(trained != expected);
+
+      // The reshard into stages of other boundaries: each takes the layers it holds.
+      TransformerOptions to_first = whole_options, to_last = whole_options;
+      to_first.seed = to_last.seed = 77;
+      Joined other_join{*b};
+      to_first.pp = other_join.stage(0, 0, 1);
+      to_last.pp = other_join.stage(1, 1, 0);
+      Transformer engine_first(*b, a, head, to_first), engine_last(*b, a, head, to_last);
+      engine_first.load(whole);
+      // The last stage's pieces from the two trained stages, as processes pass them.
+      std::deque<std::vector<char>> wire;
+      for (Transformer* from : {&first, &last}) {
+        from->send_shard(0, 1, 0, true, engine_last.layers(),
+                         [&](const void* data, std::size_t bytes) { Joined::put(*b, wire, data, bytes); });
+        engine_last.receive_shard(1, 0, from->layers(), 0, true,
+                                  [&](void* data, std::size_t bytes) { Joined::take(*b, wire, data, bytes); });
+        CHECK(wire.empty());
+      }
+      engine_first.score(tokens, batch, length);
+      close(engine_last.score(tokens, batch, length), trained);
+
+      if (head == Head::kScalar) continue;
+      // Decode over the stages' caches: the last stage's logits and tokens, which the first
+      // stage takes.
+      Transformer::Cache c0 = whole.make_cache(2, 10), c1 = first.make_cache(2, 10), c2 = last.make_cache(2, 10);
+      const std::vector<int> prompt = some_tokens(4, a.vocab, 24);
+      whole.prefill(c0, 1, prompt);
+      CHECK(first.prefill(c1, 1, prompt).bytes() == 0);
+      last.prefill(c2, 1, prompt);
+      const std::size_t v = static_cast<std::size_t>(a.vocab);
+      const std::vector<double> x = device::get(*b, DType::kF32, whole.decode(c0, {1}, {7}, {4}), v);
+      first.decode(c1, {1}, {7}, {4});
+      const device::Buffer& logits = last.decode(c2, {1}, {7}, {4});
+      const std::vector<double> y = device::get(*b, DType::kF32, logits, v);
+      for (std::size_t i = 0; i < v; ++i) CHECK(y[i] == doctest::Approx(x[i]).epsilon(1e-4).scale(1.0));
+      const std::vector<int> drawn = last.sample(logits, 1, 1.0f, 5, {3}, {5});
+      CHECK(first.sample(logits, 1, 1.0f, 5, {3}, {5}) == drawn);
+      CHECK(join.tokens.empty());
+    }
+  }
+  workload::ModelArch a = tiny(false, false, false);
+  TransformerOptions beyond;
+  beyond.pp.first_layer = 1;
+  beyond.pp.layers = 2;
+  CHECK_THROWS_AS(Transformer(*b, a, Head::kLanguage, beyond), core::InputError);  // layers 1 and 2 of 2
 }
 
 TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
