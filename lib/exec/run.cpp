@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <tuple>
 #include <map>
 #include <memory>
@@ -672,25 +673,39 @@ class Runner {
     return contiguous_split(samples_.size(), replica_shares(p));
   }
 
-  // Micro-batches over samples [first, last): by length, each at most the cost model's
-  // micro-batch tokens (the samples' own, as the model runs them packed; at least one sample).
-  std::vector<MicroBatch> micro_batches(std::vector<std::size_t> members) const {
+  // A replica's micro-batches: by length, each at most the cost model's micro-batch tokens
+  // (the samples' own, as the model runs them packed; at least one sample), and at least
+  // `least` of them where there are as many samples (a replica of that many pipeline stages:
+  // a pipeline runs no fewer micro-batches than stages, as the cost model prices it and
+  // Megatron asks), cut where the tokens pass each even share.
+  std::vector<MicroBatch> micro_batches(std::vector<std::size_t> members, std::size_t least) const {
     std::stable_sort(members.begin(), members.end(),
                      [&](std::size_t a, std::size_t b) { return samples_[a].tokens.size() < samples_[b].tokens.size(); });
+    double total = 0;
+    for (const std::size_t i : members) total += static_cast<double>(samples_[i].tokens.size());
+    const bool even = members.size() >= least && std::ceil(total / model_.params().micro_batch_tokens) < static_cast<double>(least);
     const double budget = model_.params().micro_batch_tokens;
     std::vector<MicroBatch> out;
-    double tokens = 0;
-    for (const std::size_t i : members) {
+    double tokens = 0, seen = 0;
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const std::size_t i = members[k];
       const int length = static_cast<int>(samples_[i].tokens.size());
-      if (out.empty() || tokens + length > budget) {
+      const bool full = even ? out.size() < least && (seen >= total * static_cast<double>(out.size()) / static_cast<double>(least) ||
+                                                      members.size() - k == least - out.size())
+                             : tokens + length > budget;
+      if (out.empty() || full) {
         out.emplace_back();
         tokens = 0;
       }
       out.back().samples.push_back(i);
       out.back().length = std::max(out.back().length, length);
       tokens += length;
+      seen += length;
     }
     return out;
+  }
+  std::vector<MicroBatch> micro_batches(const std::vector<std::size_t>& members, const plan::Replica& replica) const {
+    return micro_batches(members, replica.stages.size());
   }
 
   std::vector<int> padded(const MicroBatch& mb) const {
@@ -836,7 +851,7 @@ class Runner {
         Transformer& m_r = model_for(*t.role, where_here);
         if (where_here.pipe) where_here.pipe->barrier();
         const Stopwatch watch(b_);
-        for (const MicroBatch& mb : micro_batches(shares[r])) {
+        for (const MicroBatch& mb : micro_batches(shares[r], placement(task).replicas[r])) {
           switch (*t.role) {
             case Role::kActor:
               score(m_r, mb, false, [](Sample& s, const float* v, float) {
@@ -988,22 +1003,27 @@ class Runner {
             // same bubble as 1F1B's, with every micro-batch's activations held until its
             // backward). Blocking sends cannot deadlock: each phase's rows go one way.
             std::vector<std::vector<float>> douts;
-            for (const MicroBatch& mb : micro_batches(parts[r])) douts.push_back(forward(mb));
+            for (const MicroBatch& mb : micro_batches(parts[r], placement(task).replicas[r])) douts.push_back(forward(mb));
             for (const std::vector<float>& dout : douts) model.backward(dout);
+            // The passes end for every stage when the first stage's last backward does (the
+            // pipeline's flush, which the cost model's bubble prices).
+            here.pipe->barrier();
           } else {
-            for (const MicroBatch& mb : micro_batches(parts[r])) model.backward(forward(mb));
+            for (const MicroBatch& mb : micro_batches(parts[r], placement(task).replicas[r])) model.backward(forward(mb));
           }
           const double spent = watch.seconds();
           seconds[r] += spent;
           parts_of[r].passes += spent;
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
-        // The sums a tensor-parallel split's shards share, before the replicas' sum (sums
-        // commute), so that a sharded optimiser's stretch holds every part of its gradients.
+        // The sums a tensor-parallel split's shards share and a tied embedding's two stages
+        // (timed with the gradients' sync), before the replicas' sum (sums commute), so that a
+        // sharded optimiser's stretch holds every part of its gradients.
+        const Stopwatch shared_sums(b_);
         model.begin_step();
+        double wait_seconds = 0, reduce_seconds = multi() ? shared_sums.seconds() : 0.0;
         // Data parallel: the replicas meet first (a one-number all-reduce), so that the
         // gradients' sync is timed apart from the wait for the slowest replica's passes.
-        double wait_seconds = 0, reduce_seconds = 0;
         if (data_parallel) {
           const Stopwatch wait(b_);
           dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
@@ -1017,7 +1037,7 @@ class Runner {
             });
           }
           loss = sum_over(*dp, loss);
-          reduce_seconds = reduce.seconds();
+          reduce_seconds += reduce.seconds();
         }
         (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) =
             zero ? zero->gradient_norm() : model.gradient_norm();

@@ -231,9 +231,8 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Laye
   const auto in = [](Layers l, int layer) { return layer >= l.first && layer < l.first + l.count; };
   const auto starts = [](Layers l) { return l.first == 0; };
   const auto ends = [&](Layers l) { return l.first + l.count == arch_.layers; };
-  // The tensors every shard holds whole, where the giving stage holds them (the embedding
-  // from the first stage only) and the taking one does (a tied embedding on the last stage
-  // too); the sizes from the architecture, as both sides know them.
+  // The tensors every shard holds whole, where the giving stage holds them and the taking one
+  // does; the sizes from the architecture, as both sides know them.
   const auto whole_tensor = [&](Weight w, int layer, std::size_t n, bool gives, bool takes) {
     if (whole && gives && takes) out.push_back({w, layer, 0, n, 0, n, n, 1});
   };
@@ -259,7 +258,10 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Laye
   const Slice fq{static_cast<std::size_t>(from.first_head) * hd, static_cast<std::size_t>(from.heads) * hd};
   const Slice fk{static_cast<std::size_t>(from.first_kv) * hd, static_cast<std::size_t>(from.kv_heads) * hd};
   const Slice ff{static_cast<std::size_t>(from.first_ffn), static_cast<std::size_t>(from.ffn)};
-  whole_tensor(Weight::kEmbedding, -1, vocab * hidden, starts(from_layers),
+  // The embedding: a first stage's from the giving first stage; a last stage's copy of a tied
+  // one from the giving last stage's (the two copies step alike), so that a layout split
+  // alike takes it where it is.
+  whole_tensor(Weight::kEmbedding, -1, vocab * hidden, starts(to_layers) ? starts(from_layers) : ends(from_layers),
                starts(to_layers) || (ends(to_layers) && ties));
   for (int l = 0; l < arch_.layers; ++l) {
     if (!in(from_layers, l) || !in(to_layers, l)) continue;

@@ -137,8 +137,8 @@ class Transformer {
   // The reshard one pair of shards at a time, as a weight sync over processes moves it: what
   // shard `to_shard` of one layout takes from shard `from_shard` of another (with `whole`, also
   // the tensors every shard holds whole: the embedding, the norms, the head), of the layers
-  // both stages hold (the embedding from the first stage, the final norm and the head from the
-  // last), piece by piece in a fixed order. load_shard copies it from a model in this process. send_shard hands each
+  // both stages hold (the embedding from the first stage, the final norm, the head and a tied
+  // embedding's copy from the last), piece by piece in a fixed order. load_shard copies it from a model in this process. send_shard hands each
   // piece of this model's shard, for a TP `to_tp` layout, to `send` (a stretch of a tensor
   // straight from it, a block of a matrix's columns gathered first); receive_shard takes the
   // same pieces, in the same order, from `receive` into this model's shard (a stretch straight

@@ -160,38 +160,39 @@ run(${EXEC} ${PP4} --report ${OUT}/exec_pp4_one.json)
 run(${MPI} 4 ${EXEC} ${PP4} --report ${OUT}/exec_pp4_four.json)
 same_run(${OUT}/exec_pp4_one.json ${OUT}/exec_pp4_four.json "tensor, pipeline and data parallel over 4 processes")
 
+# A run that must fail: exit `EXIT` (any but 0 without it), `TEXT` in one error line, and no
+# report at `REPORT` where one is named.
+function(fails what)
+  cmake_parse_arguments(F "" "EXIT;TEXT;REPORT" "COMMAND" ${ARGN})
+  if(F_REPORT)
+    file(REMOVE ${F_REPORT})
+  endif()
+  execute_process(COMMAND ${F_COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(FIND "${err}" "${F_TEXT}" at)
+  string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
+  list(LENGTH lines said)
+  if(rc EQUAL 0 OR (F_EXIT AND NOT rc EQUAL F_EXIT) OR at EQUAL -1 OR NOT said EQUAL 1 OR
+     (F_REPORT AND EXISTS ${F_REPORT}))
+    message(FATAL_ERROR "${what}: exit ${rc}, ${said} error lines\n${err}")
+  endif()
+endfunction()
+
 # Training replicas split into other stages would hold other layers' weights on each end of
-# the data-parallel sum: the job is not done here (exit 1, one line, no report).
-file(REMOVE ${OUT}/exec_uneven.json)
-execute_process(COMMAND ${MPI} 4 ${EXEC} --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json
-                        --plan ${DATA}/plan_exec_pp_uneven.json --layers 2 --hidden 128 --vocab 512 --backend cpu
-                        --report ${OUT}/exec_uneven.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-string(FIND "${err}" "task actor_train: replicas of stages of 1+1 and 2 layers; hetrl-exec trains one layout of a model over processes" at)
-string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
-list(LENGTH lines said)
-if(NOT rc EQUAL 1 OR at EQUAL -1 OR NOT said EQUAL 1 OR EXISTS ${OUT}/exec_uneven.json)
-  message(FATAL_ERROR "training replicas of other stages: exit ${rc}, ${said} error lines\n${err}")
-endif()
+# the data-parallel sum: the job is not done here.
+fails("training replicas of other stages" EXIT 1 REPORT ${OUT}/exec_uneven.json
+      TEXT "task actor_train: replicas of stages of 1+1 and 2 layers; hetrl-exec trains one layout of a model over processes"
+      COMMAND ${MPI} 4 ${EXEC} --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json
+              --plan ${DATA}/plan_exec_pp_uneven.json --layers 2 --hidden 128 --vocab 512 --backend cpu
+              --report ${OUT}/exec_uneven.json)
 
 # Three processes for a plan of two GPUs.
-execute_process(COMMAND ${MPI} 3 ${EXEC} ${TP2} ${SCALE} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-string(FIND "${err}" "the plan uses 2 GPUs and the run has 3 processes: start one process a GPU (mpirun -n 2)" at)
-string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
-list(LENGTH lines said)
-if(rc EQUAL 0 OR at EQUAL -1 OR NOT said EQUAL 1)
-  message(FATAL_ERROR "3 processes for 2 GPUs: exit ${rc}, ${said} error lines\n${err}")
-endif()
+fails("3 processes for 2 GPUs"
+      TEXT "the plan uses 2 GPUs and the run has 3 processes: start one process a GPU (mpirun -n 2)"
+      COMMAND ${MPI} 3 ${EXEC} ${TP2} ${SCALE})
 
 # A process that hangs (HETRL_EXEC_STALL_RANK stops rank 1 at its first task): rank 0, waiting
-# for it in a collective, ends the run after --stall-timeout with one line; no report.
-file(REMOVE ${OUT}/exec_stalled.json)
-execute_process(COMMAND ${CMAKE_COMMAND} -E env HETRL_EXEC_STALL_RANK=1 ${MPI} 2 ${EXEC} ${TP2} ${SCALE}
-                        --stall-timeout 4 --report ${OUT}/exec_stalled.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-string(FIND "${err}" "hetrl-exec: error: rank 0: no progress for 4 s (at task " at)
-string(REGEX MATCHALL "hetrl-exec: error" lines "${err}")
-list(LENGTH lines said)
-if(rc EQUAL 0 OR at EQUAL -1 OR NOT said EQUAL 1 OR EXISTS ${OUT}/exec_stalled.json)
-  message(FATAL_ERROR "a hung process: exit ${rc}, ${said} error lines\n${err}")
-endif()
+# for it in a collective, ends the run after --stall-timeout.
+fails("a hung process" REPORT ${OUT}/exec_stalled.json
+      TEXT "hetrl-exec: error: rank 0: no progress for 4 s (at task "
+      COMMAND ${CMAKE_COMMAND} -E env HETRL_EXEC_STALL_RANK=1 ${MPI} 2 ${EXEC} ${TP2} ${SCALE}
+              --stall-timeout 4 --report ${OUT}/exec_stalled.json)
