@@ -4,11 +4,12 @@
 Two processes (mpirun), each one core, stand for a node of two devices:
   1. hetrl-profile measures them (--backend cpu --quick) and hetrl-cluster makes the cluster;
   2. hetrl-plan plans the PPO workload of benchmarks/calibration_loop/ppo8.json on it;
-  3. that plan and three others, each run by hetrl-exec against the measured cluster (before):
+  3. that plan and four others, each run by hetrl-exec against the measured cluster (before):
      different grouping (generation on one device, every other task on the other), different
      TP (the fitted plan's layout with each task's TP changed between 1 and 2: two TP-1
      replicas where it has one of TP 2, and the other way) and different batch (the fitted
-     plan's layout over 16 prompts instead of 8). The runs go round by round, every plan in each
+     plan's layout over 16 prompts instead of 8), and a fourth with pipeline stages (every task
+     one replica of two stages, one on each device). The runs go round by round, every plan in each
      round, so that a slow spell of a shared machine does not fall on one plan. The first plan's
      run of the last round fits the profile (--fit-profile) on its own iterations and on its
      earlier rounds' reports (--fit-on): the fit draws on the whole loop's stretch of time, as
@@ -101,6 +102,22 @@ def other_tp(plan_path, out_path):
     json.dump(plan, open(out_path, "w"), indent=1)
 
 
+def pipelined(plan_path, out_path):
+    """The fitted plan with every task one replica of two pipeline stages, the first half of the
+    layers on the first device and the rest on the second."""
+    plan = json.load(open(plan_path))
+    first, second, both = devices(plan)
+    for group in plan["groups"]:
+        group["gpus"] = [both]
+        for task in group["tasks"].values():
+            layers = task["replicas"][0]["stages"][0]["layers"]
+            task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [first], "layers": layers // 2},
+                                                          {"gpus": [second], "layers": layers - layers // 2}]}]
+            if "zero_stage" in task:
+                task["zero_stage"] = 0
+    json.dump(plan, open(out_path, "w"), indent=1)
+
+
 def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
     run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", cluster, "--workload", workload, "--plan", plan,
                "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab", str(args.vocab),
@@ -132,10 +149,12 @@ def main():
     run([tool("hetrl-plan"), "--cluster", p("measured.json"), "--workload", ppo8, "-o", p("plan-fit.json")])
     grouped(p("plan-fit.json"), p("plan-groups.json"))
     other_tp(p("plan-fit.json"), p("plan-tp.json"))
+    pipelined(p("plan-fit.json"), p("plan-pp.json"))
     plans = [("fit (hybrid's plan)", ppo8, p("plan-fit.json")),
              ("grouping (generation on one device, the rest on the other)", ppo8, p("plan-groups.json")),
              ("TP (the fit's layout, each task's TP 1 <-> 2)", ppo8, p("plan-tp.json")),
-             ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json"))]
+             ("batch (the fit's layout, 16 prompts)", ppo16, p("plan-fit.json")),
+             ("pipeline (every task two stages, one a device)", ppo8, p("plan-pp.json"))]
 
     # Round by round, each plan in turn, every run against the measured cluster: a slow spell
     # of a shared machine falls on every plan alike instead of on one plan's runs. What a run
