@@ -462,7 +462,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // backward and reduce-scatters its gradients (fp32), each micro-batch; prefetching the next
   // layer hides them behind the compute as far as they are shorter.
   const bool gathers = training && train.zero_stage >= 3 && dp.replicas > 1;
-  double worst = -1;
+  double worst = -1, every = 0;  // the slowest stage's micro-batch, and all stages' together
   double worst_compute = 0, worst_tp = 0, worst_p2p = 0, worst_gather = 0;
   double optimizer = 0;
   for (int s = 0; s < pp; ++s) {
@@ -513,6 +513,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                                  compute);
     }
     const double total = compute + gather + tp + p2p;
+    every += total;
     if (total > worst) {
       worst = total;
       worst_compute = compute;
@@ -542,7 +543,12 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   }
   if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
-  if (pp > 1) out.add("pipeline bubble", steps * (pp - 1) * worst);
+  // The pipeline's fill and drain: each micro-batch flows through every stage, the slowest
+  // stage paces the rest, so a step takes (micro-batches - 1) of its micro-batches plus one
+  // through every stage (the flow shop's makespan, 1F1B's and GPipe's alike): beside the
+  // slowest stage's micro-batches, one of each other stage's. PP - 1 of the slowest's where
+  // the stages are even; less where one is slower (the last, with the language head).
+  if (pp > 1) out.add("pipeline bubble", steps * (every - worst));
   if (training) {
     out.add(train.optimizer_offload ? kOffloadedOptimizerStepTerm : kOptimizerStepTerm, steps * optimizer);
   }

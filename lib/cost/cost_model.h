@@ -12,8 +12,9 @@
 //     holds it), and the live batch follows the survival curve of the response-length
 //     distribution. The KV cache caps how many
 //     sequences run at once; beyond that, sequences queue (a steady phase at full batch).
-//   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, a
-//     bubble of (PP - 1) micro-batch times per flush, TP all-reduces per layer, pipeline
+//   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, paced
+//     by the slowest stage, and per flush a bubble of one micro-batch of every other stage
+//     ((PP - 1) micro-batch times where the stages are even), TP all-reduces per layer, pipeline
 //     sends between stages, and for training the optimizer step per mini-batch. A micro-batch
 //     is its GEMMs (at the GEMM efficiency for its tokens and width), its fused attention (at
 //     the attention efficiency), its element-wise work (at the memory bandwidth), the

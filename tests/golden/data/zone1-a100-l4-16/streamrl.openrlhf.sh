@@ -1,1 +1,1 @@
-refused: OpenRLHF 0.11.0 cannot run this plan as planned: its pools are on different GPU types (A100-SXM-80G, L4): OpenRLHF asks Ray for GPU counts, not for GPU types
+refused: OpenRLHF 0.11.0 cannot run this plan as planned: actor_train runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; actor_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; ref_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; its pools are on different GPU types (A100-SXM-80G, L4): OpenRLHF asks Ray for GPU counts, not for GPU types
