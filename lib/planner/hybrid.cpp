@@ -50,6 +50,14 @@ struct Move {
     // PPO-4B async within half the price: the optimum runs the reference's forward pass beside
     // generation on A100s and the reward's on L4s; hybrid had them the other way round).
     kExchange,
+    // Three tasks of three groups go round: the task to task `other`'s group (`to`), `other`
+    // to task `third`'s, `third` to the task's, each keeping its strategy where the nodes take
+    // it: on the paper's country network, PPO-14B async, hybrid ran the actor's forward pass
+    // beside generation, the reference's beside the actor's training and the reward's with the
+    // critic's tasks; the optimum runs the reward's beside generation, the actor's beside its
+    // training and the reference's with the critic's, on the same nodes. Either exchange on
+    // the way there is worse. Tried once converged, with the exchanges.
+    kRotate,
     // The task (a forward pass) moves to group `to` spread over more GPUs a replica, alone or
     // with one forward pass there spread too: forward passes hold their own copies of the
     // weights, so the move that fits may be the slower one (on the paper's region network,
@@ -68,14 +76,16 @@ struct Move {
   int task = 0;  // position in Candidate::tasks
   TaskChoice choice;
   int cls = 0;
-  int other = 0;  // kSwap: the class that comes back; kExchange: the other task
+  int other = 0;  // kSwap: the class that comes back; kExchange, kRotate: the other task
+  int third = 0;  // kRotate: the third task
   int from = 0;
   int to = 0;
   int nodes = 1;  // how many move
 
   // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
   bool regroups() const {
-    return kind == Kind::kRegroup || kind == Kind::kExchange || kind == Kind::kSpreadInto || kind == Kind::kNodes ||
+    return kind == Kind::kRegroup || kind == Kind::kExchange || kind == Kind::kRotate || kind == Kind::kSpreadInto ||
+           kind == Kind::kNodes ||
            kind == Kind::kSwap;
   }
 };
@@ -298,6 +308,10 @@ class Search {
   // reward's with the training: the actor's and the reference's exchanged first (as good), and
   // then the reference's and the reward's.
   double chain_exchange(Candidate& c, const Move& m, double tied);
+  // Tasks just moved, each in turn at its best strategy in its new group, the others as they
+  // are (their strategies came from their old groups' nodes and neighbours); keeps the best
+  // and returns its score (`score`: c's as it is).
+  double settle(Candidate& c, std::initializer_list<int> moved, double score);
   // Appends a move of `kind` to each other group for each task not alone in its group (each
   // forward pass, when `forward_passes`).
   void list_task_moves(Candidate& c, Move::Kind kind, bool forward_passes) const;
@@ -873,6 +887,25 @@ void Search::list_exchanges(Candidate& c) const {
       c.moves.push_back(m);
     }
   }
+  // Three tasks of three groups, round one way and the other (each triple once: i first).
+  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
+    for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+      for (std::size_t l = j + 1; l < c.tasks.size(); ++l) {
+        if (j <= i || l <= i) continue;
+        const int gi = c.task_group[i], gj = c.task_group[j], gl = c.task_group[l];
+        if (gi == gj || gj == gl || gi == gl) continue;
+        for (const auto& [other, third] : {std::pair{j, l}, std::pair{l, j}}) {
+          Move m;
+          m.kind = Move::Kind::kRotate;
+          m.task = static_cast<int>(i);
+          m.other = static_cast<int>(other);
+          m.third = static_cast<int>(third);
+          m.to = c.task_group[other];
+          c.moves.push_back(m);
+        }
+      }
+    }
+  }
   list_task_moves(c, Move::Kind::kSpreadInto, true);
   // A group's forward passes laid out alike, where the group also trains (else the sweep's
   // uniform layouts are these).
@@ -918,6 +951,24 @@ double Search::chain_exchange(Candidate& c, const Move& m, double tied) {
     }
   }
   return tied;
+}
+
+double Search::settle(Candidate& c, std::initializer_list<int> moved, double score) {
+  for (const int i : moved) {
+    const std::size_t task = static_cast<std::size_t>(i);
+    TaskChoice best = c.choices[task];
+    for (const TaskChoice& choice :
+         task_choices(model_, models_, params_.space, c.tasks[task], group_nodes(c, c.task_group[task]))) {
+      c.choices[task] = choice;
+      const double s = evaluate(c);
+      if (s > score) {
+        score = s;
+        best = choice;
+      }
+    }
+    c.choices[task] = best;
+  }
+  return score;
 }
 
 void Search::list_task_moves(Candidate& c, Move::Kind kind, bool forward_passes) const {
@@ -1423,7 +1474,7 @@ void Search::search(Candidate& c, long long budget) {
       }
       // The perturbation below draws node moves from a full sweep's list.
       if (c.moves.empty() || c.moves.front().kind == Move::Kind::kExchange ||
-          c.moves.front().kind == Move::Kind::kForwardsAlike) {
+          c.moves.front().kind == Move::Kind::kRotate || c.moves.front().kind == Move::Kind::kForwardsAlike) {
         next_sweep(c);
       }
       // Converged: perturb (a random strategy for every task, a few random node moves) and
@@ -1480,6 +1531,12 @@ void Search::search(Candidate& c, long long budget) {
         std::swap(c.task_group[m.task], c.task_group[m.other]);
         laid_out = repair(c);
         break;
+      case Move::Kind::kRotate:
+        c.task_group[m.task] = task_group[m.other];
+        c.task_group[m.other] = task_group[m.third];
+        c.task_group[m.third] = task_group[m.task];
+        laid_out = repair(c);
+        break;
       case Move::Kind::kSpreadInto:
         c.task_group[m.task] = m.to;
         laid_out = repair(c);
@@ -1530,6 +1587,10 @@ void Search::search(Candidate& c, long long budget) {
         std::abs(s - c.current) <= 1e-12 * std::abs(c.current)) {
       s = chain_exchange(c, m, s);
     }
+    if (m.kind == Move::Kind::kRotate) {
+      s = settle(c, {m.task, m.other, m.third}, s);
+      overflow = s == kWorst ? overflow : 0;
+    }
     if (m.kind == Move::Kind::kSpreadInto) {
       const double moved = s;
       s = spread_into(c, m.task, s, budget);
@@ -1540,8 +1601,8 @@ void Search::search(Candidate& c, long long budget) {
     // the new ones, nor a mix of GPU types).
     if (s == kWorst && m.regroups()) {
       const bool tasks_moved = m.kind == Move::Kind::kRegroup || m.kind == Move::Kind::kExchange ||
-                               m.kind == Move::Kind::kSpreadInto;
-      for (const int g : {m.to, tasks_moved ? task_group[m.task] : m.from}) {
+                               m.kind == Move::Kind::kRotate || m.kind == Move::Kind::kSpreadInto;
+      for (const int g : {m.to, tasks_moved ? task_group[m.task] : m.from, m.kind == Move::Kind::kRotate ? task_group[m.third] : -1}) {
         if (g >= 0 && s == kWorst) std::tie(s, overflow) = relayout(c, g, s, overflow, budget);
       }
     }
