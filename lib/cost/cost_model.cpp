@@ -548,7 +548,9 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // through every stage (the flow shop's makespan, 1F1B's and GPipe's alike): beside the
   // slowest stage's micro-batches, one of each other stage's. PP - 1 of the slowest's where
   // the stages are even; less where one is slower (the last, with the language head).
-  if (pp > 1) out.add("pipeline bubble", steps * (every - worst));
+  // (A stage of no finite time leaves the bubble none either: infinite less infinite is no
+  // number.)
+  if (pp > 1) out.add("pipeline bubble", steps * (std::isfinite(every) ? every - worst : every));
   if (training) {
     out.add(train.optimizer_offload ? kOffloadedOptimizerStepTerm : kOptimizerStepTerm, steps * optimizer);
   }
