@@ -82,40 +82,42 @@ def grouped(plan_path, out_path):
     json.dump(out, open(out_path, "w"), indent=1)
 
 
-def other_tp(plan_path, out_path):
-    """The fitted plan with each task's TP changed: one TP-2 replica over both devices becomes
-    two TP-1 replicas, one on each, and two TP-1 replicas become one of TP 2."""
+def relaid(plan_path, out_path, lay):
+    """The fitted plan over both devices, each task's replicas as lay(task, layers, first,
+    second, both) sets them."""
     plan = json.load(open(plan_path))
     first, second, both = devices(plan)
     for group in plan["groups"]:
         group["gpus"] = [both]
         for task in group["tasks"].values():
-            layers = task["replicas"][0]["stages"][0]["layers"]
-            if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
-                task["replicas"] = [replica(gpu, layers, 0.5) for gpu in (first, second)]
-                # hetrl-exec keeps the whole optimizer state in every replica and all-reduces
-                # the gradients, whatever ZeRO stage a plan names: predict what it runs.
-                if "zero_stage" in task:
-                    task["zero_stage"] = 0
-            else:
-                task["replicas"] = [replica(both, layers)]
+            lay(task, task["replicas"][0]["stages"][0]["layers"], first, second, both)
     json.dump(plan, open(out_path, "w"), indent=1)
+
+
+def other_tp(plan_path, out_path):
+    """The fitted plan with each task's TP changed: one TP-2 replica over both devices becomes
+    two TP-1 replicas, one on each, and two TP-1 replicas become one of TP 2."""
+    def lay(task, layers, first, second, both):
+        if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
+            task["replicas"] = [replica(gpu, layers, 0.5) for gpu in (first, second)]
+            # hetrl-exec keeps the whole optimizer state in every replica and all-reduces
+            # the gradients, whatever ZeRO stage a plan names: predict what it runs.
+            if "zero_stage" in task:
+                task["zero_stage"] = 0
+        else:
+            task["replicas"] = [replica(both, layers)]
+    relaid(plan_path, out_path, lay)
 
 
 def pipelined(plan_path, out_path):
     """The fitted plan with every task one replica of two pipeline stages, the first half of the
     layers on the first device and the rest on the second."""
-    plan = json.load(open(plan_path))
-    first, second, both = devices(plan)
-    for group in plan["groups"]:
-        group["gpus"] = [both]
-        for task in group["tasks"].values():
-            layers = task["replicas"][0]["stages"][0]["layers"]
-            task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [first], "layers": layers // 2},
-                                                          {"gpus": [second], "layers": layers - layers // 2}]}]
-            if "zero_stage" in task:
-                task["zero_stage"] = 0
-    json.dump(plan, open(out_path, "w"), indent=1)
+    def lay(task, layers, first, second, both):
+        task["replicas"] = [{"share": 1.0, "stages": [{"gpus": [first], "layers": layers // 2},
+                                                      {"gpus": [second], "layers": layers - layers // 2}]}]
+        if "zero_stage" in task:
+            task["zero_stage"] = 0
+    relaid(plan_path, out_path, lay)
 
 
 def exec_run(args, cluster, workload, plan, report, extra=(), iterations=None):
