@@ -163,15 +163,12 @@ class Runner {
     for (const int task : graph_.gpu_tasks()) {
       const plan::TaskPlacement& p = placement(task);
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
-      std::vector<std::vector<int>>& members = members_[task];
       std::vector<ReplicaRanks>& placed = ranks_[task];
       for (std::size_t r = 0; r < p.replicas.size(); ++r) {
         ReplicaRanks ranks;
-        std::vector<int> all;
         for (const plan::Stage& stage : p.replicas[r].stages) {
           std::vector<int>& column = ranks.emplace_back();
           for (const int device : stage.devices) column.push_back(rank_of.at(plan::Gpu{stage.node, device}));
-          all.insert(all.end(), column.begin(), column.end());
         }
         const int tp = tp_of(p.replicas[r]);
         if (t.kind == TaskKind::kTrain && tp > 1) {
@@ -192,7 +189,6 @@ class Runner {
                                            "layout of a model over processes",
                                            t.name, split(0), split(r)));
         }
-        members.push_back(std::move(all));
         placed.push_back(std::move(ranks));
       }
     }
@@ -229,13 +225,14 @@ class Runner {
 
   // A replica's processes: stage by stage, each stage's by shard.
   using ReplicaRanks = std::vector<std::vector<int>>;
-  // Where this process is in a replica (stage -1: not in it).
+  // Where a process is in a replica (stage -1: not in it); this process by default.
   struct Where {
     int stage = -1, shard = -1;
   };
-  Where where(const ReplicaRanks& ranks) const {
+  Where where(const ReplicaRanks& ranks) const { return where(ranks, rank_); }
+  static Where where(const ReplicaRanks& ranks, int rank) {
     for (std::size_t g = 0; g < ranks.size(); ++g) {
-      const auto at = std::find(ranks[g].begin(), ranks[g].end(), rank_);
+      const auto at = std::find(ranks[g].begin(), ranks[g].end(), rank);
       if (at != ranks[g].end()) return {static_cast<int>(g), static_cast<int>(at - ranks[g].begin())};
     }
     return {};
@@ -246,14 +243,20 @@ class Runner {
     for (const plan::Stage& s : placement(task).replicas[r].stages) out.push_back(s.layers);
     return out;
   }
+  // Each of a replica's stages' layers, by their index in the whole model.
+  std::vector<Transformer::Layers> layer_spans(int task, std::size_t r) const {
+    std::vector<Transformer::Layers> out;
+    int first = 0;
+    for (const int layers : stage_layers(task, r)) {
+      out.push_back({first, layers});
+      first += layers;
+    }
+    return out;
+  }
   // The process whose results of replica r stand for the replica's: its last stage's first.
   int result_lead(int task, std::size_t r) const { return ranks_.at(task)[r].back().front(); }
 
-  bool mine(int task, std::size_t r) const {
-    if (!multi()) return true;
-    const std::vector<int>& m = members_.at(task)[r];
-    return std::find(m.begin(), m.end(), rank_) != m.end();
-  }
+  bool mine(int task, std::size_t r) const { return !multi() || where(ranks_.at(task)[r]).stage >= 0; }
 
   // Where a replica's model lives: its TP layout, and under mpirun its processes stage by
   // stage (which name the layout's copy: another task's replica on the same processes in the
@@ -281,9 +284,9 @@ class Runner {
       l.stages = static_cast<int>(ranks.size());
       if (l.tp > 1) l.comm = tp_comms_.at({task, r, at.stage}).get();
       if (l.stages > 1) {
-        const std::vector<int> layers = stage_layers(task, r);
-        l.first_layer = std::accumulate(layers.begin(), layers.begin() + at.stage, 0);
-        l.layers = layers[static_cast<std::size_t>(at.stage)];
+        const Transformer::Layers held = layer_spans(task, r)[static_cast<std::size_t>(at.stage)];
+        l.first_layer = held.first;
+        l.layers = held.count;
         l.pipe = pipe_comms_.at({task, r}).get();
       }
     }
@@ -302,9 +305,8 @@ class Runner {
     l.ranks = {-2};
     const auto task = trainer_task_.find(i);
     if (task == trainer_task_.end()) return l;
-    const std::vector<std::vector<int>>& members = members_.at(task->second);
-    for (std::size_t r = 0; r < members.size(); ++r) {
-      if (std::find(members[r].begin(), members[r].end(), rank_) != members[r].end()) return layout(task->second, r);
+    for (std::size_t r = 0; r < ranks_.at(task->second).size(); ++r) {
+      if (mine(task->second, r)) return layout(task->second, r);
     }
     return l;
   }
@@ -329,7 +331,7 @@ class Runner {
     Transformer& copy = model_for(role, source);
     const int task = trainer_task_.at(i);
     const ReplicaRanks& owners = ranks_.at(task).front();
-    const std::vector<int> layers = stage_layers(task, 0);
+    const std::vector<Transformer::Layers> spans = layer_spans(task, 0);
     std::map<std::string, Transformer::Tensor> trained;
     if (where(owners).stage >= 0) {
       for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) trained[p.name] = p;
@@ -343,12 +345,8 @@ class Runner {
       std::size_t stage = p.name == "embedding" ? 0 : owners.size() - 1;
       if (p.name.rfind("layer.", 0) == 0) {
         const int layer = std::stoi(p.name.substr(6));
-        for (int end = 0, g = 0; g < static_cast<int>(layers.size()); ++g) {
-          end += layers[static_cast<std::size_t>(g)];
-          if (layer < end) {
-            stage = static_cast<std::size_t>(g);
-            break;
-          }
+        for (std::size_t g = 0; g < spans.size(); ++g) {
+          if (layer >= spans[g].first && layer < spans[g].first + spans[g].count) stage = g;
         }
       }
       const int owner = owners.at(stage).at(static_cast<std::size_t>(shard));
@@ -388,19 +386,13 @@ class Runner {
           const int p = readers[r][g][static_cast<std::size_t>(d)];
           std::size_t source = trainers.size();
           for (std::size_t k = 0; k < trainers.size() && source == trainers.size(); ++k) {
-            if (std::find(members_.at(trainer)[k].begin(), members_.at(trainer)[k].end(), p) != members_.at(trainer)[k].end()) {
-              source = k;
-            }
+            if (where(trainers[k], p).stage >= 0) source = k;
           }
           if (source == trainers.size()) source = turn++ % trainers.size();
           const ReplicaRanks& owners = trainers[source];
           // The tensors every shard holds whole come from this process's own training shard,
           // else from the replica's first.
-          int whole_from = 0;
-          for (const std::vector<int>& column : owners) {
-            const auto own = std::find(column.begin(), column.end(), p);
-            if (own != column.end()) whole_from = static_cast<int>(own - column.begin());
-          }
+          const int whole_from = std::max(0, where(owners, p).shard);
           for (std::size_t h = 0; h < owners.size(); ++h) {
             for (int s = 0; s < from_tp; ++s) {
               const int q = owners[h][static_cast<std::size_t>(s)];
@@ -425,16 +417,6 @@ class Runner {
       }
     }
     b_.synchronize();
-  }
-  // Each of a replica's stages' layers under mpirun.
-  std::vector<Transformer::Layers> layer_spans(int task, std::size_t r) const {
-    std::vector<Transformer::Layers> out;
-    int first = 0;
-    for (const int layers : stage_layers(task, r)) {
-      out.push_back({first, layers});
-      first += layers;
-    }
-    return out;
   }
 
   // Under mpirun, after a GPU task: each replica's results from its last stage's first process
@@ -681,10 +663,10 @@ class Runner {
   std::vector<MicroBatch> micro_batches(std::vector<std::size_t> members, std::size_t least) const {
     std::stable_sort(members.begin(), members.end(),
                      [&](std::size_t a, std::size_t b) { return samples_[a].tokens.size() < samples_[b].tokens.size(); });
+    const double budget = model_.params().micro_batch_tokens;
     double total = 0;
     for (const std::size_t i : members) total += static_cast<double>(samples_[i].tokens.size());
-    const bool even = members.size() >= least && std::ceil(total / model_.params().micro_batch_tokens) < static_cast<double>(least);
-    const double budget = model_.params().micro_batch_tokens;
+    const bool even = members.size() >= least && std::ceil(total / budget) < static_cast<double>(least);
     std::vector<MicroBatch> out;
     double tokens = 0, seen = 0;
     for (std::size_t k = 0; k < members.size(); ++k) {
@@ -997,19 +979,20 @@ class Runner {
             });
             return dout;
           };
+          const std::vector<MicroBatch> batches = micro_batches(parts[r], placement(task).replicas[r]);
           if (here.pipe) {
             // Stages over processes run GPipe's schedule: every micro-batch's forward, then
             // every backward, so that the stages work on different micro-batches at once (the
             // same bubble as 1F1B's, with every micro-batch's activations held until its
             // backward). Blocking sends cannot deadlock: each phase's rows go one way.
             std::vector<std::vector<float>> douts;
-            for (const MicroBatch& mb : micro_batches(parts[r], placement(task).replicas[r])) douts.push_back(forward(mb));
+            for (const MicroBatch& mb : batches) douts.push_back(forward(mb));
             for (const std::vector<float>& dout : douts) model.backward(dout);
             // The passes end for every stage when the first stage's last backward does (the
             // pipeline's flush, which the cost model's bubble prices).
             here.pipe->barrier();
           } else {
-            for (const MicroBatch& mb : micro_batches(parts[r], placement(task).replicas[r])) model.backward(forward(mb));
+            for (const MicroBatch& mb : batches) model.backward(forward(mb));
           }
           const double spent = watch.seconds();
           seconds[r] += spent;
@@ -1103,15 +1086,14 @@ class Runner {
   std::array<const workload::ModelArch*, 4> archs_{};  // per role, where it has a model
   std::array<int, 4> trainer_tp_{1, 1, 1, 1};          // per role: its training's TP
   std::array<int, 4> version_{};                       // per role: optimiser steps taken
-  // (role, TP, the layout's first process): every layout of every role here, and the version
-  // of the role's weights it holds.
+  // By ModelKey (role, TP, layers, processes): every layout of every role here, and the
+  // version of the role's weights it holds.
   std::map<ModelKey, std::unique_ptr<Transformer>> models_;
   std::map<ModelKey, int> held_;
   std::map<ModelKey, std::unique_ptr<Transformer>> rollouts_;  // generation's (the actor's keys)
   // Under mpirun.
   device::Communicator* comm_ = nullptr;
   int rank_ = 0;
-  std::map<int, std::vector<std::vector<int>>> members_;  // per GPU task: each replica's processes
   std::map<int, std::vector<ReplicaRanks>> ranks_;        // per GPU task: each replica's, by stage and shard
   std::map<std::tuple<int, std::size_t, int>, std::unique_ptr<device::Communicator>> tp_comms_;  // (task, replica, stage)
   std::map<std::pair<int, std::size_t>, std::unique_ptr<device::Communicator>> pipe_comms_;  // (task, replica): this shard's

@@ -112,7 +112,7 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
   // Every stage draws every tensor's seed in the same order and makes the ones it holds, so a
   // stage's weights are the whole model's there. The last stage's copy of a tied embedding is
   // the first's.
-  const bool ties = arch_.tied_embeddings && head_ == Head::kLanguage;
+  const bool ties = tied_head();
   const auto held_weight = [&](bool holds, std::size_t count) {
     if (holds) return make_weight(count, kWeightBound);
     next_seed();
@@ -183,7 +183,7 @@ std::vector<Transformer::Tensor> Transformer::parameters() {
   add("embedding", embedding_);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& w = layers_[l];
-    const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
+    const std::string p = layer_prefix(l);
     add(p + "attn_norm", w.attn_norm);
     add(p + "q_norm", w.q_norm);
     add(p + "k_norm", w.k_norm);
@@ -236,7 +236,7 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Laye
   const auto whole_tensor = [&](Weight w, int layer, std::size_t n, bool gives, bool takes) {
     if (whole && gives && takes) out.push_back({w, layer, 0, n, 0, n, n, 1});
   };
-  const bool ties = arch_.tied_embeddings && head_ == Head::kLanguage;
+  const bool ties = tied_head();
   // A sharded tensor's slice [first, first + count) of the whole one: along its rows (`width`
   // elements a row), one contiguous run, or along its columns (`width` rows), a run a row.
   struct Slice {
@@ -323,6 +323,10 @@ const Buffer& Transformer::weight(Weight w, int layer, int shard) const {
     case Weight::kUp: return s.w_up;
     default: return s.w_down;
   }
+}
+
+std::string Transformer::layer_prefix(std::size_t local) const {
+  return fmt::format("layer.{}.", first_layer_ + static_cast<int>(local));
 }
 
 const Transformer::Layer& Transformer::layer(int index) const {
@@ -931,7 +935,7 @@ void Transformer::backward(const std::vector<float>& doutput) {
   for (std::size_t l = layers_.size(); l-- > 0;) {
     const Layer& w = layers_[l];
     const Saved& saved = pass.saved[l];
-    const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
+    const std::string p = layer_prefix(l);
     // The MLP: x_out = x_mid + sum over shards of down_s(swiglu(gate_s(h2), up_s(h2))),
     // h2 = norm(x_mid); each shard's part of d h2 adds up in dtmp, and over the processes.
     for (std::size_t s = 0; s < shards_.size(); ++s) {
@@ -1021,7 +1025,7 @@ void Transformer::begin_step() {
   ++steps_;
   // A tied embedding split over stages: the head's gradient on the last stage's copy and the
   // input's on the first's make one gradient, summed into both, which step alike.
-  if (!(first_stage() && last_stage()) && arch_.tied_embeddings && head_ == Head::kLanguage) {
+  if (!(first_stage() && last_stage()) && tied_head()) {
     Buffer& g = grad("embedding");
     hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(g.as<float>(), g.bytes() / sizeof(float));
   }
@@ -1030,7 +1034,7 @@ void Transformer::begin_step() {
   if (arch_.qk_norm && options_.tp.all_reduce) {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       for (const char* norm : {"q_norm", "k_norm"}) {
-        Buffer& g = grad(fmt::format("layer.{}.{}", first_layer_ + static_cast<int>(l), norm));
+        Buffer& g = grad(layer_prefix(l) + norm);
         options_.tp.all_reduce(DType::kF32, g.data(), g.bytes() / sizeof(float));
       }
     }
@@ -1041,7 +1045,7 @@ void Transformer::begin_step() {
       throw std::logic_error("transformer: training kv heads copied over processes is not supported");
     }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const std::string p = fmt::format("layer.{}.", first_layer_ + static_cast<int>(l));
+      const std::string p = layer_prefix(l);
       for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
         if (!arch_.qkv_bias && tensor[0] == 'b') continue;
         for (std::size_t a = 0; a < shards_.size(); ++a) {

@@ -311,6 +311,10 @@ class Transformer {
                             bool whole) const;
   std::size_t local_shard(int index) const;  // where shards_ holds shard `index`
   const Layer& layer(int index) const;       // by its index in the whole model
+  // The parameter names' prefix of layers_[local]: "layer.N." with N its index in the whole model.
+  std::string layer_prefix(std::size_t local) const;
+  // The language head is the embedding (tied): a pipeline's last stage holds a copy of it.
+  bool tied_head() const { return arch_.tied_embeddings && head_ == Head::kLanguage; }
   const device::Buffer& weight(Weight w, int layer, int shard) const;
   device::Buffer& weight(Weight w, int layer, int shard);
   void check_reshard(const Transformer& from) const;

@@ -889,9 +889,8 @@ void Search::list_exchanges(Candidate& c) const {
   }
   // Three tasks of three groups, round one way and the other (each triple once: i first).
   for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    for (std::size_t j = 0; j < c.tasks.size(); ++j) {
+    for (std::size_t j = i + 1; j < c.tasks.size(); ++j) {
       for (std::size_t l = j + 1; l < c.tasks.size(); ++l) {
-        if (j <= i || l <= i) continue;
         const int gi = c.task_group[i], gj = c.task_group[j], gl = c.task_group[l];
         if (gi == gj || gj == gl || gi == gl) continue;
         for (const auto& [other, third] : {std::pair{j, l}, std::pair{l, j}}) {
