@@ -244,7 +244,8 @@ std::vector<io::ExecRecord> earlier_runs(const std::vector<std::string>& paths, 
 void pool(const io::ExecRecord& r, const workload::TaskGraph& graph, exec::CalibrationInputs& fit) {
   const std::size_t tasks = graph.tasks.size();
   for (int i = 0; i < r.iterations; ++i) {
-    std::vector<double> seconds(tasks, -1.0), steps(tasks, -1.0), prefills(tasks, -1.0);
+    std::vector<double> seconds(tasks, -1.0), steps(tasks, -1.0), prefills(tasks, -1.0), all_reduce(tasks, 0.0);
+    std::vector<long long> all_reduces(tasks, 0);
     for (const io::ExecRecord::Task& t : r.tasks) {
       const int task = graph.find(t.name);
       if (task < 0) continue;  // the same workload: never
@@ -253,10 +254,16 @@ void pool(const io::ExecRecord& r, const workload::TaskGraph& graph, exec::Calib
       if (t.seconds[at] > 0) seconds[k] = t.seconds[at];
       if (!t.optimizer_steps.empty()) steps[k] = t.optimizer_steps[at];
       if (!t.prefills.empty()) prefills[k] = t.prefills[at];
+      if (!t.decode_all_reduces.empty()) {
+        all_reduce[k] = t.decode_all_reduce[at];
+        all_reduces[k] = t.decode_all_reduces[at];
+      }
     }
     fit.measured.push_back(std::move(seconds));
     fit.optimizer_steps.push_back(std::move(steps));
     fit.prefills.push_back(std::move(prefills));
+    fit.decode_all_reduce.push_back(std::move(all_reduce));
+    fit.decode_all_reduces.push_back(std::move(all_reduces));
     fit.iteration_of.push_back(i);
   }
 }
@@ -314,8 +321,8 @@ int main(int argc, char** argv) {
       ->check(apps::finite_range(1, 1e6))->capture_default_str();
   app.add_option("--fit-profile", fit_path,
                  "Fit the run's GPU type's pass and optimizer efficiencies and decode step overhead on the measured "
-                 "tasks, and write them with its figures as a profile (hetrl.profile/v2) for hetrl-cluster "
-                 "--from-profile");
+                 "tasks (and the seconds of a decode step's TP all-reduce where mpirun's processes timed them), "
+                 "and write them with its figures as a profile (hetrl.profile/v2) for hetrl-cluster --from-profile");
   std::vector<std::string> fit_on;
   app.add_option("--fit-on", fit_on,
                  "With --fit-profile: also fit on the measured iterations of these earlier runs' reports "
@@ -484,18 +491,24 @@ int main(int argc, char** argv) {
     // measured (exec/calibrate.h), as a profile of that type.
     std::optional<exec::Calibration> calibration;
     if (!fit_path.empty()) {
-      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}, {}};
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}, {}, {}, {}};
       for (std::size_t i = 0; i < run.iterations.size(); ++i) {
-        std::vector<double> seconds, steps, prefills;
+        std::vector<double> seconds, steps, prefills, all_reduce;
+        std::vector<long long> all_reduces;
         for (const exec::TaskMeasurement& t : run.iterations[i].tasks) {
           seconds.push_back(t.ran ? t.seconds : -1.0);
           // 0 without parts: not fitted on.
           steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);
-          prefills.push_back(t.ran ? exec::slowest_generation_parts(t).prefill : -1.0);
+          const exec::GenerationParts generation = t.ran ? exec::slowest_generation_parts(t) : exec::GenerationParts{};
+          prefills.push_back(t.ran ? generation.prefill : -1.0);
+          all_reduce.push_back(generation.decode_all_reduce);
+          all_reduces.push_back(generation.decode_all_reduces);
         }
         fit.measured.push_back(std::move(seconds));
         fit.optimizer_steps.push_back(std::move(steps));
         fit.prefills.push_back(std::move(prefills));
+        fit.decode_all_reduce.push_back(std::move(all_reduce));
+        fit.decode_all_reduces.push_back(std::move(all_reduces));
         fit.iteration_of.push_back(static_cast<int>(i));
       }
       for (const io::ExecRecord& r : earlier) pool(r, graph, fit);
@@ -519,6 +532,7 @@ int main(int argc, char** argv) {
       profile.decode_step_overhead = calibration->decode_step_overhead;
       profile.copy_efficiency = calibration->copy_efficiency;
       profile.prefill_efficiency = calibration->prefill_efficiency;
+      profile.decode_allreduce = calibration->decode_allreduce;
       hw::GpuProfile::Calibration c{plan_path, static_cast<int>(fit_iterations(settings.iterations, earlier)),
                                     1 + static_cast<int>(earlier.size()), {}};
       for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
@@ -589,6 +603,10 @@ int main(int argc, char** argv) {
       if (calibration->prefills > 0) {
         fmt::print(text, "prefill efficiency {:.3f} (on the prefills of {} generation task{})\n",
                    *calibration->prefill_efficiency, calibration->prefills, calibration->prefills == 1 ? "" : "s");
+      }
+      if (calibration->decode_allreduce) {
+        fmt::print(text, "decode TP all-reduce {:.3g} ms (measured: {} of them)\n",
+                   *calibration->decode_allreduce / core::kMillisecond, calibration->decode_all_reduces);
       }
       if (!calibration->copy_held) {
         fmt::print(text, "weight copy efficiency {:.3f} (on the weight sync's copies on the devices)\n",

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace hetrl::cost {
 namespace {
@@ -247,9 +248,11 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
                              (g.memory_bandwidth * g.efficiency.memory);
     if (stage.tp > 1) {
       // 2 all-reduces per layer of batch x hidden bf16 values: latency + volume / bandwidth.
-      // Decode's all-reduces are small: NCCL's low-latency protocol.
+      // Decode's all-reduces are small: NCCL's low-latency protocol, or what a run measured
+      // one to take on the type (its processes' wait for the slowest with it).
       const hw::IntraNodeLink& link = cluster_.nodes[stage.node].intra_node;
-      d.tp_fixed = 2.0 * stage.layers * small_allreduce_latency(stage.node, stage.tp);
+      const std::optional<double>& measured = g.efficiency.decode_allreduce;
+      d.tp_fixed = 2.0 * stage.layers * (measured ? *measured : small_allreduce_latency(stage.node, stage.tp));
       d.tp_per_sequence = 2.0 * stage.layers * allreduce_volume(link, stage.tp) * shape.hidden * kBf16 /
                           (link.bandwidth * params_.small_collective_efficiency);
     }
@@ -426,7 +429,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
   if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);
   if (decode.overhead > 0) out.add("decode steps' engine overhead (scheduling, sampling)", decode.overhead);
-  if (decode.tp > 0) out.add("decode TP all-reduce", decode.tp);
+  if (decode.tp > 0) out.add(kDecodeAllReduceTerm, decode.tp);
   if (decode.p2p > 0) out.add("decode pipeline sends", decode.p2p);
   return out.total();
 }

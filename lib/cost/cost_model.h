@@ -83,6 +83,7 @@ inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
+inline constexpr char kDecodeAllReduceTerm[] = "decode TP all-reduce";
 // And the weight sync's inside a group.
 inline constexpr char kWeightCopyTerm[] = "weight copy on the GPU";
 inline constexpr char kWeightGatherTerm[] = "weight gather over the node's links";

@@ -100,6 +100,8 @@ class Fit {
   }
 
   bool held(int k) const { return held_[static_cast<std::size_t>(k)]; }
+  // The decode all-reduce's measured seconds, in every simulation from now on.
+  void measured_decode_allreduce(double seconds) { decode_allreduce_ = seconds; }
 
   // Measured iteration i's index among its run's.
   int iteration(std::size_t i) const {
@@ -132,6 +134,7 @@ class Fit {
     e.decode_step_overhead = v[2];
     e.copy = v[3];
     e.prefill = v[4];
+    if (decode_allreduce_) e.decode_allreduce = *decode_allreduce_;
     const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
     params.iterations = in_.warmup + iterations_;
@@ -182,6 +185,7 @@ class Fit {
   bool steps_measured_;                // the run's optimizer steps are fitted on: price them
   bool prefills_measured_;             // and its prefills
   int iterations_ = 0;                 // the measured iterations' most in one run
+  std::optional<double> decode_allreduce_;
 };
 
 }  // namespace
@@ -230,6 +234,7 @@ GenerationParts predicted_generation_parts(std::span<const cost::Breakdown::Term
     const std::string_view name = term.name;
     (name == cost::kPrefillComputeTerm || name == cost::kPrefillAllReduceTerm ? parts.prefill : parts.decode) +=
         term.seconds;
+    if (name == cost::kDecodeAllReduceTerm) parts.decode_all_reduce += term.seconds;
   }
   return parts;
 }
@@ -238,7 +243,12 @@ GenerationParts slowest_generation_parts(const TaskMeasurement& m) {
   if (m.replica_prefill_seconds.empty() || m.replica_prefill_seconds.size() != m.replica_seconds.size()) return {};
   const auto slowest = std::max_element(m.replica_seconds.begin(), m.replica_seconds.end());
   const auto r = static_cast<std::size_t>(slowest - m.replica_seconds.begin());
-  return {m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r])};
+  GenerationParts parts{m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r])};
+  if (r < m.replica_decode_collective_seconds.size() && r < m.replica_decode_collective_calls.size()) {
+    parts.decode_all_reduce = m.replica_decode_collective_seconds[r];
+    parts.decode_all_reduces = m.replica_decode_collective_calls[r];
+  }
+  return parts;
 }
 
 namespace {
@@ -260,7 +270,7 @@ std::vector<TaskPart> parts_of(const Parts& expected, Parts (*slowest)(const Tas
   }
   std::vector<TaskPart> out;
   for (const PartField<Parts>& f : fields) {
-    TaskPart part{f.key, f.label, f.data_parallel, expected.*f.member, {}};
+    TaskPart part{f.key, f.label, f.data_parallel, expected.*f.member, {}, {}};
     for (const Parts& m : measured) part.measured.push_back(m.*f.member);
     out.push_back(std::move(part));
   }
@@ -273,8 +283,20 @@ std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::
                                  const RunResult& run, std::size_t task) {
   if (kind == workload::TaskKind::kGenerate) {
     using P = GenerationParts;
-    return parts_of<P>(predicted_generation_parts(terms), &slowest_generation_parts, run, task,
-                       {{"prefill", "prefill", false, &P::prefill}, {"decode", "decode steps", false, &P::decode}});
+    const P expected = predicted_generation_parts(terms);
+    std::vector<TaskPart> parts =
+        parts_of<P>(expected, &slowest_generation_parts, run, task,
+                    {{"prefill", "prefill", false, &P::prefill}, {"decode", "decode steps", false, &P::decode}});
+    if (run.collectives_timed && expected.decode_all_reduce > 0) {
+      TaskPart all_reduce = parts_of<P>(expected, &slowest_generation_parts, run, task,
+                                        {{"decode_all_reduce", "decode TP all-reduce", false, &P::decode_all_reduce}})
+                                .front();
+      for (const IterationMeasurement& it : run.iterations) {
+        if (it.tasks[task].ran) all_reduce.calls.push_back(slowest_generation_parts(it.tasks[task]).decode_all_reduces);
+      }
+      parts.push_back(std::move(all_reduce));
+    }
+    return parts;
   }
   if (kind == workload::TaskKind::kTrain) {
     using P = TrainParts;
@@ -364,7 +386,18 @@ Calibration calibrate(const CalibrationInputs& in) {
 
   Figures x{};
   const Simulated before = fit.simulate(x);
-  std::vector<double> r = residuals(before);
+  // The decode steps' timed TP all-reduces: their seconds over their count.
+  double all_reduce_seconds = 0;
+  long long all_reduces = 0;
+  for (std::size_t i = 0; i < in.decode_all_reduce.size() && i < in.decode_all_reduces.size(); ++i) {
+    for (std::size_t t = 0; t < in.decode_all_reduce[i].size() && t < in.decode_all_reduces[i].size(); ++t) {
+      if (in.decode_all_reduces[i][t] <= 0) continue;
+      all_reduce_seconds += in.decode_all_reduce[i][t];
+      all_reduces += in.decode_all_reduces[i][t];
+    }
+  }
+  if (all_reduces > 0) fit.measured_decode_allreduce(all_reduce_seconds / static_cast<double>(all_reduces));
+  std::vector<double> r = residuals(all_reduces > 0 ? fit.simulate(x) : before);
   double best = objective(r, x);
   for (int iteration = 0; iteration < kIterations; ++iteration) {
     // The Jacobian of the residuals in the figures' logarithms, by backward differences (an
@@ -423,6 +456,10 @@ Calibration calibrate(const CalibrationInputs& in) {
   const double type_prefill = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.prefill;
   if (!fit.held(4) || type_prefill > 0) out.prefill_efficiency = v[4];
   out.prefills = static_cast<int>(prefills.size());
+  if (all_reduces > 0) {
+    out.decode_allreduce = all_reduce_seconds / static_cast<double>(all_reduces);
+    out.decode_all_reduces = all_reduces;
+  }
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
     out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});

@@ -20,6 +20,11 @@
 //     the prefills the run timed apart (each generation task's slowest replica's, against the
 //     cost model's prefill terms; held without them), so that the decode step overhead is left
 //     to explain the decode steps alone.
+// Before them, where the run timed its decode steps' tensor-parallel all-reduces (under mpirun
+// on MPI), the seconds one takes (hw::Efficiency::decode_allreduce) is measured outright: their
+// seconds over their count. On a shared host most of it is the wait for the group's slowest
+// process at each of a step's 2 x layers all-reduces, which the TP 1 plans do not pay: left to
+// the decode step overhead, it would price every plan's steps as the fitted plan's TP does.
 // It minimises the squared log ratios of simulated to measured task seconds (each task's median
 // over the measured iterations) by Gauss-Newton over the figures' logarithms, with a weak pull
 // towards where they started (a figure no task informs stays put), each within its range.
@@ -63,6 +68,11 @@ struct CalibrationInputs {
   // Each measured iteration's index among its run's measured iterations (empty: one run, 0, 1,
   // ... in order), so that each is set against the simulator's iteration with its samples.
   std::vector<int> iteration_of;
+  // Seconds per measured iteration and task in the decode steps' tensor-parallel all-reduces
+  // of a generation task's slowest replica, and their count (indexed like the graph; empty, or
+  // a count of 0: not timed, or TP 1).
+  std::vector<std::vector<double>> decode_all_reduce;
+  std::vector<std::vector<long long>> decode_all_reduces;
 };
 
 struct CalibrationRow {
@@ -88,6 +98,10 @@ struct Calibration {
   // (none: it had none, and prefill runs at the kernel rates).
   std::optional<double> prefill_efficiency;
   int prefills = 0;  // generation tasks whose timed prefills the fit used
+  // The seconds one TP all-reduce of a decode step took: the run's timed ones' total over their
+  // count (none: it timed none, and the type's own stays).
+  std::optional<double> decode_allreduce;
+  long long decode_all_reduces = 0;  // how many it was measured over
   // GPU tasks the run measured, graph order (with the weight sync where it informed the copy).
   std::vector<CalibrationRow> rows;
 };
@@ -108,14 +122,18 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms);
 TrainParts slowest_parts(const TaskMeasurement& m);
 
 // Where a generation task's time goes: the prompts' prefill passes (with their first tokens'
-// sampling) and the decode steps.
+// sampling) and the decode steps, and of these their tensor-parallel all-reduces (measured
+// where the run timed them: RunResult::collectives_timed) and how many ran.
 struct GenerationParts {
   double prefill = 0;
   double decode = 0;
+  double decode_all_reduce = 0;
+  long long decode_all_reduces = 0;
 };
 
 // A generation task's estimate (its terms, evaluated with explain) in those parts: the
-// prefill's terms, and every other (the decode steps', their engine overhead) the decode's.
+// prefill's terms, and every other (the decode steps', their engine overhead) the decode's;
+// the decode's TP all-reduce term also apart.
 GenerationParts predicted_generation_parts(std::span<const cost::Breakdown::Term> terms);
 
 // The parts of the generation replica that took longest (none: zeros).
@@ -128,9 +146,11 @@ struct TaskPart {
   bool data_parallel = false;  // a part only data-parallel replicas have
   double predicted = 0;        // the estimate's (its terms, evaluated with explain)
   std::vector<double> measured;  // each iteration the task ran: its slowest replica's
+  std::vector<long long> calls;  // a part of collectives: how many ran in each (else empty)
 };
 
-// Task `task`'s parts (a generation task's prefill and decode, a training task's passes,
+// Task `task`'s parts (a generation task's prefill and decode, and its decode steps' TP
+// all-reduces where the run timed them and the estimate has some; a training task's passes,
 // replica wait, gradient all-reduce and optimizer step; none for another kind) from its
 // estimate's terms and the run.
 std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::Breakdown::Term> terms,

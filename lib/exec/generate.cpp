@@ -32,6 +32,10 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
   result.responses.resize(count);
   // Live sequences: which prompt each slot holds (-1: free) and its next token.
   std::vector<int> holds(static_cast<std::size_t>(slots), -1), next_token(static_cast<std::size_t>(slots), 0);
+  // The model's timed all-reduces: those outside the prefills are the decode steps'.
+  const CollectiveTime* collectives = model.collective_time();
+  const CollectiveTime before = collectives ? *collectives : CollectiveTime{};
+  CollectiveTime in_prefill;
   std::size_t admitted = 0;
   const auto id = [&](std::size_t prompt) { return request.first_sequence + static_cast<int>(prompt); };
   const auto done = [&](int slot) {
@@ -46,6 +50,7 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
   const auto fill = [&](std::vector<int> free) {
     if (free.empty() || admitted == count) return;
     const auto start = std::chrono::steady_clock::now();
+    const CollectiveTime at_start = collectives ? *collectives : CollectiveTime{};
     while (!free.empty() && admitted < count) {
       std::map<std::size_t, std::vector<int>> by_length;  // prompt length -> slots
       for (const int slot : free) {
@@ -81,6 +86,10 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
       }
     }
     result.prefill_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (collectives) {
+      in_prefill.seconds += collectives->seconds - at_start.seconds;
+      in_prefill.calls += collectives->calls - at_start.calls;
+    }
   };
   std::vector<int> all(static_cast<std::size_t>(slots));
   std::iota(all.begin(), all.end(), 0);
@@ -120,6 +129,10 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
       }
     }
     fill(std::move(free));
+  }
+  if (collectives) {
+    result.decode_collectives.seconds = collectives->seconds - before.seconds - in_prefill.seconds;
+    result.decode_collectives.calls = collectives->calls - before.calls - in_prefill.calls;
   }
   return result;
 }

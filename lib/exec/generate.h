@@ -31,6 +31,9 @@ struct GenerationResult {
   // Host seconds in the prefills, each with its first tokens' sampling (which waits for the
   // device), so without a synchronisation of its own.
   double prefill_seconds = 0;
+  // The decode steps' tensor-parallel all-reduces, where the model times them
+  // (Transformer::collective_time): host seconds in them and their count.
+  CollectiveTime decode_collectives;
 };
 
 // Throws core::InputError for a request that does not fit its own terms (no prompts, a

@@ -111,6 +111,7 @@ class Runner {
     }
     for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
     for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
+    result_.collectives_timed = timed_collectives();
     for (int iteration = 0; iteration < settings_.iterations; ++iteration) {
       IterationMeasurement m;
       m.tasks.resize(graph_.tasks.size());
@@ -141,6 +142,9 @@ class Runner {
 
   static int role_index(Role role) { return static_cast<int>(role); }
   bool multi() const { return comm_ != nullptr; }
+  // Whether the tensor-parallel all-reduces are timed: on a transport whose collectives return
+  // when done (MPI's; NCCL's return once queued on the stream).
+  bool timed_collectives() const { return multi() && comm_->transport() == "mpi"; }
   device::Communicator& world() { return *comm_; }
 
   // Under mpirun: the plan's GPUs, group by group in the order the plan lists them, one a
@@ -495,6 +499,10 @@ class Runner {
         world().broadcast_host(&steps, sizeof steps, lead);
         out.replica_decode_steps[r] = steps;
         world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
+        if (timed_collectives()) {
+          world().broadcast_host(&out.replica_decode_collective_seconds[r], sizeof(double), lead);
+          world().broadcast_host(&out.replica_decode_collective_calls[r], sizeof(long long), lead);
+        }
       }
       if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
     }
@@ -574,6 +582,7 @@ class Runner {
       o.tp.local = {l.shard};
       device::Communicator* comm = l.comm;
       o.tp.all_reduce = [comm](DType t, void* data, std::size_t count) { comm->all_reduce(t, data, data, count); };
+      o.tp.timed = timed_collectives();
     }
     if (l.pipe) o.pp = pipeline(l);
     const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
@@ -793,6 +802,10 @@ class Runner {
     if (t.kind == TaskKind::kGenerate) {
       out.replica_decode_steps.assign(ranges.size(), 0);
       out.replica_prefill_seconds.assign(ranges.size(), 0.0);
+      if (timed_collectives()) {
+        out.replica_decode_collective_seconds.assign(ranges.size(), 0.0);
+        out.replica_decode_collective_calls.assign(ranges.size(), 0);
+      }
     }
     if (t.kind == TaskKind::kTrain) out.replica_parts.assign(ranges.size(), {});
     if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
@@ -821,6 +834,19 @@ class Runner {
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         out.replica_decode_steps[r] = g_out.decode_steps;
         out.replica_prefill_seconds[r] = g_out.prefill_seconds;
+        if (timed_collectives()) {
+          // The stage's processes' mean (what the group loses to its slowest beside the
+          // collective's own time), the slowest stage's.
+          double seconds = g_out.decode_collectives.seconds;
+          if (where_here.comm) {
+            float sum = static_cast<float>(seconds);
+            where_here.comm->all_reduce(DType::kF32, &sum, &sum, 1);
+            seconds = static_cast<double>(sum) / where_here.tp;
+          }
+          out.replica_decode_collective_seconds[r] = over_stages(where_here, seconds);
+          out.replica_decode_collective_calls[r] = static_cast<long long>(
+              over_stages(where_here, static_cast<double>(g_out.decode_collectives.calls)));
+        }
         for (std::size_t i = first; i < last; ++i) {
           const std::vector<int>& response = g_out.responses[i - first];
           samples_[i].tokens.insert(samples_[i].tokens.end(), response.begin(), response.end());

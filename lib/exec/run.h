@@ -74,6 +74,11 @@ struct TaskMeasurement {
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
   std::vector<long long> replica_decode_steps;  // generation
   std::vector<double> replica_prefill_seconds;  // generation: the prefills' part of replica_seconds
+  // Generation where its tensor-parallel all-reduces were timed (RunResult::collectives_timed):
+  // each replica's decode steps' seconds in them (its stage's processes' mean; the slowest
+  // stage's) and their count on that stage (0 for a replica of TP 1).
+  std::vector<double> replica_decode_collective_seconds;
+  std::vector<long long> replica_decode_collective_calls;
   std::vector<TrainParts> replica_parts;        // training
 };
 
@@ -90,6 +95,9 @@ struct IterationMeasurement {
 struct RunResult {
   std::vector<IterationMeasurement> iterations;
   std::size_t parameter_bytes = 0;  // of every model held
+  // The tensor-parallel all-reduces were timed on the host (transformer.h, TensorParallel::
+  // timed): under mpirun on the MPI transport.
+  bool collectives_timed = false;
 };
 
 // The cost model's parameters for what run_plan executes: its defaults, but a tensor-parallel

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -463,7 +464,15 @@ void Transformer::linear(const Buffer& x, const Buffer& w, Buffer& y, int rows, 
 }
 
 void Transformer::reduce(Buffer& x, std::size_t count) {
-  if (options_.tp.all_reduce) options_.tp.all_reduce(options_.dtype, x.data(), count);
+  if (!options_.tp.all_reduce) return;
+  if (!options_.tp.timed) {
+    options_.tp.all_reduce(options_.dtype, x.data(), count);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  options_.tp.all_reduce(options_.dtype, x.data(), count);
+  collective_time_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++collective_time_.calls;
 }
 
 Transformer::Cache Transformer::make_cache(int slots, int capacity) {

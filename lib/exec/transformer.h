@@ -55,11 +55,20 @@ enum class Head {
 // backward pass the partial input gradients of the first ones) are summed over the shards.
 // Norms, the embedding and the head are whole on every shard. A process holds the shards
 // `local` names (empty: all of them, one after another on its device) and `all_reduce` sums a
-// buffer over the processes of the group (empty: every shard is in this process).
+// buffer over the processes of the group (empty: every shard is in this process). `timed`:
+// the transport's all-reduces return when done (MPI's, on the host), so the host seconds in the
+// activations' ones are the process's time in them, its wait for the group's slowest with it.
 struct TensorParallel {
   int size = 1;
   std::vector<int> local;
   std::function<void(device::DType, void* data, std::size_t count)> all_reduce;
+  bool timed = false;
+};
+
+// Host seconds and count of a model's activation all-reduces (TensorParallel::timed).
+struct CollectiveTime {
+  double seconds = 0;
+  long long calls = 0;
 };
 
 // Pipeline parallelism, as Megatron splits a model into stages: this model is the stage of
@@ -114,6 +123,8 @@ class Transformer {
   bool first_stage() const { return first_layer_ == 0; }
   bool last_stage() const { return first_layer_ + static_cast<int>(layers_.size()) == arch_.layers; }
   device::DType dtype() const { return options_.dtype; }
+  // The activations' tensor-parallel all-reduces so far, where they are timed (null: not).
+  const CollectiveTime* collective_time() const { return options_.tp.timed ? &collective_time_ : nullptr; }
   std::size_t parameter_bytes() const;
 
   // Every parameter tensor this process holds, by name ("embedding", "layer.3.wq",
@@ -377,6 +388,7 @@ class Transformer {
   workload::ModelArch arch_;
   Head head_;
   TransformerOptions options_;
+  CollectiveTime collective_time_;
   std::uint64_t next_seed_;
   std::size_t parameter_bytes_ = 0;
   device::Buffer embedding_, final_norm_, lm_head_;  // lm_head_: vocab x hidden, or 1 x hidden (scalar head)

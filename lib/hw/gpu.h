@@ -106,6 +106,11 @@ struct Efficiency {
   // outside its kernels (cost::CostParams::decode_step_overhead). Unset: the params'.
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;
+  // The seconds one tensor-parallel all-reduce of a decode step takes, as a run measured it
+  // (hetrl-exec --fit-profile): the collective's own latency and its processes' wait for the
+  // slowest of them, which a step's short kernels between two all-reduces leave exposed.
+  // Unset: the collective's latency over the node's link (CostModel::small_allreduce_latency).
+  std::optional<double> decode_allreduce;
   // A measured profile's GEMM curve (hw/profile.h) through gemm_curve_envelope; where it is
   // given, GEMMs follow it instead of the two-point line between gemm_small and gemm_large.
   GemmCurve gemm_curve;
@@ -206,6 +211,7 @@ struct GpuTypeOverride {
   std::optional<double> prefill_efficiency;
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;  // seconds
+  std::optional<double> decode_allreduce;      // seconds
   std::string source;
 };
 

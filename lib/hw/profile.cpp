@@ -50,6 +50,13 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
     }
     o.decode_step_overhead = profile.decode_step_overhead;
   }
+  if (profile.decode_allreduce) {
+    if (!(*profile.decode_allreduce >= 0 && *profile.decode_allreduce < 1e3)) {
+      throw core::InputError(
+          fmt::format("the profile's decode all-reduce must be between 0 and 1000 s, found {}", *profile.decode_allreduce));
+    }
+    o.decode_allreduce = profile.decode_allreduce;
+  }
 }
 
 }  // namespace
@@ -154,7 +161,8 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   for (std::optional<double> O::*field :
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
-        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half, &O::decode_step_overhead}) {
+        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half, &O::decode_step_overhead,
+        &O::decode_allreduce}) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);

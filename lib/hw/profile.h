@@ -141,12 +141,14 @@ struct GpuProfile {
   // what forward and training passes reach (Efficiency::training); of the memory bandwidth,
   // what the optimizer step reaches, and what a weight sync's copy on the device reaches; of
   // the kernel rates, what the engine's prefill reaches; the seconds a decode step of the
-  // engine takes outside its kernels.
+  // engine takes outside its kernels, and one of its tensor-parallel all-reduces (measured
+  // where the run had some).
   std::optional<double> pass_efficiency;
   std::optional<double> optimizer_efficiency;
   std::optional<double> copy_efficiency;
   std::optional<double> prefill_efficiency;
   std::optional<double> decode_step_overhead;
+  std::optional<double> decode_allreduce;
   // What they were fitted on: each task's measured seconds against the prediction before and
   // after the fit (the run's response lengths, as hetrl-sim draws them).
   struct CalibrationRow {

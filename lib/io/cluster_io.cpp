@@ -65,6 +65,9 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     if (auto ms = e->optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
       o.decode_step_overhead = *ms * core::kMillisecond;
     }
+    if (auto ms = e->optional_number("decode_allreduce_ms", Range::kNonNegative)) {
+      o.decode_allreduce = *ms * core::kMillisecond;
+    }
     e->finish();
   }
   o.source = r.optional_string("source").value_or("");
@@ -114,6 +117,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   put_fraction("prefill", o.prefill_efficiency);
   put_fraction("gemm_width_half", o.gemm_width_half);
   if (o.decode_step_overhead) efficiency["decode_step_overhead_ms"] = detail::file_units(*o.decode_step_overhead / core::kMillisecond);
+  if (o.decode_allreduce) efficiency["decode_allreduce_ms"] = detail::file_units(*o.decode_allreduce / core::kMillisecond);
   if (!efficiency.empty()) out["efficiency"] = std::move(efficiency);
   if (!o.source.empty()) out["source"] = o.source;
   return out;

@@ -85,6 +85,7 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
         OrderedJson measured = OrderedJson::array();
         for (const double s : part.measured) measured.push_back(detail::file_units(s));
         by_part[part.key] = {{"predicted_seconds", detail::file_units(part.predicted)}, {"seconds", std::move(measured)}};
+        if (!part.calls.empty()) by_part[part.key]["calls"] = part.calls;
       }
       task["parts"] = std::move(by_part);
     }
@@ -128,11 +129,30 @@ std::vector<double> seconds_array(ObjectReader& r, std::string_view key) {
 }
 
 // A part's seconds, one per iteration the task ran, spread over the measured iterations (0
-// where it did not run).
-std::vector<double> part_seconds(ObjectReader& parts, std::string_view key, const std::vector<double>& task_seconds) {
+// where it did not run); with `calls`, also the count of collectives in each (a whole number
+// from 0), spread alike.
+std::vector<double> part_seconds(ObjectReader& parts, std::string_view key, const std::vector<double>& task_seconds,
+                                 std::vector<long long>* calls = nullptr) {
   ObjectReader part = parts.object(key);
   (void)part.number("predicted_seconds", Range::kNonNegative);
   const std::vector<double> measured = seconds_array(part, "seconds");
+  std::vector<long long> counted;
+  if (calls) {
+    const Json& value = part.value("calls");
+    if (!value.is_array() || value.size() != measured.size()) {
+      part.fail("calls", fmt::format("expected an array of {} counts, one for each of the part's seconds, found {}",
+                                     measured.size(),
+                                     value.is_array() ? fmt::format("{} of them", value.size()) : detail::describe(value)));
+    }
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (!value[i].is_number_unsigned()) {
+        throw core::InputError(core::located(fmt::format("{}/{}", part.where("calls"), i),
+                                             fmt::format("expected a whole number from 0, found {}",
+                                                         detail::describe(value[i]))));
+      }
+      counted.push_back(static_cast<long long>(value[i].get<unsigned long long>()));
+    }
+  }
   part.finish();
   const auto ran = static_cast<std::size_t>(
       std::count_if(task_seconds.begin(), task_seconds.end(), [](double v) { return v > 0; }));
@@ -141,9 +161,12 @@ std::vector<double> part_seconds(ObjectReader& parts, std::string_view key, cons
                                 measured.size()));
   }
   std::vector<double> out(task_seconds.size(), 0.0);
+  if (calls) calls->assign(task_seconds.size(), 0);
   std::size_t next = 0;
   for (std::size_t i = 0; i < task_seconds.size(); ++i) {
-    if (task_seconds[i] > 0) out[i] = measured[next++];
+    if (task_seconds[i] <= 0) continue;
+    if (calls) (*calls)[i] = counted[next];
+    out[i] = measured[next++];
   }
   return out;
 }
@@ -194,6 +217,9 @@ ExecRecord parse_exec_report(std::string_view text, std::string_view file) {
     if (auto parts = t.optional_object("parts")) {
       if (parts->has("optimizer_step")) task.optimizer_steps = part_seconds(*parts, "optimizer_step", task.seconds);
       if (parts->has("prefill")) task.prefills = part_seconds(*parts, "prefill", task.seconds);
+      if (parts->has("decode_all_reduce")) {
+        task.decode_all_reduce = part_seconds(*parts, "decode_all_reduce", task.seconds, &task.decode_all_reduces);
+      }
     }
   }
   return r;

@@ -50,6 +50,10 @@ struct ExecRecord {
     // Per measured iteration, the slowest replica's optimizer step (a training task) or
     // prefill (a generation task); empty where the report has no such part.
     std::vector<double> optimizer_steps, prefills;
+    // Per measured iteration, a generation task's slowest replica's seconds in its decode
+    // steps' TP all-reduces and their count; empty where the report has none (not timed).
+    std::vector<double> decode_all_reduce;
+    std::vector<long long> decode_all_reduces;
   };
   std::vector<Task> tasks;
 };

@@ -179,3 +179,17 @@ file(WRITE ${old} "${old_report}")
 refused("an older report" "--fit-on ${old}: the report names no plan hash or warm-up" --layers 1 --fit-on ${old})
 refused("a plan, not a report" "hetrl.execreport/v1" --layers 1 --fit-on ${DATA}/plan_exec_ppo.json)
 refused("no report" "exec_fit_on_missing.json" --layers 1 --fit-on ${OUT}/exec_fit_on_missing.json)
+# A report's decode all-reduce counts: whole numbers from 0, one for each of the part's seconds.
+set(bad_calls ${OUT}/exec_fit_on_calls.json)
+foreach(case "[4, -1]:calls/1: expected a whole number from 0, found the number -1"
+        "[4]:calls: expected an array of 2 counts, one for each of the part's seconds, found 1 of them")
+  string(FIND "${case}" ":" colon)
+  string(SUBSTRING "${case}" 0 ${colon} calls)
+  math(EXPR colon "${colon} + 1")
+  string(SUBSTRING "${case}" ${colon} -1 expected)
+  string(JSON bad_report SET "${first_report}" tasks generate parts decode_all_reduce
+         "{\"predicted_seconds\": 0.1, \"seconds\": [0.01, 0.02], \"calls\": ${calls}}")
+  file(WRITE ${bad_calls} "${bad_report}")
+  refused("decode all-reduce calls ${calls}" "/tasks/generate/parts/decode_all_reduce/${expected}" --layers 1
+          --fit-on ${bad_calls})
+endforeach()

@@ -103,6 +103,42 @@ foreach(run one two)
     message(FATAL_ERROR "${run}: generate's prefill ${prefill} s of ${whole} s")
   endif()
 endforeach()
+# The decode steps' TP all-reduces, timed between the processes (MPI's return when done): two
+# a layer each step, the replica's every step; none in one process, whose shards take turns.
+string(JSON kind ERROR_VARIABLE absent TYPE "${one}" tasks generate parts decode_all_reduce)
+if(NOT absent)
+  message(FATAL_ERROR "one process: generate has a decode all-reduce part (${kind}); it has no all-reduce to time")
+endif()
+foreach(i 0 1)
+  string(JSON steps GET "${two}" iteration_stats ${i} decode_steps)
+  string(JSON calls GET "${two}" tasks generate parts decode_all_reduce calls ${i})
+  string(JSON seconds GET "${two}" tasks generate parts decode_all_reduce seconds ${i})
+  string(JSON decode GET "${two}" tasks generate parts decode seconds ${i})
+  math(EXPR expected "2 * 1 * ${steps}")
+  if(NOT calls EQUAL expected OR NOT seconds GREATER 0 OR NOT seconds LESS decode)
+    message(FATAL_ERROR "2 processes, iteration ${i}: ${calls} decode all-reduces in ${steps} steps of 1 layer "
+                        "(${expected} expected), ${seconds} s of the decode's ${decode} s")
+  endif()
+endforeach()
+# A fit over processes takes them as the type's decode all-reduce: their seconds over their
+# count, pooled with an earlier run's report (--fit-on reads its counts).
+file(REMOVE ${OUT}/exec_fit_tp2.json ${OUT}/exec_fit_tp2_report.json)
+run(${MPI} 2 ${EXEC} ${TP2} ${SCALE} --report ${OUT}/exec_fit_tp2_report.json --fit-profile ${OUT}/exec_fit_tp2.json
+    --fit-on ${OUT}/exec_two.json)
+file(READ ${OUT}/exec_fit_tp2_report.json fitted_report)
+set(pooled 0)
+foreach(report two fitted_report)
+  foreach(i 0 1)
+    string(JSON calls GET "${${report}}" tasks generate parts decode_all_reduce calls ${i})
+    math(EXPR pooled "${pooled} + ${calls}")
+  endforeach()
+endforeach()
+string(FIND "${out}" "(measured: ${pooled} of them)" said)
+file(READ ${OUT}/exec_fit_tp2.json profile)
+string(JSON figure GET "${profile}" fitted decode_allreduce_ms)
+if(said EQUAL -1 OR NOT figure GREATER 0)
+  message(FATAL_ERROR "the fit over processes: ${figure} ms a decode all-reduce, expected over ${pooled}:\n${out}")
+endif()
 
 # Training at TP 2 over the two processes, generation and scoring as two replicas of one GPU;
 # the full width of the model (its 2 kv heads split).

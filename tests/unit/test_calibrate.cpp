@@ -84,7 +84,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.gpu_type == 0);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
@@ -138,7 +138,7 @@ TEST_CASE("calibration: runs pooled, each iteration set against the simulator's 
   REQUIRE(three[0][g] != hetrl::testing::approx(three[1][g]).epsilon(0.02));
   REQUIRE(three[0][g] != hetrl::testing::approx(three[2][g]).epsilon(0.02));
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       {three[0], three[1], three[2], three[0]}, warmup, seed, {}, {}, {0, 1, 2, 0}};
+                       {three[0], three[1], three[2], three[0]}, warmup, seed, {}, {}, {0, 1, 2, 0}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
@@ -165,7 +165,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.optimizer_held);
   CHECK(fit.optimizer_efficiency == held);
@@ -184,6 +184,58 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   CHECK(from_steps.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
 }
 
+TEST_CASE("calibration: the decode steps' timed TP all-reduces give their seconds, and the step overhead the rest") {
+  Run run = load();
+  // Generation as one replica of TP 2 over the node's two GPUs.
+  const int generate = run.in.graph.find("generate");
+  REQUIRE(generate >= 0);
+  plan::TaskPlacement* placement = nullptr;
+  for (plan::Group& g : run.plan.groups) {
+    for (plan::TaskPlacement& t : g.tasks) {
+      if (t.task == generate) placement = &t;
+    }
+  }
+  REQUIRE(placement != nullptr);
+  plan::Replica one = placement->replicas.front();
+  one.share = 1.0;
+  one.stages.front().devices = {0, 1};
+  placement->replicas = {one};
+  hw::Cluster truth = run.in.cluster;
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  const double pass = 0.43, overhead = 5e-3, all_reduce = 0.4e-3;
+  e.training = pass;
+  e.decode_step_overhead = overhead;
+  e.decode_allreduce = all_reduce;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
+  // Without the all-reduces timed, the step overhead takes them in: well above the truth.
+  const Calibration blind = calibrate(in);
+  CHECK_FALSE(blind.decode_allreduce);
+  CAPTURE(blind.decode_step_overhead);
+  CHECK(blind.decode_step_overhead > 1.5 * overhead);
+  // Timed (iterations of 200, 300 and 0 all-reduces: one at 1.1 times the figure, one at 0.9
+  // and one not timed), their seconds over their count give it, and the overhead comes back.
+  const auto g = static_cast<std::size_t>(generate);
+  in.decode_all_reduce.assign(3, std::vector<double>(run.in.graph.tasks.size(), 0.0));
+  in.decode_all_reduces.assign(3, std::vector<long long>(run.in.graph.tasks.size(), 0));
+  in.decode_all_reduce[0][g] = 200 * 1.1 * all_reduce;
+  in.decode_all_reduces[0][g] = 200;
+  in.decode_all_reduce[1][g] = 300 * (all_reduce - 200 * 0.1 * all_reduce / 300);
+  in.decode_all_reduces[1][g] = 300;
+  const Calibration fit = calibrate(in);
+  REQUIRE(fit.decode_allreduce);
+  CHECK(*fit.decode_allreduce == hetrl::testing::approx(all_reduce).epsilon(1e-9));
+  CHECK(fit.decode_all_reduces == 500);
+  CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+  for (const CalibrationRow& row : fit.rows) {
+    CAPTURE(row.task);
+    CHECK(row.after == hetrl::testing::approx(row.measured).epsilon(0.01));
+  }
+}
+
 TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes one)") {
   const Run run = load();
   hw::Cluster two = run.in.cluster;
@@ -199,7 +251,7 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   REQUIRE(p.groups[0].gpus.size() == 2);
   p.groups[0].gpus[1].node = 1;
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
-                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}, {}};
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}, {}, {}, {}};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
 }
 
@@ -323,7 +375,7 @@ TEST_CASE("calibration: the prefill efficiency is fitted on the run's timed pref
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models,
                        &run.plan, simulate(run, truth, warmup, 3, seed), warmup, seed,
                        priced_parts(run, truth, 3, workload::TaskKind::kTrain),
-                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate), {}};
+                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate), {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.prefills == 1);
   REQUIRE(fit.prefill_efficiency);

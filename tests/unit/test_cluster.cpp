@@ -218,7 +218,7 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
       "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
   };
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
-      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5})"), "x.json", catalog());
+      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4})"), "x.json", catalog());
   const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
   CHECK(e.training == hetrl::testing::approx(0.5));
   CHECK(e.attention == hetrl::testing::approx(0.3));
@@ -227,6 +227,8 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(*e.gemm_width_half == 0.0);
   REQUIRE(e.decode_step_overhead);
   CHECK(*e.decode_step_overhead == hetrl::testing::approx(2.5e-3));
+  REQUIRE(e.decode_allreduce);
+  CHECK(*e.decode_allreduce == hetrl::testing::approx(0.4e-3));
   const std::string json = io::cluster_to_json(c);
   CHECK(io::cluster_to_json(io::parse_cluster(json, "y.json", catalog())) == json);
   // Without them, the catalogue's (no optimizer figure of its own, the params' width half and overhead).
@@ -235,6 +237,9 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(p.optimizer == 0.0);
   CHECK_FALSE(p.gemm_width_half);
   CHECK_FALSE(p.decode_step_overhead);
+  CHECK_FALSE(p.decode_allreduce);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_allreduce_ms": -0.5})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/decode_allreduce_ms"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 1.5})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/optimizer"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_step_overhead_ms": -1})"), "x.json", catalog()),

@@ -553,6 +553,45 @@ TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as t
   CHECK(prefill_after < 2.0 * prefill_before);
 }
 
+TEST_CASE("a GPU type's measured decode all-reduce: each of a decode step's 2 x layers TP all-reduces at its seconds") {
+  // Qwen2.5-0.5B (24 layers) PPO, generation at TP 2 and TP 1 on an A100 node.
+  hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
+  const auto priced = [&](int tp) {
+    const Fixture f(cluster, w);
+    const std::vector<cost::Stage> stages{{0, tp, 24}};
+    const std::vector<double> budget{60 * core::kGiB};
+    cost::Breakdown b(true);
+    const double seconds =
+        f.model.replica_seconds(f.task("generate"), stages, 64, 1, {1, cost::Recompute::kNone}, budget, b);
+    return std::pair{seconds, b};
+  };
+  const auto [tp2, before] = priced(2);
+  const double default_term = term(before, cost::kDecodeAllReduceTerm);
+  REQUIRE(default_term > 0);
+  hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+  std::vector<double> terms, totals;
+  for (const double ms : {1.0, 2.0, 4.0}) {
+    e.decode_allreduce = ms * core::kMillisecond;
+    const auto [seconds, b] = priced(2);
+    terms.push_back(term(b, cost::kDecodeAllReduceTerm));
+    totals.push_back(seconds);
+  }
+  // Far above NCCL's latency: more than the default; linear in the figure, 48 all-reduces a
+  // step over the iteration's decode steps (at least one, fewer than the 512 tokens' most).
+  CHECK(terms[0] > default_term);
+  const double per_ms = terms[1] - terms[0];
+  CHECK(terms[2] - terms[1] == hetrl::testing::approx(2 * per_ms).epsilon(1e-9));
+  const double steps = per_ms / (2.0 * 24 * core::kMillisecond);
+  CHECK(steps >= 1);
+  CHECK(steps < 512);
+  // The rest of the step stays: the totals move by the term alone.
+  CHECK(totals[1] - totals[0] == hetrl::testing::approx(per_ms).epsilon(1e-9));
+  CHECK(totals[0] - tp2 == hetrl::testing::approx(terms[0] - default_term).epsilon(1e-9));
+  // TP 1 has no all-reduce to price.
+  CHECK(term_or_zero(priced(1).second, cost::kDecodeAllReduceTerm) == 0);
+}
+
 TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {
   cost::StageMemory train{2, 2, 12, 5, 0};
   cost::StageMemory forward{4, 0, 0, 1, 0};

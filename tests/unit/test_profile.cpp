@@ -280,6 +280,7 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   p.pass_efficiency = 0.6;
   p.optimizer_efficiency = 0.2;
   p.decode_step_overhead = 4e-3;
+  p.decode_allreduce = 0.35e-3;
   p.calibration = hw::GpuProfile::Calibration{"plan.json", 5, 2, {{"generate", 1.5, 0.7, 1.4}, {"actor_train", 2.0, 1.0, 1.9}}};
   const std::string json = io::profile_to_json(p);
   const hw::GpuProfile q = io::parse_profile(json, "p.json");
@@ -288,6 +289,8 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   CHECK(q.calibration->tasks.size() == 2);
   CHECK(q.calibration->tasks[1].after == hetrl::testing::approx(1.9));
   CHECK(*q.decode_step_overhead == hetrl::testing::approx(4e-3));
+  REQUIRE(q.decode_allreduce);
+  CHECK(*q.decode_allreduce == hetrl::testing::approx(0.35e-3));
   for (const char* type : {"cpu-test", "L4"}) {
     CAPTURE(type);
     hw::GpuProfile typed = q;
@@ -299,6 +302,8 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
     CHECK(spec.efficiency.optimizer == hetrl::testing::approx(0.2));
     REQUIRE(spec.efficiency.decode_step_overhead);
     CHECK(*spec.efficiency.decode_step_overhead == hetrl::testing::approx(4e-3));
+    REQUIRE(spec.efficiency.decode_allreduce);
+    CHECK(*spec.efficiency.decode_allreduce == hetrl::testing::approx(0.35e-3));
     REQUIRE(spec.efficiency.gemm_width_half);
     CHECK(*spec.efficiency.gemm_width_half == 0.0);
   }
@@ -307,6 +312,10 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   bad.pass_efficiency = 1.5;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(bad, testing::catalogs().hardware, "p.json"),
                        doctest::Contains("pass efficiency must be in (0, 1]"), core::InputError);
+  hw::GpuProfile slow = q;
+  slow.decode_allreduce = 2e3;
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(slow, testing::catalogs().hardware, "p.json"),
+                       doctest::Contains("decode all-reduce must be between 0 and 1000 s"), core::InputError);
   std::string text = json;
   text.replace(text.find("\"optimizer_efficiency\": 0.2"), 27, "\"optimizer_efficiency\": 0.0");
   CHECK_THROWS_WITH_AS(io::parse_profile(text, "p.json"), doctest::Contains("p.json: /fitted/optimizer_efficiency"),
