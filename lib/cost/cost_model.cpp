@@ -554,6 +554,18 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // (A stage of no finite time leaves the bubble none either: infinite less infinite is no
   // number.)
   if (pp > 1) out.add("pipeline bubble", steps * (std::isfinite(every) ? every - worst : every));
+  if (training && pp > 1 && lm_head_[task] && shape.head_params == 0) {
+    // Each TP shard's piece of the embedding's fp32 gradient to the last stage and the sum
+    // back, every step.
+    const Stage& first = stages.front();
+    const Stage& last = stages.back();
+    const double bytes =
+        4.0 * shape.vocab * shape.hidden / (shape.vocab_parallel ? static_cast<double>(first.tp) : 1.0);
+    const double latency = first.node == last.node
+                               ? 0.0
+                               : zone_paths_(cluster_.nodes[first.node].zone, cluster_.nodes[last.node].zone).link.latency;
+    out.add(kTiedEmbeddingTerm, steps * 2.0 * (bytes / stage_link_bandwidth(first.node, last.node, first.tp) + latency));
+  }
   if (training) {
     out.add(train.optimizer_offload ? kOffloadedOptimizerStepTerm : kOptimizerStepTerm, steps * optimizer);
   }

@@ -79,6 +79,10 @@ inline constexpr char kOffloadedOptimizerStepTerm[] = "optimizer step on the CPU
 inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
 // ZeRO-1 and 2's: the gradients reduce-scattered, each replica's updated shard of the weights
 // all-gathered (Megatron's distributed optimiser, DeepSpeed's ZeRO).
+// With tied embeddings over pipeline stages: the first stage's embedding and the last stage's
+// head are one matrix, whose two gradients the stages sum before each step (Megatron's
+// embedding group all-reduce; hetrl-exec sends the first's to the last and the sum back).
+inline constexpr char kTiedEmbeddingTerm[] = "tied embedding gradient sum (first and last stages)";
 inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter + weight all-gather";
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";

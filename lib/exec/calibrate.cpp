@@ -213,7 +213,8 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
     const std::string_view name = term.name;
     if (name == cost::kOptimizerStepTerm || name == cost::kOffloadedOptimizerStepTerm) {
       parts.optimizer_step += term.seconds;
-    } else if (name == cost::kGradientAllReduceTerm || name == cost::kGradientReduceScatterTerm) {
+    } else if (name == cost::kGradientAllReduceTerm || name == cost::kGradientReduceScatterTerm ||
+               name == cost::kTiedEmbeddingTerm) {
       parts.gradient_reduce += term.seconds;
     } else {
       parts.passes += term.seconds;

@@ -113,7 +113,8 @@ std::vector<int> plan_gpu_types(const plan::Plan& plan, const hw::Cluster& clust
 double median(std::vector<double> values);
 
 // A training task's estimate (its terms, evaluated with explain) in the parts hetrl-exec
-// measures: the optimizer step's term, the data-parallel gradient all-reduce's, and every other
+// measures: the optimizer step's term, the data-parallel gradient all-reduce's (with the tied
+// embedding's gradient sum between the first and last stages, timed with it), and every other
 // term (compute, tensor-parallel all-reduces, ZeRO-3 gathers, pipeline sends) the passes'. The
 // estimate has no wait between replicas (replica_wait 0).
 TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms);

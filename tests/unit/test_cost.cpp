@@ -299,6 +299,33 @@ TEST_CASE("pipeline bubble and TP all-reduces") {
   CHECK(term(b, "TP all-reduce") == hetrl::testing::approx(8 * 2 * 14 * one).epsilon(1e-9));
 }
 
+TEST_CASE("tied embeddings over pipeline stages: the embedding's gradient to the last stage and the sum back, every step") {
+  // Two A100 nodes in two regions (10 Gbps, 32 ms between them); Qwen2.5-0.5B ties its
+  // embedding and head, Qwen2.5-7B does not.
+  const auto priced = [](const std::string& model, const char* task, std::vector<cost::Stage> stages) {
+    const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400", "us-west-2a:8xA100-SXM-80G:nic_gbps=400"}),
+                    ppo(model, 64, 512, 512, 2));
+    cost::Breakdown b(true);
+    f.model.replica_seconds(f.task(task), stages, 64, 1, {1, cost::Recompute::kNone}, {}, b);
+    return term_or_zero(b, cost::kTiedEmbeddingTerm);
+  };
+  // Two mini-batches, two steps, each sending 151936 x 896 fp32 values each way at the
+  // region link's 1.25 GB/s, with its latency.
+  const double bytes = 4.0 * 151936 * 896;
+  const double across = priced("Qwen2.5-0.5B", "actor_train", {{0, 1, 12}, {1, 1, 12}});
+  CHECK(across == hetrl::testing::approx(2 * 2 * (bytes / 1.25e9 + 32e-3)).epsilon(1e-9));
+  // At TP 2 each shard pair sends half (the vocabulary split) and the two pairs share the link.
+  CHECK(priced("Qwen2.5-0.5B", "actor_train", {{0, 2, 12}, {1, 2, 12}}) ==
+        hetrl::testing::approx(2 * 2 * (bytes / 2 / (1.25e9 / 2) + 32e-3)).epsilon(1e-9));
+  // Inside a node: its own link, no zone latency.
+  CHECK(priced("Qwen2.5-0.5B", "actor_train", {{0, 1, 12}, {0, 1, 12}}) < across / 10);
+  // None for one stage, a forward pass, a scalar head or an untied model.
+  CHECK(priced("Qwen2.5-0.5B", "actor_train", {{0, 1, 24}}) == 0);
+  CHECK(priced("Qwen2.5-0.5B", "ref_logprob", {{0, 1, 12}, {1, 1, 12}}) == 0);
+  CHECK(priced("Qwen2.5-0.5B", "critic_train", {{0, 1, 12}, {1, 1, 12}}) == 0);
+  CHECK(priced("Qwen2.5-7B", "actor_train", {{0, 1, 14}, {1, 1, 14}}) == 0);
+}
+
 TEST_CASE("a pipeline stage's activations cross at the slower node's NIC share per GPU, or the zone link split over the ranks") {
   // Two A100 nodes in one zone, one behind a 100 Gbps NIC, and a third in another region
   // (10 Gbps between the regions). A decode step sends each sequence's hidden state (bf16,
