@@ -33,6 +33,9 @@ class SingleCommunicator final : public Communicator {
   void broadcast(DType, void*, std::size_t, int root) override { check_rank(root, "broadcast root"); }
   void send(DType, const void*, std::size_t, int peer) override { check_rank(peer, "send to"); }
   void recv(DType, void*, std::size_t, int peer) override { check_rank(peer, "receive from"); }
+  void exchange(DType, const void*, std::size_t, void*, std::size_t, int peer) override {
+    check_rank(peer, "exchange with");
+  }
 
   void barrier() override {}
   double max(double x) override { return x; }

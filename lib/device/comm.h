@@ -47,6 +47,10 @@ class Communicator {
   // Point to point: a send to `peer` matches peer's recv from this rank, in order.
   virtual void send(DType t, const void* data, std::size_t count, int peer) = 0;
   virtual void recv(DType t, void* data, std::size_t count, int peer) = 0;
+  // A send to `peer` and a receive from it at once (`sent` and `received` elements), which
+  // matches the peer's own exchange with this rank: two processes that each send to the other
+  // before receiving would wait for each other forever (a large message waits for its receive).
+  virtual void exchange(DType t, const void* send, std::size_t sent, void* recv, std::size_t received, int peer) = 0;
 
   // Host-side agreement between the processes. barrier() waits without spinning a core, so a
   // process that waits does not slow one that measures.

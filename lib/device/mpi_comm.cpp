@@ -120,6 +120,11 @@ class MpiCommunicator final : public Communicator {
   void send(DType t, const void* data, std::size_t count, int peer) override {
     check(MPI_Send(data, mpi_count(count, "send"), mpi_type(t), peer, kTag, comm_), "MPI_Send");
   }
+  void exchange(DType t, const void* send, std::size_t sent, void* recv, std::size_t received, int peer) override {
+    check(MPI_Sendrecv(send, mpi_count(sent, "send"), mpi_type(t), peer, kTag, recv, mpi_count(received, "receive"),
+                       mpi_type(t), peer, kTag, comm_, MPI_STATUS_IGNORE),
+          "MPI_Sendrecv");
+  }
   void recv(DType t, void* data, std::size_t count, int peer) override {
     check(MPI_Recv(data, mpi_count(count, "receive"), mpi_type(t), peer, kTag, comm_, MPI_STATUS_IGNORE),
           "MPI_Recv");

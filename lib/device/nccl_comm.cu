@@ -64,6 +64,12 @@ class NcclCommunicator final : public Communicator {
   void recv(DType t, void* data, std::size_t count, int peer) override {
     check(ncclRecv(data, count, nccl_type(t), peer, comm_, stream_), "ncclRecv");
   }
+  void exchange(DType t, const void* send, std::size_t sent, void* recv, std::size_t received, int peer) override {
+    check(ncclGroupStart(), "ncclGroupStart");
+    check(ncclSend(send, sent, nccl_type(t), peer, comm_, stream_), "ncclSend");
+    check(ncclRecv(recv, received, nccl_type(t), peer, comm_, stream_), "ncclRecv");
+    check(ncclGroupEnd(), "ncclGroupEnd");
+  }
 
   void barrier() override { host_->barrier(); }
   double max(double x) override { return host_->max(x); }

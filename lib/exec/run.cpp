@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <tuple>
 #include <map>
 #include <memory>
@@ -70,6 +71,65 @@ class Stopwatch {
 struct MicroBatch {
   std::vector<std::size_t> samples;
   int length = 0;
+};
+
+// A stage's messages on its pipeline. While `hold` is on (the steady part of 1F1B's schedule,
+// Runner::train), a send is held (a copy) until the stage's next message there: a receive from
+// the same peer goes with it as one exchange, which the peer's mirror exchange matches (the
+// rows of one micro-batch down and the gradients of an earlier one up), where two processes
+// each sending first would wait for each other forever; any other message, or the hold's end,
+// sends it alone first.
+class PipeLink {
+ public:
+  PipeLink(device::Backend& b, device::Communicator& pipe) : b_(b), pipe_(pipe) {}
+
+  void send(DType t, const void* data, std::size_t count, int peer) {
+    flush();
+    if (!holding_) {
+      pipe_.send(t, data, count, peer);
+      return;
+    }
+    const std::size_t bytes = count * device::dtype_bytes(t);
+    if (held_.bytes() < bytes) held_ = device::Buffer(b_, bytes);
+    b_.copy(held_.data(), data, bytes);
+    type_ = t;
+    count_ = count;
+    peer_ = peer;
+    pending_ = true;
+  }
+  void recv(DType t, void* data, std::size_t count, int peer) {
+    if (pending_ && peer == peer_ && t == type_) {
+      pending_ = false;
+      pipe_.exchange(t, held_.data(), count_, data, count, peer);
+      return;
+    }
+    flush();
+    pipe_.recv(t, data, count, peer);
+  }
+  void hold(bool on) {
+    if (!on) flush();
+    holding_ = on;
+  }
+  // The pipeline for any other message, the held send gone first.
+  device::Communicator& comm() {
+    flush();
+    return pipe_;
+  }
+
+ private:
+  void flush() {
+    if (!pending_) return;
+    pending_ = false;
+    pipe_.send(type_, held_.data(), count_, peer_);
+  }
+
+  device::Backend& b_;
+  device::Communicator& pipe_;
+  device::Buffer held_;
+  DType type_ = DType::kF32;
+  std::size_t count_ = 0;
+  int peer_ = -1;
+  bool holding_ = false, pending_ = false;
 };
 
 class Runner {
@@ -584,10 +644,16 @@ class Runner {
       o.tp.all_reduce = [comm](DType t, void* data, std::size_t count) { comm->all_reduce(t, data, data, count); };
       o.tp.timed = timed_collectives();
     }
-    if (l.pipe) o.pp = pipeline(l);
+    PipeLink* link = nullptr;
+    if (l.pipe) {
+      link = links_.emplace_back(std::make_unique<PipeLink>(b_, *l.pipe)).get();
+      o.pp = pipeline(l, link);
+    }
     const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
     try {
-      return std::make_unique<Transformer>(b_, *archs_[i], head, o);
+      std::unique_ptr<Transformer> model = std::make_unique<Transformer>(b_, *archs_[i], head, o);
+      if (link) link_of_[model.get()] = link;
+      return model;
     } catch (const core::InputError& e) {
       throw core::JobError(fmt::format("the plan's TP {} cannot split the model: {}", tp, e.what()));
     }
@@ -597,21 +663,23 @@ class Runner {
   // and their gradients back, the sampled tokens from the last stage to all, the tied
   // embedding's gradient summed between the first and the last (the last adds the first's and
   // sends the sum back, so both hold the same bits), the norm's squares over the stages.
-  PipelineParallel pipeline(const Layout& l) {
+  PipelineParallel pipeline(const Layout& l, PipeLink* link) {
     PipelineParallel pp;
     pp.first_layer = l.first_layer;
     pp.layers = l.layers;
-    device::Communicator* pipe = l.pipe;
     const int stage = l.stage, last = l.stages - 1;
     const DType t = settings_.dtype;
     const std::size_t e = device::dtype_bytes(t);
-    pp.receive_activations = [=](void* data, std::size_t bytes) { pipe->recv(t, data, bytes / e, stage - 1); };
-    pp.send_activations = [=](const void* data, std::size_t bytes) { pipe->send(t, data, bytes / e, stage + 1); };
-    pp.receive_gradients = [=](void* data, std::size_t bytes) { pipe->recv(t, data, bytes / e, stage + 1); };
-    pp.send_gradients = [=](const void* data, std::size_t bytes) { pipe->send(t, data, bytes / e, stage - 1); };
-    pp.share_tokens = [=](int* tokens, std::size_t count) { pipe->broadcast_host(tokens, count * sizeof(int), last); };
+    pp.receive_activations = [=](void* data, std::size_t bytes) { link->recv(t, data, bytes / e, stage - 1); };
+    pp.send_activations = [=](const void* data, std::size_t bytes) { link->send(t, data, bytes / e, stage + 1); };
+    pp.receive_gradients = [=](void* data, std::size_t bytes) { link->recv(t, data, bytes / e, stage + 1); };
+    pp.send_gradients = [=](const void* data, std::size_t bytes) { link->send(t, data, bytes / e, stage - 1); };
+    pp.share_tokens = [=](int* tokens, std::size_t count) {
+      link->comm().broadcast_host(tokens, count * sizeof(int), last);
+    };
     device::Backend* b = &b_;
     pp.sum_tied_embedding = [=](float* gradient, std::size_t count) {
+      device::Communicator* pipe = &link->comm();
       if (stage == 0) {
         pipe->send(DType::kF32, gradient, count, last);
         pipe->recv(DType::kF32, gradient, count, last);
@@ -623,7 +691,7 @@ class Runner {
       }
     };
     pp.sum_over_stages = [=](double* values, int count) {
-      for (int i = 0; i < count; ++i) values[i] = sum_over(*pipe, values[i]);
+      for (int i = 0; i < count; ++i) values[i] = sum_over(link->comm(), values[i]);
     };
     return pp;
   }
@@ -1007,13 +1075,26 @@ class Runner {
           };
           const std::vector<MicroBatch> batches = micro_batches(parts[r], placement(task).replicas[r]);
           if (here.pipe) {
-            // Stages over processes run GPipe's schedule: every micro-batch's forward, then
-            // every backward, so that the stages work on different micro-batches at once (the
-            // same bubble as 1F1B's, with every micro-batch's activations held until its
-            // backward). Blocking sends cannot deadlock: each phase's rows go one way.
-            std::vector<std::vector<float>> douts;
-            for (const MicroBatch& mb : batches) douts.push_back(forward(mb));
-            for (const std::vector<float>& dout : douts) model.backward(dout);
+            // Stages over processes run 1F1B's schedule (Megatron's): stage s of S runs the
+            // forwards of S - s - 1 micro-batches first, then one forward and one backward (the
+            // oldest waiting) in turn, then the backwards left; at most S - s micro-batches'
+            // activations are held at once, and the stages work on different micro-batches
+            // together (GPipe's bubble, which the cost model prices, with less memory). In
+            // the steady part each stage's send waits for its next receive from the same
+            // peer, to go as one exchange (PipeLink).
+            PipeLink& link = *link_of_.at(&model);
+            const std::size_t warmup =
+                std::min(batches.size(), static_cast<std::size_t>(here.stages - here.stage - 1));
+            std::deque<std::vector<float>> douts;
+            for (std::size_t k = 0; k < warmup; ++k) douts.push_back(forward(batches[k]));
+            link.hold(true);
+            for (std::size_t k = warmup; k < batches.size(); ++k) {
+              douts.push_back(forward(batches[k]));
+              model.backward(douts.front());
+              douts.pop_front();
+            }
+            link.hold(false);
+            for (; !douts.empty(); douts.pop_front()) model.backward(douts.front());
             // The passes end for every stage when the first stage's last backward does (the
             // pipeline's flush, which the cost model's bubble prices).
             here.pipe->barrier();
@@ -1117,6 +1198,9 @@ class Runner {
   std::map<ModelKey, std::unique_ptr<Transformer>> models_;
   std::map<ModelKey, int> held_;
   std::map<ModelKey, std::unique_ptr<Transformer>> rollouts_;  // generation's (the actor's keys)
+  // Each stage over processes' messages on its pipeline, by the model whose hooks use them.
+  std::vector<std::unique_ptr<PipeLink>> links_;
+  std::map<const Transformer*, PipeLink*> link_of_;
   // Under mpirun.
   device::Communicator* comm_ = nullptr;
   int rank_ = 0;

@@ -12,7 +12,7 @@
 // Under mpirun (RunSettings::comm) a process stands for each plan GPU and runs the replicas on
 // it (place_on_ranks in run.cpp): a replica's tensor-parallel shards over its processes, its
 // pipeline stages each on their own (the rows handed on between them, training's micro-batches
-// in GPipe's schedule). Generation runs continuous batching at the concurrency the
+// in 1F1B's schedule). Generation runs continuous batching at the concurrency the
 // cost model gives the replica's KV cache, over response lengths drawn by hetrl-sim's sampler;
 // scoring and training run micro-batches of at most the cost model's micro-batch tokens
 // (samples of alike lengths together, padded to the longest); training runs the workload's

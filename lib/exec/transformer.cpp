@@ -1033,8 +1033,9 @@ void Transformer::step(const device::AdamW& options) {
 void Transformer::begin_step() {
   ++steps_;
   // A tied embedding split over stages: the head's gradient on the last stage's copy and the
-  // input's on the first's make one gradient, summed into both, which step alike.
-  if (!(first_stage() && last_stage()) && tied_head()) {
+  // input's on the first's make one gradient, summed into both, which step alike (a stage
+  // between them holds neither).
+  if ((first_stage() != last_stage()) && tied_head()) {
     Buffer& g = grad("embedding");
     hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(g.as<float>(), g.bytes() / sizeof(float));
   }

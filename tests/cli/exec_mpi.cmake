@@ -197,6 +197,16 @@ run(${EXEC} ${PP4} --report ${OUT}/exec_pp4_one.json)
 run(${MPI} 4 ${EXEC} ${PP4} --report ${OUT}/exec_pp4_four.json)
 same_run(${OUT}/exec_pp4_one.json ${OUT}/exec_pp4_four.json "tensor, pipeline and data parallel over 4 processes")
 
+# Four stages over four processes, one layer each: 1F1B's first stage runs three forwards
+# before its first backward, the middle stages exchange rows and gradients with both
+# neighbours (generation's stages in the other order, so the sync sends each layer across).
+set(STAGES4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_pp4_stages.json
+    --layers 4 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
+file(REMOVE ${OUT}/exec_stages4_one.json ${OUT}/exec_stages4_four.json)
+run(${EXEC} ${STAGES4} --report ${OUT}/exec_stages4_one.json)
+run(${MPI} 4 ${EXEC} ${STAGES4} --report ${OUT}/exec_stages4_four.json)
+same_run(${OUT}/exec_stages4_one.json ${OUT}/exec_stages4_four.json "four pipeline stages over 4 processes")
+
 # A run that must fail: exit `EXIT` (any but 0 without it), `TEXT` in one error line, and no
 # report at `REPORT` where one is named.
 function(fails what)
