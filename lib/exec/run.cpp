@@ -1083,18 +1083,26 @@ class Runner {
             // the steady part each stage's send waits for its next receive from the same
             // peer, to go as one exchange (PipeLink).
             PipeLink& link = *link_of_.at(&model);
-            const std::size_t warmup =
-                std::min(batches.size(), static_cast<std::size_t>(here.stages - here.stage - 1));
-            std::deque<std::vector<float>> douts;
-            for (std::size_t k = 0; k < warmup; ++k) douts.push_back(forward(batches[k]));
-            link.hold(true);
-            for (std::size_t k = warmup; k < batches.size(); ++k) {
-              douts.push_back(forward(batches[k]));
-              model.backward(douts.front());
-              douts.pop_front();
+            std::size_t steady = 0;
+            const std::vector<PipelineStep> schedule =
+                one_f_one_b(here.stages, here.stage, static_cast<int>(batches.size()), &steady);
+            // The steady part ends with the last forward; the backwards after it send alone.
+            std::size_t last_forward = 0;
+            for (std::size_t k = 0; k < schedule.size(); ++k) {
+              if (schedule[k].forward) last_forward = k;
+            }
+            std::deque<std::vector<float>> douts;  // the forwards waiting for their backward, oldest first
+            for (std::size_t k = 0; k < schedule.size(); ++k) {
+              if (k == steady) link.hold(true);
+              if (schedule[k].forward) {
+                douts.push_back(forward(batches[static_cast<std::size_t>(schedule[k].micro_batch)]));
+              } else {
+                model.backward(douts.front());
+                douts.pop_front();
+              }
+              if (k == last_forward + 1) link.hold(false);
             }
             link.hold(false);
-            for (; !douts.empty(); douts.pop_front()) model.backward(douts.front());
             // The passes end for every stage when the first stage's last backward does (the
             // pipeline's flush, which the cost model's bubble prices).
             here.pipe->barrier();
@@ -1240,6 +1248,20 @@ std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& sampl
     --room[best];
   }
   for (std::vector<std::size_t>& share : out) std::sort(share.begin(), share.end());
+  return out;
+}
+
+std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches, std::size_t* steady) {
+  const int warmup = std::clamp(stages - stage - 1, 0, micro_batches);
+  std::vector<PipelineStep> out;
+  int backward = 0;
+  for (int k = 0; k < warmup; ++k) out.push_back({true, k});
+  if (steady) *steady = out.size();
+  for (int k = warmup; k < micro_batches; ++k) {
+    out.push_back({true, k});
+    out.push_back({false, backward++});
+  }
+  while (backward < micro_batches) out.push_back({false, backward++});
   return out;
 }
 

@@ -114,6 +114,21 @@ cost::CostParams executor_cost_params();
 std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& samples, const std::vector<long long>& tokens,
                                            const std::vector<double>& shares);
 
+// One step of a pipeline stage's training schedule: micro-batch `micro_batch`'s forward or
+// backward pass.
+struct PipelineStep {
+  bool forward = true;
+  int micro_batch = 0;
+  friend bool operator==(const PipelineStep&, const PipelineStep&) = default;
+};
+
+// 1F1B's schedule (Megatron's) for stage `stage` of `stages` over `micro_batches`: the forwards
+// of the first stages - stage - 1 micro-batches (all, where there are fewer), then a forward
+// and the oldest waiting backward in turn, then the backwards left; so at most stages - stage
+// micro-batches wait for their backward at once, and the backwards run in order. `steady`: the
+// index of the first step of the alternating part (= the warm-up's forwards).
+std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches, std::size_t* steady = nullptr);
+
 // `model` prices the workload the run executes (scaled as it runs): its cluster, workload,
 // graph and catalogue name what runs; `plan` must have passed validation against them.
 // progress(iteration, task) is called before each task.

@@ -1,5 +1,6 @@
 // Dealing a batch's samples to data-parallel replicas (exec::deal): each replica as many as a
-// contiguous split by the shares gives it, its tokens near its share of them.
+// contiguous split by the shares gives it, its tokens near its share of them. And a pipeline
+// stage's training schedule (exec::one_f_one_b).
 
 #include <doctest/doctest.h>
 
@@ -68,6 +69,46 @@ TEST_CASE("deal: one replica takes everything, and fewer samples than replicas l
   for (const auto& share : many) dealt += share.size();
   CHECK(dealt == 2);
   CHECK(deal({}, tokens, {0.5, 0.5}) == std::vector<std::vector<std::size_t>>(2));
+}
+
+TEST_CASE("1F1B: each stage's warm-up forwards, then one forward and the oldest backward in turn, then the rest") {
+  using S = PipelineStep;
+  std::size_t steady = 0;
+  // Four stages, six micro-batches: the first stage runs three forwards ahead, the last none.
+  CHECK(one_f_one_b(4, 0, 6, &steady) == std::vector<S>{{true, 0}, {true, 1}, {true, 2}, {true, 3}, {false, 0},
+                                                         {true, 4}, {false, 1}, {true, 5}, {false, 2}, {false, 3},
+                                                         {false, 4}, {false, 5}});
+  CHECK(steady == 3);
+  CHECK(one_f_one_b(4, 3, 3, &steady) ==
+        std::vector<S>{{true, 0}, {false, 0}, {true, 1}, {false, 1}, {true, 2}, {false, 2}});
+  CHECK(steady == 0);
+  // Fewer micro-batches than the warm-up: every forward, then every backward (GPipe's order).
+  CHECK(one_f_one_b(4, 0, 2, &steady) == std::vector<S>{{true, 0}, {true, 1}, {false, 0}, {false, 1}});
+  CHECK(steady == 2);
+  // Every stage of every pipeline: each micro-batch's forward once and before its backward,
+  // the backwards in order, and at most stages - stage waiting at once.
+  for (int stages = 1; stages <= 6; ++stages) {
+    for (int stage = 0; stage < stages; ++stage) {
+      for (int micro = 0; micro <= 9; ++micro) {
+        CAPTURE(stages);
+        CAPTURE(stage);
+        CAPTURE(micro);
+        const std::vector<S> schedule = one_f_one_b(stages, stage, micro);
+        REQUIRE(schedule.size() == static_cast<std::size_t>(2 * micro));
+        int forwards = 0, backwards = 0, most = 0;
+        for (const S& step : schedule) {
+          if (step.forward) {
+            CHECK(step.micro_batch == forwards++);
+          } else {
+            CHECK(step.micro_batch == backwards++);
+            CHECK(backwards <= forwards);
+          }
+          most = std::max(most, forwards - backwards);
+        }
+        CHECK(most <= std::max(1, std::min(micro, stages - stage)));
+      }
+    }
+  }
 }
 
 }  // namespace
