@@ -397,8 +397,12 @@ Calibration calibrate(const CalibrationInputs& in) {
       all_reduces += in.decode_all_reduces[i][t];
     }
   }
-  if (all_reduces > 0) fit.measured_decode_allreduce(all_reduce_seconds / static_cast<double>(all_reduces));
-  std::vector<double> r = residuals(all_reduces > 0 ? fit.simulate(x) : before);
+  std::optional<double> all_reduce;
+  if (all_reduces > 0) {
+    all_reduce = all_reduce_seconds / static_cast<double>(all_reduces);
+    fit.measured_decode_allreduce(*all_reduce);
+  }
+  std::vector<double> r = residuals(all_reduce ? fit.simulate(x) : before);
   double best = objective(r, x);
   for (int iteration = 0; iteration < kIterations; ++iteration) {
     // The Jacobian of the residuals in the figures' logarithms, by backward differences (an
@@ -457,10 +461,8 @@ Calibration calibrate(const CalibrationInputs& in) {
   const double type_prefill = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.prefill;
   if (!fit.held(4) || type_prefill > 0) out.prefill_efficiency = v[4];
   out.prefills = static_cast<int>(prefills.size());
-  if (all_reduces > 0) {
-    out.decode_allreduce = all_reduce_seconds / static_cast<double>(all_reduces);
-    out.decode_all_reduces = all_reduces;
-  }
+  out.decode_allreduce = all_reduce;
+  out.decode_all_reduces = all_reduces;
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
     out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});

@@ -644,15 +644,15 @@ class Runner {
       o.tp.all_reduce = [comm](DType t, void* data, std::size_t count) { comm->all_reduce(t, data, data, count); };
       o.tp.timed = timed_collectives();
     }
-    PipeLink* link = nullptr;
+    std::unique_ptr<PipeLink> link;
     if (l.pipe) {
-      link = links_.emplace_back(std::make_unique<PipeLink>(b_, *l.pipe)).get();
-      o.pp = pipeline(l, link);
+      link = std::make_unique<PipeLink>(b_, *l.pipe);
+      o.pp = pipeline(l, link.get());
     }
     const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
     try {
       std::unique_ptr<Transformer> model = std::make_unique<Transformer>(b_, *archs_[i], head, o);
-      if (link) link_of_[model.get()] = link;
+      if (link) links_[model.get()] = std::move(link);
       return model;
     } catch (const core::InputError& e) {
       throw core::JobError(fmt::format("the plan's TP {} cannot split the model: {}", tp, e.what()));
@@ -906,11 +906,7 @@ class Runner {
           // The stage's processes' mean (what the group loses to its slowest beside the
           // collective's own time), the slowest stage's.
           double seconds = g_out.decode_collectives.seconds;
-          if (where_here.comm) {
-            float sum = static_cast<float>(seconds);
-            where_here.comm->all_reduce(DType::kF32, &sum, &sum, 1);
-            seconds = static_cast<double>(sum) / where_here.tp;
-          }
+          if (where_here.comm) seconds = sum_over(*where_here.comm, seconds) / where_here.tp;
           out.replica_decode_collective_seconds[r] = over_stages(where_here, seconds);
           out.replica_decode_collective_calls[r] = static_cast<long long>(
               over_stages(where_here, static_cast<double>(g_out.decode_collectives.calls)));
@@ -1082,25 +1078,16 @@ class Runner {
             // together (GPipe's bubble, which the cost model prices, with less memory). In
             // the steady part each stage's send waits for its next receive from the same
             // peer, to go as one exchange (PipeLink).
-            PipeLink& link = *link_of_.at(&model);
-            std::size_t steady = 0;
-            const std::vector<PipelineStep> schedule =
-                one_f_one_b(here.stages, here.stage, static_cast<int>(batches.size()), &steady);
-            // The steady part ends with the last forward; the backwards after it send alone.
-            std::size_t last_forward = 0;
-            for (std::size_t k = 0; k < schedule.size(); ++k) {
-              if (schedule[k].forward) last_forward = k;
-            }
+            PipeLink& link = *links_.at(&model);
             std::deque<std::vector<float>> douts;  // the forwards waiting for their backward, oldest first
-            for (std::size_t k = 0; k < schedule.size(); ++k) {
-              if (k == steady) link.hold(true);
-              if (schedule[k].forward) {
-                douts.push_back(forward(batches[static_cast<std::size_t>(schedule[k].micro_batch)]));
+            for (const PipelineStep& step : one_f_one_b(here.stages, here.stage, static_cast<int>(batches.size()))) {
+              link.hold(step.steady);
+              if (step.forward) {
+                douts.push_back(forward(batches[static_cast<std::size_t>(step.micro_batch)]));
               } else {
                 model.backward(douts.front());
                 douts.pop_front();
               }
-              if (k == last_forward + 1) link.hold(false);
             }
             link.hold(false);
             // The passes end for every stage when the first stage's last backward does (the
@@ -1207,8 +1194,7 @@ class Runner {
   std::map<ModelKey, int> held_;
   std::map<ModelKey, std::unique_ptr<Transformer>> rollouts_;  // generation's (the actor's keys)
   // Each stage over processes' messages on its pipeline, by the model whose hooks use them.
-  std::vector<std::unique_ptr<PipeLink>> links_;
-  std::map<const Transformer*, PipeLink*> link_of_;
+  std::map<const Transformer*, std::unique_ptr<PipeLink>> links_;
   // Under mpirun.
   device::Communicator* comm_ = nullptr;
   int rank_ = 0;
@@ -1251,17 +1237,16 @@ std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& sampl
   return out;
 }
 
-std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches, std::size_t* steady) {
+std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches) {
   const int warmup = std::clamp(stages - stage - 1, 0, micro_batches);
   std::vector<PipelineStep> out;
   int backward = 0;
-  for (int k = 0; k < warmup; ++k) out.push_back({true, k});
-  if (steady) *steady = out.size();
+  for (int k = 0; k < warmup; ++k) out.push_back({true, k, false});
   for (int k = warmup; k < micro_batches; ++k) {
-    out.push_back({true, k});
-    out.push_back({false, backward++});
+    out.push_back({true, k, true});
+    out.push_back({false, backward++, true});
   }
-  while (backward < micro_batches) out.push_back({false, backward++});
+  while (backward < micro_batches) out.push_back({false, backward++, false});
   return out;
 }
 

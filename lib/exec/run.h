@@ -115,19 +115,21 @@ std::vector<std::vector<std::size_t>> deal(const std::vector<std::size_t>& sampl
                                            const std::vector<double>& shares);
 
 // One step of a pipeline stage's training schedule: micro-batch `micro_batch`'s forward or
-// backward pass.
+// backward pass, and whether it is of the schedule's steady part (a forward and a backward in
+// turn), where a stage's send and its next receive from the same peer go as one exchange.
 struct PipelineStep {
   bool forward = true;
   int micro_batch = 0;
+  bool steady = false;
   friend bool operator==(const PipelineStep&, const PipelineStep&) = default;
 };
 
 // 1F1B's schedule (Megatron's) for stage `stage` of `stages` over `micro_batches`: the forwards
 // of the first stages - stage - 1 micro-batches (all, where there are fewer), then a forward
-// and the oldest waiting backward in turn, then the backwards left; so at most stages - stage
-// micro-batches wait for their backward at once, and the backwards run in order. `steady`: the
-// index of the first step of the alternating part (= the warm-up's forwards).
-std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches, std::size_t* steady = nullptr);
+// and the oldest waiting backward in turn (the steady part), then the backwards left; so at
+// most stages - stage micro-batches wait for their backward at once, and the backwards run in
+// order.
+std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches);
 
 // `model` prices the workload the run executes (scaled as it runs): its cluster, workload,
 // graph and catalogue name what runs; `plan` must have passed validation against them.

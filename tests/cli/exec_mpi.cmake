@@ -12,7 +12,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 set(MPI ${MPIEXEC} --oversubscribe -n)
 set(SCALE --layers 1 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32)
 set(TP2 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_tp2.json)
-file(REMOVE ${OUT}/exec_one.json ${OUT}/exec_two.json ${OUT}/exec_four.json)
+file(REMOVE ${OUT}/exec_one.json ${OUT}/exec_two.json)
 run(${EXEC} ${TP2} ${SCALE} --report ${OUT}/exec_one.json)
 run(${MPI} 2 ${EXEC} ${TP2} ${SCALE} --report ${OUT}/exec_two.json)
 string(FIND "${out}" "2 processes" at)
@@ -63,6 +63,14 @@ function(same_run one_file two_file what)
   endforeach()
 endfunction()
 same_run(${OUT}/exec_one.json ${OUT}/exec_two.json "TP 2 generation")
+# Runs hetrl-exec with ARGN alone (OUT/NAME_one.json) and under mpirun over `processes`
+# (OUT/NAME_many.json), and checks that the two are the same run (`what` names it).
+function(alone_and_over name processes what)
+  file(REMOVE ${OUT}/${name}_one.json ${OUT}/${name}_many.json)
+  run(${EXEC} ${ARGN} --report ${OUT}/${name}_one.json)
+  run(${MPI} ${processes} ${EXEC} ${ARGN} --report ${OUT}/${name}_many.json)
+  same_run(${OUT}/${name}_one.json ${OUT}/${name}_many.json "${what}")
+endfunction()
 file(READ ${OUT}/exec_two.json two)
 string(JSON replicas LENGTH "${two}" tasks actor_train replica_seconds 0)
 string(JSON second GET "${two}" tasks actor_train replica_seconds 0 1)
@@ -144,21 +152,15 @@ endif()
 # the full width of the model (its 2 kv heads split).
 set(TRAIN2 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_train_tp2.json
     --layers 1 --hidden 896 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32)
-file(REMOVE ${OUT}/exec_train_one.json ${OUT}/exec_train_two.json)
-run(${EXEC} ${TRAIN2} --report ${OUT}/exec_train_one.json)
-run(${MPI} 2 ${EXEC} ${TRAIN2} --report ${OUT}/exec_train_two.json)
-same_run(${OUT}/exec_train_one.json ${OUT}/exec_train_two.json "TP 2 training")
+alone_and_over(exec_train 2 "TP 2 training" ${TRAIN2})
 
 # The two groups at a learning rate that moves the weights far in a step, so that the second
 # iteration's tokens tell whether each of generation's shards took the trained weights from
 # the other group's processes whole and in place: the same run as in one process.
 set(GROUPS --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_groups.json
     ${SCALE} --learning-rate 0.01)
-file(REMOVE ${OUT}/exec_four_one.json)
-run(${EXEC} ${GROUPS} --report ${OUT}/exec_four_one.json)
-run(${MPI} 4 ${EXEC} ${GROUPS} --report ${OUT}/exec_four.json)
-same_run(${OUT}/exec_four_one.json ${OUT}/exec_four.json "two groups and the weight sync")
-file(READ ${OUT}/exec_four.json four)
+alone_and_over(exec_groups 4 "two groups and the weight sync" ${GROUPS})
+file(READ ${OUT}/exec_groups_many.json four)
 string(JSON generators LENGTH "${four}" tasks generate replica_seconds 1)
 string(JSON trainers LENGTH "${four}" tasks actor_train replica_seconds 1)
 string(JSON score GET "${four}" iteration_stats 1 mean_score)
@@ -174,11 +176,8 @@ endif()
 # process, where the stages run as one model.
 set(PP2 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_pp2.json
     --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
-file(REMOVE ${OUT}/exec_pp_one.json ${OUT}/exec_pp_two.json)
-run(${EXEC} ${PP2} --report ${OUT}/exec_pp_one.json)
-run(${MPI} 2 ${EXEC} ${PP2} --report ${OUT}/exec_pp_two.json)
-same_run(${OUT}/exec_pp_one.json ${OUT}/exec_pp_two.json "pipeline stages over processes")
-file(READ ${OUT}/exec_pp_two.json two)
+alone_and_over(exec_pp 2 "pipeline stages over processes" ${PP2})
+file(READ ${OUT}/exec_pp_many.json two)
 foreach(task generate actor_logprob actor_train)
   string(JSON replicas LENGTH "${two}" tasks ${task} replica_seconds 0)
   string(JSON seconds GET "${two}" tasks ${task} replica_seconds 0 0)
@@ -192,20 +191,14 @@ endforeach()
 # data-parallel replicas of two stages with ZeRO's sharded optimiser over each stage's pair.
 set(PP4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_pp4.json
     --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
-file(REMOVE ${OUT}/exec_pp4_one.json ${OUT}/exec_pp4_four.json)
-run(${EXEC} ${PP4} --report ${OUT}/exec_pp4_one.json)
-run(${MPI} 4 ${EXEC} ${PP4} --report ${OUT}/exec_pp4_four.json)
-same_run(${OUT}/exec_pp4_one.json ${OUT}/exec_pp4_four.json "tensor, pipeline and data parallel over 4 processes")
+alone_and_over(exec_pp4 4 "tensor, pipeline and data parallel over 4 processes" ${PP4})
 
 # Four stages over four processes, one layer each: 1F1B's first stage runs three forwards
 # before its first backward, the middle stages exchange rows and gradients with both
 # neighbours (generation's stages in the other order, so the sync sends each layer across).
 set(STAGES4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_pp4_stages.json
     --layers 4 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
-file(REMOVE ${OUT}/exec_stages4_one.json ${OUT}/exec_stages4_four.json)
-run(${EXEC} ${STAGES4} --report ${OUT}/exec_stages4_one.json)
-run(${MPI} 4 ${EXEC} ${STAGES4} --report ${OUT}/exec_stages4_four.json)
-same_run(${OUT}/exec_stages4_one.json ${OUT}/exec_stages4_four.json "four pipeline stages over 4 processes")
+alone_and_over(exec_stages4 4 "four pipeline stages over 4 processes" ${STAGES4})
 
 # A run that must fail: exit `EXIT` (any but 0 without it), `TEXT` in one error line, and no
 # report at `REPORT` where one is named.

@@ -73,18 +73,26 @@ TEST_CASE("deal: one replica takes everything, and fewer samples than replicas l
 
 TEST_CASE("1F1B: each stage's warm-up forwards, then one forward and the oldest backward in turn, then the rest") {
   using S = PipelineStep;
-  std::size_t steady = 0;
+  // Where the steady part begins (the schedule's size where it has none).
+  const auto steady = [](const std::vector<S>& schedule) {
+    return static_cast<std::size_t>(std::find_if(schedule.begin(), schedule.end(), [](const S& s) { return s.steady; }) -
+                                    schedule.begin());
+  };
   // Four stages, six micro-batches: the first stage runs three forwards ahead, the last none.
-  CHECK(one_f_one_b(4, 0, 6, &steady) == std::vector<S>{{true, 0}, {true, 1}, {true, 2}, {true, 3}, {false, 0},
-                                                         {true, 4}, {false, 1}, {true, 5}, {false, 2}, {false, 3},
-                                                         {false, 4}, {false, 5}});
-  CHECK(steady == 3);
-  CHECK(one_f_one_b(4, 3, 3, &steady) ==
-        std::vector<S>{{true, 0}, {false, 0}, {true, 1}, {false, 1}, {true, 2}, {false, 2}});
-  CHECK(steady == 0);
-  // Fewer micro-batches than the warm-up: every forward, then every backward (GPipe's order).
-  CHECK(one_f_one_b(4, 0, 2, &steady) == std::vector<S>{{true, 0}, {true, 1}, {false, 0}, {false, 1}});
-  CHECK(steady == 2);
+  const std::vector<S> first = one_f_one_b(4, 0, 6);
+  CHECK(first == std::vector<S>{{true, 0, false}, {true, 1, false}, {true, 2, false}, {true, 3, true}, {false, 0, true},
+                                {true, 4, true}, {false, 1, true}, {true, 5, true}, {false, 2, true}, {false, 3, false},
+                                {false, 4, false}, {false, 5, false}});
+  CHECK(steady(first) == 3);
+  const std::vector<S> last = one_f_one_b(4, 3, 3);
+  CHECK(last == std::vector<S>{{true, 0, true}, {false, 0, true}, {true, 1, true}, {false, 1, true}, {true, 2, true},
+                               {false, 2, true}});
+  CHECK(steady(last) == 0);
+  // Fewer micro-batches than the warm-up: every forward, then every backward (GPipe's order),
+  // no steady part.
+  const std::vector<S> few = one_f_one_b(4, 0, 2);
+  CHECK(few == std::vector<S>{{true, 0, false}, {true, 1, false}, {false, 0, false}, {false, 1, false}});
+  CHECK(steady(few) == few.size());
   // Every stage of every pipeline: each micro-batch's forward once and before its backward,
   // the backwards in order, and at most stages - stage waiting at once.
   for (int stages = 1; stages <= 6; ++stages) {
