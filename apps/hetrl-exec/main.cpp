@@ -582,6 +582,26 @@ int main(int argc, char** argv) {
                  expected, sim_seconds.empty() ? std::string("-") : fmt::format("{:.4g}", exec::median(sim_seconds)), measured,
                  expected > 0 ? fmt::format("{:.2f}", measured / expected) : std::string("-"));
     }
+    std::vector<double> periods;
+    double in_turn = 0;
+    for (const exec::IterationMeasurement& it : run.iterations) periods.push_back(it.period);
+    for (std::size_t t = 0; t < graph.tasks.size(); ++t) {
+      std::vector<double> seconds;
+      for (const exec::IterationMeasurement& it : run.iterations) {
+        if (it.tasks[t].ran) seconds.push_back(it.tasks[t].seconds);
+      }
+      if (!seconds.empty()) in_turn += exec::median(seconds);
+    }
+    if (!periods.empty()) {
+      fmt::print(text, "{:<16} {:>8} {:>12.4g} {:>12} {:>12.4g} {:>10}\n", "iteration", "as run", predicted.iteration_seconds,
+                 "-", exec::median(periods),
+                 predicted.iteration_seconds > 0 ? fmt::format("{:.2f}", exec::median(periods) / predicted.iteration_seconds)
+                                                 : std::string("-"));
+      fmt::print(text, "(an iteration as run: the median from one iteration's end to the next's, {}; its tasks in "
+                       "turn {:.4g} s; predicted: the plan's iteration)\n",
+                 comm->size() > 1 ? "each group's processes working on their own tasks" : "every task in turn on this device",
+                 in_turn);
+    }
     fmt::print(text, "\nmeasured: the median over iterations of each task's slowest replica ({}); simulated: "
                      "hetrl-sim's over the same iterations and response lengths{}\n",
                comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",

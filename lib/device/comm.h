@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "device/backend.h"
 
@@ -57,6 +58,20 @@ class Communicator {
   virtual void barrier() = 0;
   virtual double max(double x) = 0;
   virtual void broadcast_host(void* data, std::size_t bytes, int root) = 0;
+
+  // Host messages between processes that do not meet: what one group of a plan hands another
+  // that works on other iterations meanwhile. post() sends `message` (kept until taken) to
+  // `peer` and returns at once; await() waits, without spinning, until a message of `peer`
+  // with `tag` is here; take() receives it (`bytes` long), waiting as await() does;
+  // finish_posted() waits until every posted message was taken. Messages of one peer and tag
+  // are taken in the order posted. Tags run from 0 to kPostTags - 1. On NCCL's transport they
+  // travel over its host communicator.
+  static constexpr int kPostTags = 16384;
+  virtual void post(std::vector<std::byte> message, int peer, int tag) = 0;
+  virtual void await(int peer, int tag) = 0;
+  virtual void take(void* data, std::size_t bytes, int peer, int tag) = 0;
+  virtual void finish_posted() = 0;
+
   // Ends every process of the run with `code` (after this process printed why).
   [[noreturn]] virtual void abort(int code) = 0;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <list>
 #include <string>
 #include <thread>
 
@@ -149,6 +150,34 @@ class MpiCommunicator final : public Communicator {
   void broadcast_host(void* data, std::size_t bytes, int root) override {
     check(MPI_Bcast(data, mpi_count(bytes, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
+  // Posted messages go with MPI_Isend from the communicator's own copy, dropped once sent;
+  // their tags sit above the point-to-point calls'.
+  void post(std::vector<std::byte> message, int peer, int tag) override {
+    reap();
+    Posted& p = posted_.emplace_back();
+    p.bytes = std::move(message);
+    check(MPI_Isend(p.bytes.data(), mpi_count(p.bytes.size(), "post"), MPI_BYTE, peer, post_tag(tag), comm_, &p.request),
+          "MPI_Isend");
+  }
+  void await(int peer, int tag) override {
+    reap();
+    poll([&] {
+      int here = 0;
+      check(MPI_Iprobe(peer, post_tag(tag), comm_, &here, MPI_STATUS_IGNORE), "MPI_Iprobe");
+      return here != 0;
+    });
+  }
+  void take(void* data, std::size_t bytes, int peer, int tag) override {
+    reap();
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Irecv(data, mpi_count(bytes, "take"), MPI_BYTE, peer, post_tag(tag), comm_, &request), "MPI_Irecv");
+    wait(request);
+  }
+  void finish_posted() override {
+    for (Posted& p : posted_) wait(p.request);
+    posted_.clear();
+  }
+
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
     std::exit(code);
@@ -156,19 +185,43 @@ class MpiCommunicator final : public Communicator {
 
  private:
   static void wait(MPI_Request& request) {
+    poll([&] {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      return done != 0;
+    });
+  }
+  template <typename Done>
+  static void poll(const Done& done) {
     const auto start = std::chrono::steady_clock::now();
     auto pause = std::chrono::microseconds(50);
-    for (int done = 0;;) {
-      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
+    while (!done()) {
       if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1)) {
         std::this_thread::sleep_for(pause);
         pause = std::min(2 * pause, std::chrono::microseconds(20000));
       }
     }
   }
+  static int post_tag(int tag) {
+    if (tag < 0 || tag >= kPostTags) throw DeviceError("post: tag " + std::to_string(tag) + " out of range");
+    return kTag + 1 + tag;
+  }
+  // Drops the posted messages that are sent, oldest first (MPI moves the others on meanwhile).
+  void reap() {
+    while (!posted_.empty()) {
+      int done = 0;
+      check(MPI_Test(&posted_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) return;
+      posted_.pop_front();
+    }
+  }
 
+  struct Posted {
+    std::vector<std::byte> bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
   static constexpr int kTag = 7;
+  std::list<Posted> posted_;
   World& world_;
   MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;

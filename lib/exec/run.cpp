@@ -6,6 +6,8 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <deque>
 #include <tuple>
 #include <map>
@@ -149,10 +151,12 @@ class Runner {
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
       if (t.kind == TaskKind::kTrain) trainer_tp_[role_index(*t.role)] = tp_of(placement(task).replicas.front());
     }
+    find_groups();
     if (settings_.comm && settings_.comm->size() > 1) place_on_ranks();
   }
 
   RunResult run(const std::function<void(int, int)>& progress) {
+    if (multi()) world().barrier();  // every process's clock from one moment
     origin_ = std::chrono::steady_clock::now();
     // Every model exists from the start (and its weights with it), as on a cluster.
     for (const int task : graph_.gpu_tasks()) {
@@ -172,23 +176,51 @@ class Runner {
     for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
     for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
     result_.collectives_timed = timed_collectives();
+    // Each process runs its group's tasks, iteration by iteration in topological order, and
+    // takes what it reads of other groups' work when it needs it: a group works on the next
+    // iteration while the others finish this one, as far as the staleness bound lets
+    // generation run ahead of training.
     for (int iteration = 0; iteration < settings_.iterations; ++iteration) {
       IterationMeasurement m;
       m.tasks.resize(graph_.tasks.size());
       draw_samples(iteration);
+      received_.assign(graph_.tasks.size(), false);
       for (const int task : graph_.topological_order()) {
+        if (!runs_here(task)) continue;
         if (progress) progress(iteration, task);
+        take_inputs(iteration, task);
         TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
         b_.synchronize();
         out.start = now();
         run_task(iteration, task, m);
         b_.synchronize();
         out.end = now();
+        hand_on(iteration, task);
       }
-      double score = 0;
-      for (const Sample& s : samples_) score += s.score;
-      m.mean_score = samples_.empty() ? 0 : score / static_cast<double>(samples_.size());
+      if (score_task_ >= 0 && holds(score_task_)) {
+        double score = 0;
+        for (const Sample& s : samples_) score += s.score;
+        m.mean_score = samples_.empty() ? 0 : score / static_cast<double>(samples_.size());
+      }
       result_.iterations.push_back(std::move(m));
+    }
+    if (multi()) {
+      world().finish_posted();
+      gather_measurements();
+    }
+    // Each iteration as run: from its first task's start to its last's end, and its period
+    // (from the previous one's end; the first's from its own start).
+    for (std::size_t i = 0; i < result_.iterations.size(); ++i) {
+      IterationMeasurement& it = result_.iterations[i];
+      it.start = std::numeric_limits<double>::infinity();
+      it.end = 0;
+      for (const TaskMeasurement& t : it.tasks) {
+        if (!t.ran) continue;
+        it.start = std::min(it.start, t.start);
+        it.end = std::max(it.end, t.end);
+      }
+      if (!std::isfinite(it.start)) it.start = 0;
+      it.period = it.end - (i == 0 ? it.start : result_.iterations[i - 1].end);
     }
     return std::move(result_);
   }
@@ -207,6 +239,81 @@ class Runner {
   bool timed_collectives() const { return multi() && comm_->transport() == "mpi"; }
   device::Communicator& world() { return *comm_; }
 
+  // The plan's groups as the run follows them: each task's group (a CPU task's is that of the
+  // GPU task that first reads it, the weight sync's generation's); what each task reads of
+  // this iteration's work, through any chain of tasks (in topological order), and which other
+  // groups read what it writes; where the samples' scores come from.
+  void find_groups() {
+    const std::size_t n = graph_.tasks.size();
+    if (n > kTaskTags) throw std::logic_error("run: more tasks than the message tags have room for");
+    const std::vector<int> host = graph_.host_tasks();
+    const std::vector<int> order = graph_.topological_order();
+    task_group_.assign(n, 0);
+    for (std::size_t t = 0; t < n; ++t) {
+      const workload::Task& task = graph_.tasks[t];
+      if (task.kind == TaskKind::kWeightSync) {
+        task_group_[t] = plan_.group_of(graph_.weight_sync().reader);
+      } else if (host[t] >= 0) {
+        task_group_[t] = plan_.group_of(host[t]);
+      } else if (!graph_.gpu_tasks().empty()) {
+        task_group_[t] = plan_.group_of(graph_.gpu_tasks().front());
+      }
+    }
+    upstream_.assign(n, {});
+    for (const int t : order) {
+      std::vector<bool> in(n, false);
+      for (const workload::Edge& e : graph_.edges) {
+        if (e.to != t || e.previous_iteration()) continue;
+        in[static_cast<std::size_t>(e.from)] = true;
+        for (const int u : upstream_[static_cast<std::size_t>(e.from)]) in[static_cast<std::size_t>(u)] = true;
+      }
+      for (const int u : order) {
+        if (in[static_cast<std::size_t>(u)] && graph_.tasks[static_cast<std::size_t>(u)].kind != TaskKind::kWeightSync) {
+          upstream_[static_cast<std::size_t>(t)].push_back(u);
+        }
+      }
+    }
+    readers_.assign(n, {});
+    for (std::size_t t = 0; t < n; ++t) {
+      for (const int u : upstream_[t]) {
+        std::vector<int>& groups = readers_[static_cast<std::size_t>(u)];
+        const int g = task_group_[t];
+        if (g != task_group_[static_cast<std::size_t>(u)] && std::find(groups.begin(), groups.end(), g) == groups.end()) {
+          groups.push_back(g);
+        }
+      }
+    }
+    for (std::size_t t = 0; t < n; ++t) {
+      const workload::Task& task = graph_.tasks[t];
+      if ((task.kind == TaskKind::kForward && task.role == Role::kReward) || (task.kind == TaskKind::kCpu && task.op == "rule")) {
+        score_task_ = static_cast<int>(t);
+      }
+    }
+    const workload::WeightSync sync = graph_.weight_sync();
+    for (const int task : graph_.gpu_tasks()) {
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+      if (t.kind == TaskKind::kTrain) trainer_task_[role_index(*t.role)] = task;
+    }
+    if (sync.exists()) {
+      sync_apart_ = task_group_[static_cast<std::size_t>(sync.trainer)] != task_group_[static_cast<std::size_t>(sync.task)];
+      // Generation in a group of its own takes weights up to the staleness bound old; beside
+      // its training, the newest.
+      sync_lag_ = 1 + (sync_apart_ ? w_.staleness() : 0);
+    }
+  }
+  // Whether this process runs `task`: every task in one process; under mpirun its group's.
+  bool runs_here(int task) const { return !multi() || task_group_[static_cast<std::size_t>(task)] == group_; }
+  // Whether this process holds what `task` wrote this iteration.
+  bool holds(int task) const { return runs_here(task) || received_[static_cast<std::size_t>(task)]; }
+
+  // Tags of posted messages: what they carry, of which task and iteration (the iteration
+  // taken round: messages of one tag arrive in order).
+  static constexpr std::size_t kTaskTags = 64;
+  enum class Carries { kResults = 0, kWeights = 1, kSyncPieces = 2 };
+  static int tag(int iteration, int task, Carries what) {
+    return ((iteration % 64) * static_cast<int>(kTaskTags) + task) * 4 + static_cast<int>(what);
+  }
+
   // Under mpirun: the plan's GPUs, group by group in the order the plan lists them, one a
   // process; each replica's processes, stage by stage; a communicator for each stage over
   // several of them (its tensor-parallel group), one for each shard's column of a replica's
@@ -216,14 +323,21 @@ class Runner {
     comm_ = settings_.comm;
     rank_ = comm_->rank();
     std::map<plan::Gpu, int> rank_of;
-    for (const plan::Group& g : plan_.groups) {
-      for (const plan::Gpu& gpu : g.gpus) rank_of.emplace(gpu, static_cast<int>(rank_of.size()));
+    group_ranks_.assign(plan_.groups.size(), {});
+    for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
+      for (const plan::Gpu& gpu : plan_.groups[g].gpus) {
+        group_ranks_[g].push_back(static_cast<int>(rank_of.size()));
+        if (group_ranks_[g].back() == rank_) group_ = static_cast<int>(g);
+        rank_of.emplace(gpu, static_cast<int>(rank_of.size()));
+      }
     }
     if (static_cast<int>(rank_of.size()) != comm_->size()) {
       throw core::JobError(fmt::format("the plan uses {} GPUs and the run has {} processes: start one process a GPU "
                                        "(mpirun -n {})",
                                        rank_of.size(), comm_->size(), rank_of.size()));
     }
+    // The group's own communicator, ranked as group_ranks_ lists its processes.
+    group_comm_ = comm_->split(group_, rank_);
     for (const int task : graph_.gpu_tasks()) {
       const plan::TaskPlacement& p = placement(task);
       const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
@@ -282,7 +396,6 @@ class Runner {
         }
         auto part = comm_->split(color, rank_);
         if (color > 0) dp_comms_[task] = std::move(part);
-        trainer_task_[role_index(*graph_.tasks[static_cast<std::size_t>(task)].role)] = task;
       }
     }
   }
@@ -385,25 +498,16 @@ class Runner {
     return l;
   }
 
-  // Under mpirun: the trained role's newest weights from the training's first replica (each
-  // shard of each stage from the process holding it there) to every process's copy, once a
-  // step of training (every process calls it at the same task).
-  void share_weights(Role role) {
-    const int i = role_index(role);
-    if (!multi() || shared_[i] >= version_[i]) return;
-    const Layout source = source_layout(role);
-    Transformer& copy = model_for(role, source);
-    const int task = trainer_task_.at(i);
+  // Each tensor of a trained role's copy (its training's layout, every shard) with the process
+  // of the training's first replica holding it: a shard's tensor ("name/j") shard j's, a whole
+  // one shard 0's; a layer's the stage's holding it, the embedding the first's, the final norm
+  // and the head the last's.
+  std::vector<std::pair<Transformer::Tensor, int>> owned_tensors(Role role) {
+    const int task = trainer_task_.at(role_index(role));
     const ReplicaRanks& owners = ranks_.at(task).front();
     const std::vector<Transformer::Layers> spans = layer_spans(task, 0);
-    std::map<std::string, Transformer::Tensor> trained;
-    if (where(owners).stage >= 0) {
-      for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) trained[p.name] = p;
-    }
-    for (const Transformer::Tensor& p : copy.parameters()) {
-      // A shard's tensor ("name/j") from the process holding shard j; a whole one from shard
-      // 0's; a layer's from the stage holding it, the embedding from the first, the final
-      // norm and the head from the last.
+    std::vector<std::pair<Transformer::Tensor, int>> out;
+    for (const Transformer::Tensor& p : model_for(role, source_layout(role)).parameters()) {
       const std::size_t slash = p.name.rfind('/');
       const int shard = slash == std::string::npos ? 0 : std::stoi(p.name.substr(slash + 1));
       std::size_t stage = p.name == "embedding" ? 0 : owners.size() - 1;
@@ -413,27 +517,131 @@ class Runner {
           if (layer >= spans[g].first && layer < spans[g].first + spans[g].count) stage = g;
         }
       }
-      const int owner = owners.at(stage).at(static_cast<std::size_t>(shard));
+      out.emplace_back(p, owners.at(stage).at(static_cast<std::size_t>(shard)));
+    }
+    return out;
+  }
+  // This process's trained tensors of a role, by name (none where it trains none).
+  std::map<std::string, Transformer::Tensor> trained_tensors(Role role) {
+    std::map<std::string, Transformer::Tensor> out;
+    if (where(ranks_.at(trainer_task_.at(role_index(role))).front()).stage < 0) return out;
+    for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) out[p.name] = p;
+    return out;
+  }
+  // Under mpirun, in the training's group: the trained role's newest weights from the
+  // training's first replica to every process's copy, once a step of training (every process
+  // of the group calls it at the same task).
+  void share_weights(Role role) {
+    const int i = role_index(role);
+    if (!multi() || shared_[i] >= version_[i]) return;
+    const std::map<std::string, Transformer::Tensor> trained = trained_tensors(role);
+    for (const auto& [p, owner] : owned_tensors(role)) {
       if (owner == rank_) {
         const Transformer::Tensor& mine_tensor = trained.at(p.name);
-        world().broadcast(settings_.dtype, mine_tensor.buffer->data(), p.count, owner);
+        group_comm_->broadcast(settings_.dtype, mine_tensor.buffer->data(), p.count, group_rank(owner));
         b_.copy(p.buffer->data(), mine_tensor.buffer->data(), p.count * device::dtype_bytes(settings_.dtype));
       } else {
-        world().broadcast(settings_.dtype, p.buffer->data(), p.count, owner);
+        group_comm_->broadcast(settings_.dtype, p.buffer->data(), p.count, group_rank(owner));
       }
     }
     b_.synchronize();
     shared_[i] = version_[i];
-    held_[key(i, source)] = version_[i];
+    held_[key(i, source_layout(role))] = version_[i];
+  }
+  // The groups other than its training's that score with a trained role, and their processes.
+  std::vector<int> weight_readers(Role role) const {
+    std::vector<int> out;
+    const int trainer_group = task_group_[static_cast<std::size_t>(trainer_task_.at(role_index(role)))];
+    for (std::size_t g = 0; g < group_ranks_.size(); ++g) {
+      if (static_cast<int>(g) == trainer_group) continue;
+      for (const int task : graph_.gpu_tasks()) {
+        const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+        if (t.kind == TaskKind::kForward && t.role == role && task_group_[static_cast<std::size_t>(task)] == static_cast<int>(g)) {
+          out.insert(out.end(), group_ranks_[g].begin(), group_ranks_[g].end());
+          break;
+        }
+      }
+    }
+    return out;
+  }
+  // The weights a forward pass of `role` scores with in `iteration`: its training's newest,
+  // those of the iteration before (in the training's group, the broadcast; in another, what
+  // the training's processes posted when it ended).
+  void fresh_weights(int iteration, Role role) {
+    const int i = role_index(role);
+    if (!multi() || !trainer_task_.contains(i)) return;
+    if (task_group_[static_cast<std::size_t>(trainer_task_.at(i))] == group_) {
+      share_weights(role);
+      return;
+    }
+    if (iteration == 0 || taken_[static_cast<std::size_t>(i)] >= iteration - 1) return;
+    for (const auto& [p, owner] : owned_tensors(role)) {
+      std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
+      world().take(bytes.data(), bytes.size(), owner, tag(iteration - 1, trainer_task_.at(i), Carries::kWeights));
+      b_.upload(p.buffer->data(), bytes.data(), bytes.size());
+    }
+    b_.synchronize();
+    taken_[static_cast<std::size_t>(i)] = iteration - 1;
+    held_[key(i, source_layout(role))] = ++version_[i];
+  }
+  // After a role's training in `iteration`: its weights posted to the processes of the other
+  // groups that score with it the iteration after, and the actor's to generation in a group of
+  // its own for the weight sync sync_lag_ iterations on (in one process, a copy kept until
+  // then).
+  void hand_on_trained(int iteration, Role role) {
+    const int i = role_index(role);
+    if (multi() && iteration + 1 < settings_.iterations) {
+      const std::vector<int> readers = weight_readers(role);
+      const std::map<std::string, Transformer::Tensor> trained = trained_tensors(role);
+      for (const auto& [p, owner] : owned_tensors(role)) {
+        if (owner != rank_ || readers.empty()) continue;
+        std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
+        b_.download(bytes.data(), trained.at(p.name).buffer->data(), bytes.size());
+        for (const int q : readers) world().post(bytes, q, tag(iteration, trainer_task_.at(i), Carries::kWeights));
+      }
+    }
+    if (role != Role::kActor || !sync_apart_ || iteration + sync_lag_ >= settings_.iterations) return;
+    if (multi()) {
+      walk_sync([&](const SyncPiece& piece, Transformer* trained, Transformer*) {
+        if (piece.from != rank_) return;
+        trained->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
+                           [&](const void* data, std::size_t bytes) {
+                             std::vector<std::byte> host(bytes);
+                             b_.download(host.data(), data, bytes);
+                             world().post(std::move(host), piece.to, tag(iteration, graph_.weight_sync().task, Carries::kSyncPieces));
+                           });
+      });
+    } else if (sync_lag_ > 1) {
+      std::unique_ptr<Transformer> copy;
+      if (!spare_) {
+        copy = make(Role::kActor, trainer_layout(Role::kActor));
+      } else {
+        copy = std::move(spare_);
+      }
+      copy->load(model_for(Role::kActor, trainer_layout(Role::kActor)));
+      stale_.emplace_back(iteration, std::move(copy));
+    }
   }
 
-  // Under mpirun, the weight sync: each of generation's shards takes its part of the trained
-  // actor, piece by piece, from the training replica its own process is part of where there is
-  // one (the pieces its own training shard holds are a copy on its device), else from the
-  // replicas in turn; each piece once, from the process holding it (a layer's from the
-  // training stage holding it), straight into the engine's shard of its stage. Every process
-  // walks the same list, so sends and receives pair in order.
-  void sync_over_processes() {
+  // One piece of the weight sync under mpirun: generation's shard `to_shard` of stage `stage` of
+  // replica `replica` (on process `to`) takes training shard `from_shard` of training stage
+  // `from_stage` (on process `from`), the tensors every shard holds whole with it where
+  // `whole`.
+  struct SyncPiece {
+    std::size_t replica = 0, stage = 0, from_stage = 0;
+    int to_shard = 0, to_tp = 1, from_shard = 0, from_tp = 1;
+    int to = 0, from = 0;
+    bool whole = false;
+    Transformer::Layers to_layers{}, from_layers{};
+  };
+  // Each of generation's shards takes its part of the trained actor, piece by piece, from the
+  // training replica its own process is part of where there is one, else from the replicas in
+  // turn; each piece once, from the process holding it (a layer's from the training stage
+  // holding it), straight into the engine's shard of its stage. Every process walks the same
+  // list, so sends and receives pair in order. `visit` gets the piece, the trained actor here
+  // and generation's engine here (null where this process holds none of the piece's).
+  template <typename Visit>
+  void walk_sync(const Visit& visit) {
     const int actor = role_index(Role::kActor);
     const int reader = graph_.weight_sync().reader;
     const int trainer = trainer_task_.at(actor);
@@ -460,120 +668,319 @@ class Runner {
           for (std::size_t h = 0; h < owners.size(); ++h) {
             for (int s = 0; s < from_tp; ++s) {
               const int q = owners[h][static_cast<std::size_t>(s)];
-              const bool whole = s == whole_from;
               if (rank_ != p && rank_ != q) continue;
-              if (q == p) {
-                rollout(layout(reader, r)).load_shard(model_for(Role::kActor, trainer_layout(Role::kActor)), s, d, whole);
-              } else if (rank_ == q) {
-                model_for(Role::kActor, trainer_layout(Role::kActor))
-                    .send_shard(s, to_tp, d, whole, to_layers[g], [&](const void* data, std::size_t bytes) {
-                      world().send(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), p);
-                    });
-              } else {
-                rollout(layout(reader, r))
-                    .receive_shard(from_tp, s, from_layers[h], d, whole, [&](void* data, std::size_t bytes) {
-                      world().recv(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), q);
-                    });
-              }
+              const SyncPiece piece{r, g, h, d, to_tp, s, from_tp, p, q, s == whole_from, to_layers[g], from_layers[h]};
+              Transformer* trained = rank_ == q ? &model_for(Role::kActor, trainer_layout(Role::kActor)) : nullptr;
+              Transformer* engine = rank_ == p ? &rollout(layout(reader, r)) : nullptr;
+              visit(piece, trained, engine);
             }
           }
         }
       }
     }
-    b_.synchronize();
   }
 
-  // Under mpirun, after a GPU task: each replica's results from its last stage's first process
-  // to all, so that every process holds the iteration's samples, and its measurements.
-  void share_results(int task, const std::vector<std::vector<std::size_t>>& shares, TaskMeasurement& out,
-                     IterationMeasurement& m) {
-    if (!multi()) return;
+  // Under mpirun, the weight sync inside a group: every process of it at once.
+  void sync_in_group() {
+    walk_sync([&](const SyncPiece& piece, Transformer* trained, Transformer* engine) {
+      if (piece.to == piece.from) {
+        engine->load_shard(*trained, piece.from_shard, piece.to_shard, piece.whole);
+      } else if (rank_ == piece.from) {
+        trained->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
+                           [&](const void* data, std::size_t bytes) {
+                             world().send(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), piece.to);
+                           });
+      } else {
+        engine->receive_shard(piece.from_tp, piece.from_shard, piece.from_layers, piece.to_shard, piece.whole,
+                              [&](void* data, std::size_t bytes) {
+                                world().recv(settings_.dtype, data, bytes / device::dtype_bytes(settings_.dtype), piece.from);
+                              });
+      }
+    });
+    b_.synchronize();
+  }
+  // Under mpirun, the weight sync of generation in a group of its own: the pieces the training's
+  // processes posted after training in iteration `trained`, into the engines here. Timed from
+  // when the first of each sender's pieces is here (the wait for the training is not the
+  // sync's).
+  double sync_from_posted(int trained) {
+    const int t = tag(trained, graph_.weight_sync().task, Carries::kSyncPieces);
+    std::vector<int> senders;
+    walk_sync([&](const SyncPiece& piece, Transformer*, Transformer*) {
+      if (piece.to == rank_ && std::find(senders.begin(), senders.end(), piece.from) == senders.end()) senders.push_back(piece.from);
+    });
+    for (const int q : senders) world().await(q, t);
+    const Stopwatch watch(b_);
+    walk_sync([&](const SyncPiece& piece, Transformer*, Transformer* engine) {
+      if (piece.to != rank_) return;
+      engine->receive_shard(piece.from_tp, piece.from_shard, piece.from_layers, piece.to_shard, piece.whole,
+                            [&](void* data, std::size_t bytes) {
+                              std::vector<std::byte> host(bytes);
+                              world().take(host.data(), bytes, piece.from, t);
+                              b_.upload(data, host.data(), bytes);
+                            });
+    });
+    return watch.seconds();
+  }
+
+  // The sample fields a task writes.
+  enum class Field { kResponse, kOldLogp, kRefLogp, kValues, kScore, kAdvantages, kReturns };
+  std::vector<Field> writes(int task) const {
     const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
-    for (std::size_t r = 0; r < shares.size(); ++r) {
-      const int lead = result_lead(task, r);
-      const bool from_me = lead == rank_;
-      const std::vector<std::size_t>& share = shares[r];
-      if (t.kind == TaskKind::kGenerate) {
-        std::vector<int> tokens;
-        for (const std::size_t i : share) {
-          const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
-          const std::vector<int>& s = samples_[i].tokens;
-          if (from_me) {
-            tokens.insert(tokens.end(), s.end() - static_cast<long>(n), s.end());
-          } else {
-            tokens.resize(tokens.size() + n);
+    switch (t.kind) {
+      case TaskKind::kGenerate:
+        return {Field::kResponse};
+      case TaskKind::kForward:
+        switch (*t.role) {
+          case Role::kActor: return {Field::kOldLogp};
+          case Role::kReference: return {Field::kRefLogp};
+          case Role::kCritic: return {Field::kValues};
+          case Role::kReward: return {Field::kScore};
+        }
+        break;
+      case TaskKind::kCpu:
+        if (t.op == "gae") return {Field::kAdvantages, Field::kReturns};
+        if (t.op == "group_norm") return {Field::kAdvantages};
+        if (t.op == "rule") return {Field::kScore};
+        break;
+      default:
+        break;
+    }
+    return {};
+  }
+  static std::vector<float>* values_of(Sample& s, Field f) {
+    switch (f) {
+      case Field::kOldLogp: return &s.old_logp;
+      case Field::kRefLogp: return &s.ref_logp;
+      case Field::kValues: return &s.values;
+      case Field::kAdvantages: return &s.advantages;
+      case Field::kReturns: return &s.returns;
+      default: return nullptr;
+    }
+  }
+  // Bytes of what `task` writes of samples `which` (a response as long as drawn, the others'
+  // per-token values as long as the response).
+  std::size_t packed_bytes(int task, const std::vector<std::size_t>& which) const {
+    std::size_t bytes = 0;
+    for (const Field f : writes(task)) {
+      for (const std::size_t i : which) {
+        bytes += f == Field::kResponse ? static_cast<std::size_t>(response_lengths_[i]) * sizeof(int)
+                 : f == Field::kScore  ? sizeof(float)
+                                       : static_cast<std::size_t>(samples_[i].response_length()) * sizeof(float);
+      }
+    }
+    return bytes;
+  }
+  std::vector<std::byte> pack(int task, const std::vector<std::size_t>& which) {
+    std::vector<std::byte> out;
+    out.reserve(packed_bytes(task, which));
+    const auto put = [&](const void* data, std::size_t bytes) {
+      const std::byte* b = static_cast<const std::byte*>(data);
+      out.insert(out.end(), b, b + bytes);
+    };
+    for (const Field f : writes(task)) {
+      for (const std::size_t i : which) {
+        Sample& s = samples_[i];
+        if (f == Field::kResponse) {
+          put(s.tokens.data() + s.prompt_length, static_cast<std::size_t>(response_lengths_[i]) * sizeof(int));
+        } else if (f == Field::kScore) {
+          put(&s.score, sizeof(float));
+        } else {
+          const std::vector<float>& v = *values_of(s, f);
+          put(v.data(), v.size() * sizeof(float));
+        }
+      }
+    }
+    return out;
+  }
+  void unpack(int task, const std::vector<std::size_t>& which, const std::vector<std::byte>& bytes) {
+    std::size_t at = 0;
+    const auto get = [&](void* data, std::size_t n) {
+      std::memcpy(data, bytes.data() + at, n);
+      at += n;
+    };
+    for (const Field f : writes(task)) {
+      for (const std::size_t i : which) {
+        Sample& s = samples_[i];
+        if (f == Field::kResponse) {
+          s.tokens.resize(static_cast<std::size_t>(s.prompt_length + response_lengths_[i]));
+          get(s.tokens.data() + s.prompt_length, static_cast<std::size_t>(response_lengths_[i]) * sizeof(int));
+        } else if (f == Field::kScore) {
+          get(&s.score, sizeof(float));
+        } else {
+          std::vector<float>& v = *values_of(s, f);
+          v.resize(static_cast<std::size_t>(s.response_length()));
+          get(v.data(), v.size() * sizeof(float));
+        }
+      }
+    }
+  }
+
+  // Who holds what a task wrote: each replica's last stage's first process with the replica's
+  // samples; a CPU task's group's first process with every sample; none for training and the
+  // weight sync (its weights go apart).
+  struct Piece {
+    int lead = 0;
+    std::vector<std::size_t> samples;
+  };
+  std::vector<Piece> pieces(int task) const {
+    const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+    std::vector<Piece> out;
+    if (t.kind == TaskKind::kCpu) {
+      out.push_back({lead_of(task), range(0, samples_.size())});
+    } else if (t.kind == TaskKind::kGenerate || t.kind == TaskKind::kForward) {
+      const std::vector<std::vector<std::size_t>> shares = replica_samples(task);
+      for (std::size_t r = 0; r < shares.size(); ++r) out.push_back({result_lead(task, r), shares[r]});
+    }
+    return out;
+  }
+  // Each replica's samples: generation's contiguous runs; a forward pass's dealt by their
+  // tokens (training deals each mini-batch).
+  std::vector<std::vector<std::size_t>> replica_samples(int task) const {
+    const plan::TaskPlacement& p = placement(task);
+    std::vector<std::vector<std::size_t>> shares;
+    if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kGenerate) {
+      for (const auto& [first, last] : split(p)) shares.push_back(range(first, last));
+    } else {
+      shares = deal(range(0, samples_.size()), sample_tokens(), replica_shares(p));
+    }
+    return shares;
+  }
+  // Whose results stand for a task's: its first replica's lead; a CPU task's group's first process.
+  int lead_of(int task) const {
+    if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kCpu) {
+      return group_ranks_[static_cast<std::size_t>(task_group_[static_cast<std::size_t>(task)])].front();
+    }
+    return result_lead(task, 0);
+  }
+  int group_rank(int rank) const {
+    for (const std::vector<int>& ranks : group_ranks_) {
+      const auto at = std::find(ranks.begin(), ranks.end(), rank);
+      if (at != ranks.end()) return static_cast<int>(at - ranks.begin());
+    }
+    throw std::logic_error("run: a process in no group");
+  }
+
+  // Under mpirun, after a GPU task: each replica's results from its lead to the rest of the
+  // group, so that every process of it holds the iteration's samples.
+  void share_results(int task) {
+    if (!multi()) return;
+    for (const Piece& piece : pieces(task)) {
+      const bool from_me = piece.lead == rank_;
+      std::vector<std::byte> bytes = from_me ? pack(task, piece.samples) : std::vector<std::byte>(packed_bytes(task, piece.samples));
+      if (!bytes.empty()) group_comm_->broadcast_host(bytes.data(), bytes.size(), group_rank(piece.lead));
+      if (!from_me) unpack(task, piece.samples, bytes);
+    }
+  }
+  // Under mpirun, before a task: what it reads of this iteration's work in other groups, as
+  // their leads posted it (in topological order, so that the responses come first).
+  void take_inputs(int iteration, int task) {
+    if (!multi()) return;
+    for (const int u : upstream_[static_cast<std::size_t>(task)]) {
+      if (holds(u)) continue;
+      for (const Piece& piece : pieces(u)) {
+        std::vector<std::byte> bytes(packed_bytes(u, piece.samples));
+        world().take(bytes.data(), bytes.size(), piece.lead, tag(iteration, u, Carries::kResults));
+        unpack(u, piece.samples, bytes);
+      }
+      received_[static_cast<std::size_t>(u)] = true;
+    }
+  }
+  // After a task: what it wrote posted to the other groups that read it (under mpirun), and a
+  // training's weights handed on.
+  void hand_on(int iteration, int task) {
+    if (multi()) {
+      const std::vector<int>& groups = readers_[static_cast<std::size_t>(task)];
+      for (const Piece& piece : pieces(task)) {
+        if (piece.lead != rank_ || groups.empty()) continue;
+        const std::vector<std::byte> bytes = pack(task, piece.samples);
+        for (const int g : groups) {
+          for (const int q : group_ranks_[static_cast<std::size_t>(g)]) world().post(bytes, q, tag(iteration, task, Carries::kResults));
+        }
+      }
+    }
+    const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+    if (t.kind == TaskKind::kTrain) hand_on_trained(iteration, *t.role);
+  }
+
+  // Under mpirun, after the run: what each process measured, to all (every process reaches
+  // it): each replica's from its lead, a CPU task's from its group's first process, the
+  // weight sync's slowest, each task's first start and last end; training's losses and
+  // gradient norms from its lead; the mean score from whoever computed it.
+  void gather_measurements() {
+    for (std::size_t i = 0; i < result_.iterations.size(); ++i) {
+      IterationMeasurement& m = result_.iterations[i];
+      for (std::size_t task = 0; task < graph_.tasks.size(); ++task) {
+        const workload::Task& t = graph_.tasks[task];
+        TaskMeasurement& out = m.tasks[task];
+        const bool here = out.ran;
+        const double first = -world().max(here ? -out.start : -std::numeric_limits<double>::infinity());
+        out.end = world().max(here ? out.end : -std::numeric_limits<double>::infinity());
+        out.start = first;
+        out.ran = std::isfinite(first);
+        if (!out.ran) continue;
+        if (t.kind == TaskKind::kWeightSync) {
+          out.seconds = world().max(here ? out.seconds : 0.0);
+          continue;
+        }
+        if (t.kind == TaskKind::kCpu) {
+          world().broadcast_host(&out.seconds, sizeof(double), lead_of(static_cast<int>(task)));
+          continue;
+        }
+        const std::size_t replicas = placement(static_cast<int>(task)).replicas.size();
+        out.replica_seconds.resize(replicas, 0.0);
+        if (t.kind == TaskKind::kGenerate) {
+          out.replica_decode_steps.resize(replicas, 0);
+          out.replica_prefill_seconds.resize(replicas, 0.0);
+          if (timed_collectives()) {
+            out.replica_decode_collective_seconds.resize(replicas, 0.0);
+            out.replica_decode_collective_calls.resize(replicas, 0);
           }
         }
-        if (!tokens.empty()) world().broadcast_host(tokens.data(), tokens.size() * sizeof(int), lead);
-        if (!from_me && !mine(task, r)) {
-          std::size_t at = 0;
-          for (const std::size_t i : share) {
-            const std::size_t n = static_cast<std::size_t>(response_lengths_[i]);
-            samples_[i].tokens.insert(samples_[i].tokens.end(), tokens.begin() + static_cast<long>(at),
-                                      tokens.begin() + static_cast<long>(at + n));
-            at += n;
-          }
-        }
-      } else if (t.kind == TaskKind::kForward) {
-        const auto field = [&](Sample& s) -> std::vector<float>* {
-          switch (*t.role) {
-            case Role::kActor: return &s.old_logp;
-            case Role::kReference: return &s.ref_logp;
-            case Role::kCritic: return &s.values;
-            case Role::kReward: return nullptr;
-          }
-          return nullptr;
-        };
-        std::vector<float> values;
-        for (const std::size_t i : share) {
-          Sample& s = samples_[i];
-          std::vector<float>* f = field(s);
-          if (!f) {
-            values.push_back(from_me ? s.score : 0.0f);
-          } else if (from_me) {
-            values.insert(values.end(), f->begin(), f->end());
-          } else {
-            values.resize(values.size() + static_cast<std::size_t>(s.response_length()));
-          }
-        }
-        if (!values.empty()) world().broadcast_host(values.data(), values.size() * sizeof(float), lead);
-        if (!from_me) {
-          std::size_t at = 0;
-          for (const std::size_t i : share) {
-            Sample& s = samples_[i];
-            std::vector<float>* f = field(s);
-            if (!f) {
-              s.score = values[at++];
-            } else {
-              f->assign(values.begin() + static_cast<long>(at), values.begin() + static_cast<long>(at) + s.response_length());
-              at += static_cast<std::size_t>(s.response_length());
+        if (t.kind == TaskKind::kTrain) out.replica_parts.resize(replicas);
+        std::vector<ReplicaSpan> spans;
+        for (std::size_t r = 0; r < replicas; ++r) {
+          const int lead = result_lead(static_cast<int>(task), r);
+          world().broadcast_host(&out.replica_seconds[r], sizeof(double), lead);
+          if (t.kind == TaskKind::kGenerate) {
+            world().broadcast_host(&out.replica_decode_steps[r], sizeof(long long), lead);
+            world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
+            if (timed_collectives()) {
+              world().broadcast_host(&out.replica_decode_collective_seconds[r], sizeof(double), lead);
+              world().broadcast_host(&out.replica_decode_collective_calls[r], sizeof(long long), lead);
             }
           }
+          if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
+          std::vector<ReplicaSpan> of_r;
+          for (const ReplicaSpan& s : out.spans) {
+            if (s.replica == static_cast<int>(r)) of_r.push_back(s);
+          }
+          long long count = static_cast<long long>(of_r.size());
+          world().broadcast_host(&count, sizeof count, lead);
+          of_r.resize(static_cast<std::size_t>(count));
+          if (count > 0) world().broadcast_host(of_r.data(), of_r.size() * sizeof(ReplicaSpan), lead);
+          spans.insert(spans.end(), of_r.begin(), of_r.end());
+        }
+        out.spans = std::move(spans);
+        world().broadcast_host(&out.tokens, sizeof(long long), result_lead(static_cast<int>(task), 0));
+        out.seconds = out.replica_seconds.empty() ? 0 : *std::max_element(out.replica_seconds.begin(), out.replica_seconds.end());
+        if (t.kind == TaskKind::kTrain) {
+          double pair[2];
+          pair[0] = t.role == Role::kCritic ? m.value_loss : m.policy_loss;
+          pair[1] = t.role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm;
+          world().broadcast_host(pair, sizeof pair, result_lead(static_cast<int>(task), 0));
+          (t.role == Role::kCritic ? m.value_loss : m.policy_loss) = pair[0];
+          (t.role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) = pair[1];
+        }
+        if (t.kind == TaskKind::kGenerate) {
+          m.decode_steps = 0;
+          for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
         }
       }
-      double seconds = out.replica_seconds[r];
-      world().broadcast_host(&seconds, sizeof seconds, lead);
-      out.replica_seconds[r] = seconds;
-      if (t.kind == TaskKind::kGenerate) {
-        long long steps = out.replica_decode_steps[r];
-        world().broadcast_host(&steps, sizeof steps, lead);
-        out.replica_decode_steps[r] = steps;
-        world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
-        if (timed_collectives()) {
-          world().broadcast_host(&out.replica_decode_collective_seconds[r], sizeof(double), lead);
-          world().broadcast_host(&out.replica_decode_collective_calls[r], sizeof(long long), lead);
-        }
+      if (score_task_ >= 0) {
+        world().broadcast_host(&m.mean_score, sizeof(double), lead_of(score_task_));
       }
-      if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
     }
-    // Training's losses and gradient norms, as its first replica's last stage has them.
-    double losses[4] = {m.policy_loss, m.value_loss, m.policy_grad_norm, m.value_grad_norm};
-    const int lead = result_lead(task, 0);
-    world().broadcast_host(losses, sizeof losses, lead);
-    m.policy_loss = losses[0];
-    m.value_loss = losses[1];
-    m.policy_grad_norm = losses[2];
-    m.value_grad_norm = losses[3];
   }
   double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count(); }
   // Records replica r's stretch that `watch` timed (`seconds` long).
@@ -824,19 +1231,38 @@ class Runner {
     TaskMeasurement& out = m.tasks[static_cast<std::size_t>(task)];
     out.ran = true;
     if (t.kind == TaskKind::kWeightSync) {
-      // The trained actor's weights into each of generation's layouts; under mpirun the
-      // processes start it together and it lasts as long as the slowest.
+      // The trained actor's weights into each of generation's layouts: those of the iteration
+      // sync_lag_ back (none before the first training: every copy starts from the same
+      // weights). Under mpirun, inside a group its processes start it together and it lasts
+      // as long as the slowest; from another group, generation's processes take what the
+      // training's posted.
+      const int trained = iteration - sync_lag_;
+      if (trained < 0) return;
       if (multi()) {
-        world().barrier();
-        const Stopwatch watch(b_);
-        sync_over_processes();
-        out.seconds = world().max(watch.seconds());
-      } else {
-        const Stopwatch watch(b_);
-        Transformer& trained = model_for(Role::kActor, trainer_layout(Role::kActor));
-        for (auto& [layout_key, engine] : rollouts_) engine->load(trained);
-        out.seconds = watch.seconds();
+        double seconds = 0;
+        if (sync_apart_) {
+          seconds = sync_from_posted(trained);
+        } else {
+          group_comm_->barrier();
+          const Stopwatch watch(b_);
+          sync_in_group();
+          seconds = watch.seconds();
+        }
+        out.seconds = group_comm_->max(seconds);
+        return;
       }
+      const Transformer* from = &model_for(Role::kActor, trainer_layout(Role::kActor));
+      if (sync_lag_ > 1) {
+        while (!stale_.empty() && stale_.front().first < trained) {
+          spare_ = std::move(stale_.front().second);
+          stale_.pop_front();
+        }
+        if (stale_.empty() || stale_.front().first != trained) throw std::logic_error("run: no weights kept for the sync");
+        from = stale_.front().second.get();
+      }
+      const Stopwatch watch(b_);
+      for (auto& [layout_key, engine] : rollouts_) engine->load(*from);
+      out.seconds = watch.seconds();
       return;
     }
     if (t.kind == TaskKind::kCpu) {
@@ -858,14 +1284,7 @@ class Runner {
     }
     const plan::TaskPlacement& p = placement(task);
     const auto ranges = split(p);
-    // Generation's replicas take contiguous runs; scoring's take the samples dealt by their
-    // tokens (training deals each mini-batch).
-    std::vector<std::vector<std::size_t>> shares;
-    if (t.kind == TaskKind::kGenerate) {
-      for (const auto& [first, last] : ranges) shares.push_back(range(first, last));
-    } else {
-      shares = deal(range(0, samples_.size()), sample_tokens(), replica_shares(p));
-    }
+    const std::vector<std::vector<std::size_t>> shares = replica_samples(task);
     out.replica_seconds.assign(ranges.size(), 0.0);
     if (t.kind == TaskKind::kGenerate) {
       out.replica_decode_steps.assign(ranges.size(), 0);
@@ -876,7 +1295,7 @@ class Runner {
       }
     }
     if (t.kind == TaskKind::kTrain) out.replica_parts.assign(ranges.size(), {});
-    if (t.kind == TaskKind::kForward && multi()) share_weights(*t.role);
+    if (t.kind == TaskKind::kForward) fresh_weights(iteration, *t.role);
     if (t.kind == TaskKind::kGenerate) {
       for (std::size_t r = 0; r < ranges.size(); ++r) {
         const auto [first, last] = ranges[r];
@@ -953,7 +1372,7 @@ class Runner {
       train(iteration, task, *t.role, out, m);
       out.tokens = tokens_of(samples_, 0, samples_.size()) * w_.epochs;
     }
-    share_results(task, shares, out, m);
+    if (t.kind != TaskKind::kTrain) share_results(task);
     if (t.kind == TaskKind::kGenerate) {
       // Every replica's decode steps, and the tokens its responses hold.
       for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
@@ -1204,6 +1623,21 @@ class Runner {
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
   std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast
+  std::array<int, 4> taken_{-1, -1, -1, -1};  // per role: the iteration whose weights were last taken from another group
+  std::vector<std::vector<int>> group_ranks_;  // per plan group: its processes, ascending
+  int group_ = 0;                                // this process's
+  std::unique_ptr<device::Communicator> group_comm_;
+  // The groups as the run follows them (find_groups).
+  std::vector<int> task_group_;
+  std::vector<std::vector<int>> upstream_, readers_;
+  int score_task_ = -1;
+  bool sync_apart_ = false;  // generation in a group other than its training's
+  int sync_lag_ = 1;         // iterations between the training and the weight sync that takes its weights
+  std::vector<bool> received_;  // per task, this iteration: its results taken from another group
+  // In one process, the trained actor's weights kept for a weight sync sync_lag_ iterations on,
+  // by the iteration that trained them (and one copy spare).
+  std::deque<std::pair<int, std::unique_ptr<Transformer>>> stale_;
+  std::unique_ptr<Transformer> spare_;
 
   std::vector<Sample> samples_;
   std::vector<int> response_lengths_;

@@ -12,7 +12,12 @@
 // Under mpirun (RunSettings::comm) a process stands for each plan GPU and runs the replicas on
 // it (place_on_ranks in run.cpp): a replica's tensor-parallel shards over its processes, its
 // pipeline stages each on their own (the rows handed on between them, training's micro-batches
-// in 1F1B's schedule). Generation runs continuous batching at the concurrency the
+// in 1F1B's schedule). Each process runs its plan group's tasks only, iteration by iteration,
+// and takes what they read of other groups' work when it needs it (posted host messages, so no
+// group waits for a reader): groups overlap in time as the task graph lets them, generation
+// in a group of its own running up to the workload's staleness bound ahead of training (the
+// weight sync takes the weights of the iteration 1 + the bound back, as hetrl-sim has it; in
+// training's own group, the newest; one process keeps the same weights for it). Generation runs continuous batching at the concurrency the
 // cost model gives the replica's KV cache, over response lengths drawn by hetrl-sim's sampler;
 // scoring and training run micro-batches of at most the cost model's micro-batch tokens
 // (samples of alike lengths together, padded to the longest); training runs the workload's
@@ -90,6 +95,11 @@ struct IterationMeasurement {
   double value_grad_norm = 0;          // the critic's
   double mean_score = 0;               // the reward over the iteration's samples
   long long decode_steps = 0;
+  // As run, in seconds from the start of the run: its first task's start and its last task's
+  // end, and its period: from the previous iteration's end (the first's from its own start) to
+  // its end. Under mpirun the groups overlap iterations, so that periods fall below the
+  // iteration's tasks in turn.
+  double start = 0, end = 0, period = 0;
 };
 
 struct RunResult {

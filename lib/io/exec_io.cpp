@@ -102,6 +102,15 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                           {"decode_steps", it.decode_steps}});
   }
   out["iteration_stats"] = std::move(iterations);
+  // Each iteration as run: its first task's start and last task's end (seconds from the run's
+  // start) and its period, from the previous one's end.
+  OrderedJson as_run = OrderedJson::array();
+  for (const exec::IterationMeasurement& it : run.iterations) {
+    as_run.push_back({{"start_seconds", detail::file_units(it.start)},
+                      {"end_seconds", detail::file_units(it.end)},
+                      {"period_seconds", detail::file_units(it.period)}});
+  }
+  out["iterations_as_run"] = std::move(as_run);
   return detail::dump(out);
 }
 

@@ -3,10 +3,12 @@
 # the same tokens, scores, decode steps and gradient norms run by 2 processes as by one, and so
 # does one whose actor trains at TP 2 over both; a plan of two groups on
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
-# them) runs by 4 as by one, and so do plans of pipeline stages over 2 and 4 processes; a run of
+# them) runs by 4 as by one, sync and async, and so do one with the actor's scoring beside
+# generation, PPO over three groups, and plans of pipeline stages over 2 and 4 processes; a run of
 # another process count than the plan's GPUs says so, and a process that hangs ends the run
 # after --stall-timeout.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
+cmake_minimum_required(VERSION 3.20)  # quoted words in if() are words (CMP0054)
 include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 
 set(MPI ${MPIEXEC} --oversubscribe -n)
@@ -34,7 +36,13 @@ endfunction()
 function(same_run one_file two_file what)
   file(READ ${one_file} one)
   file(READ ${two_file} two)
-  foreach(i 0 1)
+  string(JSON iterations LENGTH "${one}" iteration_stats)
+  string(JSON also LENGTH "${two}" iteration_stats)
+  if(NOT iterations EQUAL also OR iterations LESS 2)
+    message(FATAL_ERROR "${what}: ${iterations} iterations in one process, ${also} in more")
+  endif()
+  math(EXPR last "${iterations} - 1")
+  foreach(i RANGE ${last})
     foreach(field mean_score decode_steps)
       string(JSON a GET "${one}" iteration_stats ${i} ${field})
       string(JSON b GET "${two}" iteration_stats ${i} ${field})
@@ -166,6 +174,60 @@ string(JSON trainers LENGTH "${four}" tasks actor_train replica_seconds 1)
 string(JSON score GET "${four}" iteration_stats 1 mean_score)
 if(NOT generators EQUAL 1 OR NOT trainers EQUAL 2 OR NOT score GREATER 0)
   message(FATAL_ERROR "4 processes: ${generators} generation and ${trainers} training replicas, score ${score}")
+endif()
+
+# The actor's scoring in generation's group instead: the trained weights reach it from the
+# training's group, posted when the training ends, and its log-probs go back the other way.
+set(SCORING --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json
+    --plan ${DATA}/plan_exec_groups_scoring.json ${SCALE} --learning-rate 0.01)
+alone_and_over(exec_scoring 4 "the actor's scoring beside generation" ${SCORING})
+
+# PPO over three groups on 4 processes (generation and the actor's scoring; the reference,
+# the critic's values and the reward model; both trainings), sync and async: every sample's
+# fields cross from the group that wrote them to the groups that read them, the advantages
+# computed in the training's group, the critic's weights to the group that scores with them.
+set(PPO3 --cluster ${DATA}/exec_cluster4.json --plan ${DATA}/plan_exec_ppo_groups.json --layers 1 --hidden 128
+    --vocab 512 --backend cpu --iterations 3 --warmup 0 --seed 5 --dtype fp32 --learning-rate 0.01)
+alone_and_over(exec_ppo3 4 "PPO over three groups" ${PPO3} --workload ${DATA}/exec_ppo.json)
+alone_and_over(exec_ppo3_async 4 "async PPO over three groups" ${PPO3} --workload ${DATA}/exec_ppo_async.json)
+
+# Async with a staleness bound of 1, generation in a group of its own: it runs an iteration
+# ahead of training, so the weight sync of iteration i takes the weights trained in i - 2 (none
+# to take in the first two iterations), in one process as in four. The first iteration is the
+# synchronous run's; the second generates with the first weights where the synchronous run has
+# trained them once.
+set(ASYNC --cluster ${DATA}/exec_cluster4.json --plan ${DATA}/plan_exec_groups.json --layers 1 --hidden 128 --vocab 512
+    --backend cpu --iterations 3 --warmup 0 --seed 5 --dtype fp32 --learning-rate 0.01)
+alone_and_over(exec_async 4 "async over two groups" ${ASYNC} --workload ${DATA}/exec_grpo_async.json)
+file(REMOVE ${OUT}/exec_sync3.json)
+run(${MPI} 4 ${EXEC} ${ASYNC} --workload ${DATA}/exec_grpo.json --report ${OUT}/exec_sync3.json)
+file(READ ${OUT}/exec_async_many.json async)
+file(READ ${OUT}/exec_sync3.json sync)
+foreach(mode async sync)
+  foreach(i 0 1 2)
+    string(JSON seconds${i} GET "${${mode}}" tasks weight_sync seconds ${i})
+    string(JSON period GET "${${mode}}" iterations_as_run ${i} period_seconds)
+    string(JSON end GET "${${mode}}" iterations_as_run ${i} end_seconds)
+    string(JSON start GET "${${mode}}" iterations_as_run ${i} start_seconds)
+    if(NOT period GREATER 0 OR NOT end GREATER start)
+      message(FATAL_ERROR "${mode}, iteration ${i}: from ${start} s to ${end} s, period ${period} s")
+    endif()
+  endforeach()
+  set(taken "${seconds0} ${seconds1} ${seconds2}")
+  if(NOT seconds0 EQUAL 0 OR NOT seconds2 GREATER 0 OR (mode STREQUAL "async" AND NOT seconds1 EQUAL 0) OR
+     (mode STREQUAL "sync" AND NOT seconds1 GREATER 0))
+    message(FATAL_ERROR "${mode}: the weight sync's seconds ${taken}")
+  endif()
+endforeach()
+string(JSON a GET "${async}" iteration_stats 0 mean_score)
+string(JSON b GET "${sync}" iteration_stats 0 mean_score)
+if(NOT a STREQUAL b)
+  message(FATAL_ERROR "the first iteration's score: ${a} async, ${b} sync")
+endif()
+string(JSON a GET "${async}" iteration_stats 1 mean_score)
+string(JSON b GET "${sync}" iteration_stats 1 mean_score)
+if(a STREQUAL b)
+  message(FATAL_ERROR "the second iteration's score: ${a} async and sync; async generates with the first weights")
 endif()
 
 # Pipeline stages over the two processes: generation, the actor's scoring and its training
