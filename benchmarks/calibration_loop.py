@@ -195,13 +195,19 @@ def main():
             after = reports_of["after"][0]["tasks"][task]["predicted_seconds"]
             simulated = statistics.median(s for rep in reports_of["after"] for s in rep["tasks"][task].get("simulated_seconds", [0]))
             rows.append([label, task, before, after, simulated, measured, ""])
-        # The executor runs the tasks one after another (its processes step through them
-        # together), so its iteration is set beside the predicted tasks' sum; the plan's own
+        # The iteration's tasks in turn, against the predicted tasks' sum; the plan's own
         # iteration, which may overlap one group's tasks with another's, in the last column.
         sequential = {when: sum(t["predicted_seconds"] for t in reports_of[when][0]["tasks"].values())
                       for when in ("before", "after")}
         rows.append([label, "iteration (tasks in turn)", sequential["before"], sequential["after"], "",
                      statistics.median(iterations), reports_of["after"][0]["predicted_iteration_seconds"]])
+        # And the iteration as run (each group's processes on their own tasks): its period, from
+        # one iteration's end to the next's, against the plan's iteration.
+        periods = [it["period_seconds"] for rep in everything for it in rep.get("iterations_as_run", [])]
+        if periods:
+            plan_iteration = {when: reports_of[when][0]["predicted_iteration_seconds"] for when in ("before", "after")}
+            rows.append([label, "iteration (as run)", plan_iteration["before"], plan_iteration["after"], "",
+                         statistics.median(periods), ""])
 
     with open(p("calibration-loop.csv"), "w", newline="") as f:
         w = csv.writer(f)
