@@ -61,14 +61,12 @@ class Communicator {
 
   // Host messages between processes that do not meet: what one group of a plan hands another
   // that works on other iterations meanwhile. post() sends `message` (kept until taken) to
-  // `peer` and returns at once; await() waits, without spinning, until a message of `peer`
-  // with `tag` is here; take() receives it (`bytes` long), waiting as await() does;
-  // finish_posted() waits until every posted message was taken. Messages of one peer and tag
-  // are taken in the order posted. Tags run from 0 to kPostTags - 1. On NCCL's transport they
-  // travel over its host communicator.
+  // `peer` and returns at once; take() receives the next message of `peer` with `tag` (`bytes`
+  // long), waiting without spinning until it is here; finish_posted() waits until every posted
+  // message was taken. Messages of one peer and tag are taken in the order posted. Tags run from
+  // 0 to kPostTags - 1. On NCCL's transport they travel over its host communicator.
   static constexpr int kPostTags = 16384;
   virtual void post(std::vector<std::byte> message, int peer, int tag) = 0;
-  virtual void await(int peer, int tag) = 0;
   virtual void take(void* data, std::size_t bytes, int peer, int tag) = 0;
   virtual void finish_posted() = 0;
 

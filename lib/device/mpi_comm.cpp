@@ -153,19 +153,12 @@ class MpiCommunicator final : public Communicator {
   // Posted messages go with MPI_Isend from the communicator's own copy, dropped once sent;
   // their tags sit above the point-to-point calls'.
   void post(std::vector<std::byte> message, int peer, int tag) override {
+    const int mpi_tag = post_tag(tag);
+    const int bytes = mpi_count(message.size(), "post");
     reap();
     Posted& p = posted_.emplace_back();
     p.bytes = std::move(message);
-    check(MPI_Isend(p.bytes.data(), mpi_count(p.bytes.size(), "post"), MPI_BYTE, peer, post_tag(tag), comm_, &p.request),
-          "MPI_Isend");
-  }
-  void await(int peer, int tag) override {
-    reap();
-    poll([&] {
-      int here = 0;
-      check(MPI_Iprobe(peer, post_tag(tag), comm_, &here, MPI_STATUS_IGNORE), "MPI_Iprobe");
-      return here != 0;
-    });
+    check(MPI_Isend(p.bytes.data(), bytes, MPI_BYTE, peer, mpi_tag, comm_, &p.request), "MPI_Isend");
   }
   void take(void* data, std::size_t bytes, int peer, int tag) override {
     reap();

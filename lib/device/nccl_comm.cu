@@ -75,7 +75,6 @@ class NcclCommunicator final : public Communicator {
   double max(double x) override { return host_->max(x); }
   void broadcast_host(void* data, std::size_t bytes, int root) override { host_->broadcast_host(data, bytes, root); }
   void post(std::vector<std::byte> message, int peer, int tag) override { host_->post(std::move(message), peer, tag); }
-  void await(int peer, int tag) override { host_->await(peer, tag); }
   void take(void* data, std::size_t bytes, int peer, int tag) override { host_->take(data, bytes, peer, tag); }
   void finish_posted() override { host_->finish_posted(); }
   // A group of its own: the host communicator split, and NCCL bootstrapped over that part.

@@ -309,7 +309,7 @@ class Runner {
   // Tags of posted messages: what they carry, of which task and iteration (the iteration
   // taken round: messages of one tag arrive in order).
   static constexpr std::size_t kTaskTags = 64;
-  enum class Carries { kResults = 0, kWeights = 1, kSyncPieces = 2 };
+  enum class Carries { kResults = 0, kWeights = 1, kSyncPieces = 2, kSyncReady = 3 };
   static int tag(int iteration, int task, Carries what) {
     return ((iteration % 64) * static_cast<int>(kTaskTags) + task) * 4 + static_cast<int>(what);
   }
@@ -368,6 +368,22 @@ class Runner {
                                            t.name, split(0), split(r)));
         }
         placed.push_back(std::move(ranks));
+      }
+    }
+    // Which trained roles a forward pass in their training's group runs in another layout than
+    // the training's (other processes, TP or stages), so that it reads the copy share_weights
+    // keeps; where every one runs in a training replica's layout it reads the trained model.
+    for (const int task : graph_.gpu_tasks()) {
+      const workload::Task& t = graph_.tasks[static_cast<std::size_t>(task)];
+      if (t.kind != TaskKind::kForward || !trainer_task_.contains(role_index(*t.role))) continue;
+      const int trainer = trainer_task_.at(role_index(*t.role));
+      if (task_group_[static_cast<std::size_t>(task)] != task_group_[static_cast<std::size_t>(trainer)]) continue;
+      for (std::size_t r = 0; r < ranks_.at(task).size(); ++r) {
+        bool alike = false;
+        for (std::size_t k = 0; k < ranks_.at(trainer).size(); ++k) {
+          alike = alike || (ranks_.at(trainer)[k] == ranks_.at(task)[r] && stage_layers(trainer, k) == stage_layers(task, r));
+        }
+        if (!alike) copied_[static_cast<std::size_t>(role_index(*t.role))] = true;
       }
     }
     // The communicators, made in the same order by every process (each split is collective).
@@ -533,7 +549,7 @@ class Runner {
   // of the group calls it at the same task).
   void share_weights(Role role) {
     const int i = role_index(role);
-    if (!multi() || shared_[i] >= version_[i]) return;
+    if (!multi() || !copied_[static_cast<std::size_t>(i)] || shared_[i] >= version_[i]) return;
     const std::map<std::string, Transformer::Tensor> trained = trained_tensors(role);
     for (const auto& [p, owner] : owned_tensors(role)) {
       if (owner == rank_) {
@@ -576,9 +592,8 @@ class Runner {
     }
     if (iteration == 0 || taken_[static_cast<std::size_t>(i)] >= iteration - 1) return;
     for (const auto& [p, owner] : owned_tensors(role)) {
-      std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
-      world().take(bytes.data(), bytes.size(), owner, tag(iteration - 1, trainer_task_.at(i), Carries::kWeights));
-      b_.upload(p.buffer->data(), bytes.data(), bytes.size());
+      take_to_device(p.buffer->data(), p.count * device::dtype_bytes(settings_.dtype), owner,
+                     tag(iteration - 1, trainer_task_.at(i), Carries::kWeights));
     }
     b_.synchronize();
     taken_[static_cast<std::size_t>(i)] = iteration - 1;
@@ -602,15 +617,20 @@ class Runner {
     }
     if (role != Role::kActor || !sync_apart_ || iteration + sync_lag_ >= settings_.iterations) return;
     if (multi()) {
+      // The pieces, then to each process that takes some a word that all are there.
+      const int sync = graph_.weight_sync().task;
+      std::vector<int> takers;
       walk_sync([&](const SyncPiece& piece, Transformer* trained, Transformer*) {
         if (piece.from != rank_) return;
+        if (std::find(takers.begin(), takers.end(), piece.to) == takers.end()) takers.push_back(piece.to);
         trained->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
                            [&](const void* data, std::size_t bytes) {
                              std::vector<std::byte> host(bytes);
                              b_.download(host.data(), data, bytes);
-                             world().post(std::move(host), piece.to, tag(iteration, graph_.weight_sync().task, Carries::kSyncPieces));
+                             world().post(std::move(host), piece.to, tag(iteration, sync, Carries::kSyncPieces));
                            });
       });
+      for (const int p : takers) world().post({}, p, tag(iteration, sync, Carries::kSyncReady));
     } else if (sync_lag_ > 1) {
       std::unique_ptr<Transformer> copy;
       if (!spare_) {
@@ -701,26 +721,35 @@ class Runner {
   }
   // Under mpirun, the weight sync of generation in a group of its own: the pieces the training's
   // processes posted after training in iteration `trained`, into the engines here. Timed from
-  // when the first of each sender's pieces is here (the wait for the training is not the
-  // sync's).
+  // when every sender has posted them all (the wait for the training, and its copies of the
+  // pieces, are not the sync's): the pieces' way from host memory into the engines.
   double sync_from_posted(int trained) {
-    const int t = tag(trained, graph_.weight_sync().task, Carries::kSyncPieces);
+    const int sync = graph_.weight_sync().task;
+    const int t = tag(trained, sync, Carries::kSyncPieces);
     std::vector<int> senders;
     walk_sync([&](const SyncPiece& piece, Transformer*, Transformer*) {
       if (piece.to == rank_ && std::find(senders.begin(), senders.end(), piece.from) == senders.end()) senders.push_back(piece.from);
     });
-    for (const int q : senders) world().await(q, t);
+    for (const int q : senders) world().take(nullptr, 0, q, tag(trained, sync, Carries::kSyncReady));
     const Stopwatch watch(b_);
     walk_sync([&](const SyncPiece& piece, Transformer*, Transformer* engine) {
       if (piece.to != rank_) return;
       engine->receive_shard(piece.from_tp, piece.from_shard, piece.from_layers, piece.to_shard, piece.whole,
-                            [&](void* data, std::size_t bytes) {
-                              std::vector<std::byte> host(bytes);
-                              world().take(host.data(), bytes, piece.from, t);
-                              b_.upload(data, host.data(), bytes);
-                            });
+                            [&](void* data, std::size_t bytes) { take_to_device(data, bytes, piece.from, t); });
     });
     return watch.seconds();
+  }
+
+  // A posted message taken into device memory: straight there where the device's memory is the
+  // host's (the cpu backend), else through host memory.
+  void take_to_device(void* data, std::size_t bytes, int peer, int t) {
+    if (b_.info().backend == "cpu") {
+      world().take(data, bytes, peer, t);
+      return;
+    }
+    std::vector<std::byte> host(bytes);
+    world().take(host.data(), bytes, peer, t);
+    b_.upload(data, host.data(), bytes);
   }
 
   // The sample fields a task writes.
@@ -1623,6 +1652,7 @@ class Runner {
   std::map<int, std::unique_ptr<device::Communicator>> dp_comms_;  // per training task
   std::map<int, int> trainer_task_;    // per trained role: its training task
   std::array<int, 4> shared_{};        // per role: the version last broadcast
+  std::array<bool, 4> copied_{};       // per role: a forward pass in its training's group reads the copy
   std::array<int, 4> taken_{-1, -1, -1, -1};  // per role: the iteration whose weights were last taken from another group
   std::vector<std::vector<int>> group_ranks_;  // per plan group: its processes, ascending
   int group_ = 0;                                // this process's

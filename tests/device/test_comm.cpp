@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,48 @@ TEST_CASE("comm: send and receive around a ring") {
   if (me % 2 == 1) comm.send(DType::kBf16, mine.data(), count, next);
   b.synchronize();
   CHECK(get(b, DType::kBf16, theirs, count) == inputs(previous, count));
+}
+
+// Process `from`'s message `which` to `to`, `bytes` long.
+std::vector<std::byte> message(int from, int to, int which, std::size_t bytes) {
+  std::vector<std::byte> m(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) m[i] = static_cast<std::byte>((from * 31 + to * 7 + which * 3 + i) & 0xff);
+  return m;
+}
+
+TEST_CASE("comm: posted messages arrive without a meeting, each tag's in the order posted") {
+  Run run;
+  Communicator& comm = *run.comm;
+  const int n = comm.size(), me = comm.rank();
+  if (n == 1) {
+    CHECK_THROWS_AS(comm.post({}, 1, 0), DeviceError);
+    CHECK_THROWS_AS(comm.take(nullptr, 0, 1, 0), DeviceError);
+    comm.finish_posted();
+    return;
+  }
+  // Every process posts to every other before it takes anything (a blocking send of the large
+  // one would wait for its receive): two of tag 5, the large one (past any eager limit) then an
+  // empty one, and then one of tag 3.
+  constexpr std::size_t kLarge = std::size_t{1} << 20;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    comm.post(message(me, peer, 0, kLarge), peer, 5);
+    comm.post({}, peer, 5);
+    comm.post(message(me, peer, 2, 100), peer, 3);
+  }
+  // Tag 3's first: a message does not wait behind earlier ones of another tag.
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me) continue;
+    std::vector<std::byte> small(100), large(kLarge);
+    comm.take(small.data(), small.size(), peer, 3);
+    comm.take(large.data(), large.size(), peer, 5);
+    comm.take(nullptr, 0, peer, 5);
+    CHECK(small == message(peer, me, 2, 100));
+    CHECK(large == message(peer, me, 0, kLarge));
+  }
+  comm.finish_posted();
+  CHECK_THROWS_AS(comm.post({}, (me + 1) % n, Communicator::kPostTags), DeviceError);
+  comm.barrier();
 }
 
 TEST_CASE("comm: host-side agreement on the largest value and broadcast bytes") {

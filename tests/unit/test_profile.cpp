@@ -141,7 +141,6 @@ class RecordingCommunicator final : public device::Communicator {
   double max(double x) override { return x; }
   void broadcast_host(void*, std::size_t, int) override {}
   void post(std::vector<std::byte>, int, int) override {}
-  void await(int, int) override {}
   void take(void*, std::size_t, int, int) override {}
   void finish_posted() override {}
   [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
