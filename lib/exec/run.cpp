@@ -605,11 +605,11 @@ class Runner {
   // then).
   void hand_on_trained(int iteration, Role role) {
     const int i = role_index(role);
-    if (multi() && iteration + 1 < settings_.iterations) {
-      const std::vector<int> readers = weight_readers(role);
+    const std::vector<int> readers = multi() ? weight_readers(role) : std::vector<int>{};
+    if (!readers.empty() && iteration + 1 < settings_.iterations) {
       const std::map<std::string, Transformer::Tensor> trained = trained_tensors(role);
       for (const auto& [p, owner] : owned_tensors(role)) {
-        if (owner != rank_ || readers.empty()) continue;
+        if (owner != rank_) continue;
         std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
         b_.download(bytes.data(), trained.at(p.name).buffer->data(), bytes.size());
         for (const int q : readers) world().post(bytes, q, tag(iteration, trainer_task_.at(i), Carries::kWeights));
@@ -918,10 +918,10 @@ class Runner {
   // After a task: what it wrote posted to the other groups that read it (under mpirun), and a
   // training's weights handed on.
   void hand_on(int iteration, int task) {
-    if (multi()) {
-      const std::vector<int>& groups = readers_[static_cast<std::size_t>(task)];
+    const std::vector<int>& groups = readers_[static_cast<std::size_t>(task)];
+    if (multi() && !groups.empty()) {
       for (const Piece& piece : pieces(task)) {
-        if (piece.lead != rank_ || groups.empty()) continue;
+        if (piece.lead != rank_) continue;
         const std::vector<std::byte> bytes = pack(task, piece.samples);
         for (const int g : groups) {
           for (const int q : group_ranks_[static_cast<std::size_t>(g)]) world().post(bytes, q, tag(iteration, task, Carries::kResults));
