@@ -173,6 +173,8 @@ class Runner {
       // training's broadcasts keep new.
       if (multi() && t.kind == TaskKind::kTrain) model_for(*t.role, source_layout(*t.role));
     }
+    // The initial weights' pieces for the first iteration's weight sync from another group.
+    if (multi() && sync_apart_) post_sync_pieces(-1);
     for (const auto& [key, m] : models_) result_.parameter_bytes += m->parameter_bytes();
     for (const auto& [key, m] : rollouts_) result_.parameter_bytes += m->parameter_bytes();
     result_.collectives_timed = timed_collectives();
@@ -307,11 +309,11 @@ class Runner {
   bool holds(int task) const { return runs_here(task) || received_[static_cast<std::size_t>(task)]; }
 
   // Tags of posted messages: what they carry, of which task and iteration (the iteration
-  // taken round: messages of one tag arrive in order).
+  // taken round, -1 (before the first) as 63: messages of one tag arrive in order).
   static constexpr std::size_t kTaskTags = 64;
   enum class Carries { kResults = 0, kWeights = 1, kSyncPieces = 2, kSyncReady = 3 };
   static int tag(int iteration, int task, Carries what) {
-    return ((iteration % 64) * static_cast<int>(kTaskTags) + task) * 4 + static_cast<int>(what);
+    return (((iteration % 64 + 64) % 64) * static_cast<int>(kTaskTags) + task) * 4 + static_cast<int>(what);
   }
 
   // Under mpirun: the plan's GPUs, group by group in the order the plan lists them, one a
@@ -617,20 +619,7 @@ class Runner {
     }
     if (role != Role::kActor || !sync_apart_ || iteration + sync_lag_ >= settings_.iterations) return;
     if (multi()) {
-      // The pieces, then to each process that takes some a word that all are there.
-      const int sync = graph_.weight_sync().task;
-      std::vector<int> takers;
-      walk_sync([&](const SyncPiece& piece, Transformer* trained, Transformer*) {
-        if (piece.from != rank_) return;
-        if (std::find(takers.begin(), takers.end(), piece.to) == takers.end()) takers.push_back(piece.to);
-        trained->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
-                           [&](const void* data, std::size_t bytes) {
-                             std::vector<std::byte> host(bytes);
-                             b_.download(host.data(), data, bytes);
-                             world().post(std::move(host), piece.to, tag(iteration, sync, Carries::kSyncPieces));
-                           });
-      });
-      for (const int p : takers) world().post({}, p, tag(iteration, sync, Carries::kSyncReady));
+      post_sync_pieces(iteration);
     } else if (sync_lag_ > 1) {
       std::unique_ptr<Transformer> copy;
       if (!spare_) {
@@ -641,6 +630,26 @@ class Runner {
       copy->load(model_for(Role::kActor, trainer_layout(Role::kActor)));
       stale_.emplace_back(iteration, std::move(copy));
     }
+  }
+
+  // Under mpirun, for the weight sync of generation in a group of its own: the trained actor's
+  // pieces this process holds, as they are after the training of iteration `trained` (-1: the
+  // initial weights), posted to the processes that take them, then to each of these a word that
+  // all are there.
+  void post_sync_pieces(int trained) {
+    const int sync = graph_.weight_sync().task;
+    std::vector<int> takers;
+    walk_sync([&](const SyncPiece& piece, Transformer* model, Transformer*) {
+      if (piece.from != rank_) return;
+      if (std::find(takers.begin(), takers.end(), piece.to) == takers.end()) takers.push_back(piece.to);
+      model->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
+                        [&](const void* data, std::size_t bytes) {
+                          std::vector<std::byte> host(bytes);
+                          b_.download(host.data(), data, bytes);
+                          world().post(std::move(host), piece.to, tag(trained, sync, Carries::kSyncPieces));
+                        });
+    });
+    for (const int p : takers) world().post({}, p, tag(trained, sync, Carries::kSyncReady));
   }
 
   // One piece of the weight sync under mpirun: generation's shard `to_shard` of stage `stage` of
@@ -1261,12 +1270,15 @@ class Runner {
     out.ran = true;
     if (t.kind == TaskKind::kWeightSync) {
       // The trained actor's weights into each of generation's layouts: those of the iteration
-      // sync_lag_ back (none before the first training: every copy starts from the same
-      // weights). Under mpirun, inside a group its processes start it together and it lasts
-      // as long as the slowest; from another group, generation's processes take what the
+      // sync_lag_ back; in the first iteration the initial weights, as a framework loads its
+      // engines from the trainer before the first rollout (the same weights: every copy
+      // starts from them), so that the sync's first run, and what it sets up, falls in the
+      // warm-up as every other task's does; none in the iterations between (generation runs
+      // ahead on them). Under mpirun, inside a group its processes start it together and it
+      // lasts as long as the slowest; from another group, generation's processes take what the
       // training's posted.
-      const int trained = iteration - sync_lag_;
-      if (trained < 0) return;
+      const int trained = iteration == 0 ? -1 : iteration - sync_lag_;
+      if (iteration > 0 && trained < 0) return;
       if (multi()) {
         double seconds = 0;
         if (sync_apart_) {
@@ -1281,7 +1293,7 @@ class Runner {
         return;
       }
       const Transformer* from = &model_for(Role::kActor, trainer_layout(Role::kActor));
-      if (sync_lag_ > 1) {
+      if (sync_lag_ > 1 && trained >= 0) {
         while (!stale_.empty() && stale_.front().first < trained) {
           spare_ = std::move(stale_.front().second);
           stale_.pop_front();
