@@ -246,7 +246,8 @@ class Search {
   // Every task of the group (every forward pass, with `forwards`) takes this TP and PP, keeping
   // its training options.
   void lay_out_alike(Candidate& c, int group, int tp, int pp, bool forwards = false) const;
-  // Both joint moves below stop when the candidate has spent `budget` evaluations.
+  // These joint moves, and those after a move (chain_exchange, settle, spread_into), stop when
+  // the candidate has spent `budget` evaluations.
   double make_room(Candidate& c, std::size_t i, long long budget);
   // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
   // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
@@ -307,11 +308,11 @@ class Search {
   // beside generation, whose weights it receives anyway, the reference's alone and the
   // reward's with the training: the actor's and the reference's exchanged first (as good), and
   // then the reference's and the reward's.
-  double chain_exchange(Candidate& c, const Move& m, double tied);
+  double chain_exchange(Candidate& c, const Move& m, double tied, long long budget);
   // Tasks just moved, each in turn at its best strategy in its new group, the others as they
   // are (their strategies came from their old groups' nodes and neighbours); keeps the best
   // and returns its score (`score`: c's as it is).
-  double settle(Candidate& c, std::initializer_list<int> moved, double score);
+  double settle(Candidate& c, std::initializer_list<int> moved, double score, long long budget);
   // Appends a move of `kind` to each other group for each task not alone in its group (each
   // forward pass, when `forward_passes`).
   void list_task_moves(Candidate& c, Move::Kind kind, bool forward_passes) const;
@@ -934,11 +935,11 @@ void Search::list_exchanges(Candidate& c) const {
   }
 }
 
-double Search::chain_exchange(Candidate& c, const Move& m, double tied) {
+double Search::chain_exchange(Candidate& c, const Move& m, double tied, long long budget) {
   const std::vector<TaskChoice> choices = c.choices;
   const std::vector<int> task_group = c.task_group;
-  for (std::size_t i = 0; i < c.tasks.size(); ++i) {
-    for (std::size_t j = i + 1; j < c.tasks.size(); ++j) {
+  for (std::size_t i = 0; i < c.tasks.size() && c.evaluations < budget; ++i) {
+    for (std::size_t j = i + 1; j < c.tasks.size() && c.evaluations < budget; ++j) {
       if (task_group[i] == task_group[j] || (static_cast<int>(i) == m.task && static_cast<int>(j) == m.other)) continue;
       std::swap(c.task_group[i], c.task_group[j]);
       if (repair(c)) {
@@ -952,12 +953,13 @@ double Search::chain_exchange(Candidate& c, const Move& m, double tied) {
   return tied;
 }
 
-double Search::settle(Candidate& c, std::initializer_list<int> moved, double score) {
+double Search::settle(Candidate& c, std::initializer_list<int> moved, double score, long long budget) {
   for (const int i : moved) {
     const std::size_t task = static_cast<std::size_t>(i);
     TaskChoice best = c.choices[task];
     for (const TaskChoice& choice :
          task_choices(model_, models_, params_.space, c.tasks[task], group_nodes(c, c.task_group[task]))) {
+      if (c.evaluations >= budget) break;
       c.choices[task] = choice;
       const double s = evaluate(c);
       if (s > score) {
@@ -1584,10 +1586,10 @@ void Search::search(Candidate& c, long long budget) {
     // a second exchange from there, the first that is better kept (see chain_exchange).
     if (m.kind == Move::Kind::kExchange && s != kWorst && c.current != kWorst &&
         std::abs(s - c.current) <= 1e-12 * std::abs(c.current)) {
-      s = chain_exchange(c, m, s);
+      s = chain_exchange(c, m, s, budget);
     }
     if (m.kind == Move::Kind::kRotate) {
-      s = settle(c, {m.task, m.other, m.third}, s);
+      s = settle(c, {m.task, m.other, m.third}, s, budget);
       overflow = s == kWorst ? overflow : 0;
     }
     if (m.kind == Move::Kind::kSpreadInto) {
