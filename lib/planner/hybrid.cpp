@@ -955,6 +955,7 @@ double Search::chain_exchange(Candidate& c, const Move& m, double tied, long lon
 
 double Search::settle(Candidate& c, std::initializer_list<int> moved, double score, long long budget) {
   for (const int i : moved) {
+    if (c.evaluations >= budget) break;
     const std::size_t task = static_cast<std::size_t>(i);
     TaskChoice best = c.choices[task];
     for (const TaskChoice& choice :
