@@ -1468,13 +1468,32 @@ class Runner {
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
     const bool data_parallel = dp && dp->size() > 1;
-    // ZeRO from stage 1 on shards the optimiser over the replicas (stage 3's weights are not
-    // sharded between steps here: each replica holds them whole, as stages 1 and 2 do).
-    const bool sharded = placement(task).train.zero_stage >= 1 && replicas > 1;
+    // ZeRO from stage 1 on shards the optimiser over the replicas; stage 3 under mpirun the
+    // weights and the gradients' sums too, layer by layer (Transformer::shard_weights): the
+    // passes gather each layer's weights and reduce-scatter its gradients, and the step updates
+    // each process's stretches alone. In one process the replicas share one model, which keeps
+    // its weights whole.
+    const int zero_stage = placement(task).train.zero_stage;
+    const bool sharded = zero_stage >= 1 && replicas > 1;
+    const bool fully_sharded = zero_stage >= 3 && data_parallel;
     std::unique_ptr<ShardedOptimizer> zero;
     // The gradients cross in the precision the workload names (the cost model prices the same).
     const DType reduce_type = w_.gradient_reduce == workload::GradientReduce::kBf16 ? DType::kBf16 : DType::kF32;
-    if (sharded && data_parallel) zero = std::make_unique<ShardedOptimizer>(b_, model, *dp, reduce_type);
+    if (sharded && data_parallel && !fully_sharded) zero = std::make_unique<ShardedOptimizer>(b_, model, *dp, reduce_type);
+    if (fully_sharded) {
+      Transformer::WeightSharding sharding;
+      sharding.rank = dp->rank();
+      sharding.size = dp->size();
+      sharding.reduce = reduce_type;
+      sharding.all_gather = [dp](DType t, const void* send, void* recv, std::size_t count) { dp->all_gather(t, send, recv, count); };
+      sharding.reduce_scatter = [dp](DType t, const void* send, void* recv, std::size_t count) {
+        dp->reduce_scatter(t, send, recv, count);
+      };
+      sharding.sum = [dp](double* values, int count) {
+        for (int i = 0; i < count; ++i) values[i] = sum_over(*dp, values[i]);
+      };
+      model.shard_weights(sharding);
+    }
     device::Buffer scratch;  // the gradients in the reduce type, where it is not fp32
     device::Buffer meeting;
     if (data_parallel) {
@@ -1501,8 +1520,18 @@ class Runner {
         if (tokens == 0) continue;
         double loss = 0;
         for (std::size_t r = 0; r < parts.size(); ++r) {
-          if (parts[r].empty() || !mine(task, r)) continue;
+          if (!mine(task, r) || (parts[r].empty() && !fully_sharded)) continue;
           const Layout here = layout(task, r);
+          std::vector<MicroBatch> batches;
+          if (!parts[r].empty()) batches = micro_batches(parts[r], placement(task).replicas[r]);
+          // Under ZeRO-3 every replica runs the passes of the one with the most micro-batches
+          // (their gathers and reduce-scatters are collectives over the replicas): its own
+          // samples over as many where it has them, and idle passes for the rest.
+          std::size_t passes = batches.size();
+          if (fully_sharded) {
+            passes = static_cast<std::size_t>(dp->max(static_cast<double>(batches.size())));
+            if (batches.size() < passes && !parts[r].empty()) batches = micro_batches(parts[r], passes);
+          }
           if (here.pipe) here.pipe->barrier();  // the stages start together
           const Stopwatch watch(b_);
           // A micro-batch's forward pass and, on the last stage, its loss: the gradients of
@@ -1529,7 +1558,7 @@ class Runner {
             });
             return dout;
           };
-          const std::vector<MicroBatch> batches = micro_batches(parts[r], placement(task).replicas[r]);
+          const auto real = [&](int micro_batch) { return static_cast<std::size_t>(micro_batch) < batches.size(); };
           if (here.pipe) {
             // Stages over processes run 1F1B's schedule (Megatron's): stage s of S runs the
             // forwards of S - s - 1 micro-batches first, then one forward and one backward (the
@@ -1540,9 +1569,18 @@ class Runner {
             // peer, to go as one exchange (PipeLink).
             PipeLink& link = *links_.at(&model);
             std::deque<std::vector<float>> douts;  // the forwards waiting for their backward, oldest first
-            for (const PipelineStep& step : one_f_one_b(here.stages, here.stage, static_cast<int>(batches.size()))) {
-              link.hold(step.steady);
-              if (step.forward) {
+            for (const PipelineStep& step : one_f_one_b(here.stages, here.stage, static_cast<int>(passes))) {
+              // An idle pass sends nothing first: a send held for the exchange goes now, or the
+              // peer waiting for it would wait through the idle passes' collectives.
+              link.hold(step.steady && real(step.micro_batch));
+              if (!real(step.micro_batch)) {
+                // An idle pass: no rows on the pipeline, the stage's collectives only.
+                if (step.forward) {
+                  model.idle_forward();
+                } else {
+                  model.idle_backward();
+                }
+              } else if (step.forward) {
                 douts.push_back(forward(batches[static_cast<std::size_t>(step.micro_batch)]));
               } else {
                 model.backward(douts.front());
@@ -1554,7 +1592,14 @@ class Runner {
             // pipeline's flush, which the cost model's bubble prices).
             here.pipe->barrier();
           } else {
-            for (const MicroBatch& mb : batches) model.backward(forward(mb));
+            for (std::size_t i = 0; i < passes; ++i) {
+              if (real(static_cast<int>(i))) {
+                model.backward(forward(batches[i]));
+              } else {
+                model.idle_forward();
+                model.idle_backward();
+              }
+            }
           }
           const double spent = watch.seconds();
           seconds[r] += spent;
@@ -1574,7 +1619,9 @@ class Runner {
           dp->all_reduce(DType::kF32, meeting.data(), meeting.data(), 1);
           wait_seconds = wait.seconds();
           const Stopwatch reduce(b_);
-          if (zero) {
+          if (fully_sharded) {
+            // reduce-scattered layer by layer in the passes
+          } else if (zero) {
             zero->reduce_scatter_gradients();
           } else {
             model.reduce_gradients([&](float* data, std::size_t count) {
@@ -1601,6 +1648,8 @@ class Runner {
           const Stopwatch step(b_);
           if (zero) {
             zero->update(adam);
+          } else if (fully_sharded) {
+            model.update_shards(adam);
           } else {
             model.update(adam, model.partition(0, 1));
           }
@@ -1623,6 +1672,18 @@ class Runner {
           parts_of[r].optimizer_step += step_seconds[r];
         }
         (role == Role::kCritic ? m.value_loss : m.policy_loss) = loss;
+      }
+    }
+    // ZeRO-3: the weights whole again for the other tasks that read them (the weight sync,
+    // the copies of other layouts), one gather of every layer, timed with the gradients' sync.
+    if (fully_sharded) {
+      const Stopwatch gather(b_);
+      model.gather_weights();
+      const double spent = gather.seconds();
+      for (std::size_t r = 0; r < replicas; ++r) {
+        if (!mine(task, r)) continue;
+        seconds[r] += spent;
+        parts_of[r].gradient_reduce += spent;
       }
     }
     // A replica over stages: the slowest stage's seconds, and of each part.

@@ -351,6 +351,8 @@ void Transformer::check_reshard(const Transformer& from) const {
 
 void Transformer::load_shard(const Transformer& from, int from_shard, int to_shard, bool whole) {
   check_reshard(from);
+  check_whole("load");
+  from.check_whole("a reshard");
   const std::size_t e = device::dtype_bytes(options_.dtype);
   const ShardShape& f = from.shards_[from.local_shard(from_shard)];
   for (const Piece& p : pieces(f, from.layers(), shards_[local_shard(to_shard)], layers(), whole)) {
@@ -359,6 +361,7 @@ void Transformer::load_shard(const Transformer& from, int from_shard, int to_sha
     b_.copy_2d(out + p.to * e, p.to_pitch * e, in + p.from * e, p.from_pitch * e, p.run * e, p.rows);
   }
   optimizer_.clear();
+  units_.clear();
 }
 
 void Transformer::load(const Transformer& from) {
@@ -378,6 +381,7 @@ void Transformer::load(const Transformer& from) {
 
 void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole, Layers to_layers,
                              const SendPiece& send) {
+  check_whole("a reshard");
   const std::size_t e = device::dtype_bytes(options_.dtype);
   for (const Piece& p :
        pieces(shards_[local_shard(from_shard)], layers(), shard_shape(arch_, to_tp, to_shard), to_layers, whole)) {
@@ -394,6 +398,7 @@ void Transformer::send_shard(int from_shard, int to_tp, int to_shard, bool whole
 
 void Transformer::receive_shard(int from_tp, int from_shard, Layers from_layers, int to_shard, bool whole,
                                 const ReceivePiece& receive) {
+  check_whole("a reshard");
   const std::size_t e = device::dtype_bytes(options_.dtype);
   for (const Piece& p :
        pieces(shard_shape(arch_, from_tp, from_shard), from_layers, shards_[local_shard(to_shard)], layers(), whole)) {
@@ -407,6 +412,7 @@ void Transformer::receive_shard(int from_tp, int from_shard, Layers from_layers,
     }
   }
   optimizer_.clear();
+  units_.clear();
 }
 
 std::uint64_t Transformer::next_seed() {
@@ -524,13 +530,18 @@ const Buffer& Transformer::run_layers(const Step& step, Pass* pass) {
 
   Buffer unsaved;
   Buffer* x = &kept(save ? pass->saved.front().x_in : unsaved, "x", n * hidden * e);
+  // Under ZeRO-3 each unit is gathered just before its use and freed after (idle_forward runs
+  // the same collectives): the embedding kept to the end where it is the head.
+  gather_unit(embedding_unit_);
   if (first_stage()) {
     b_.embed(t, embedding_.data(), tokens.as<int>(), x->data(), rows, hidden);
   } else {
     b_.synchronize();
     hook(options_.pp.receive_activations, "receive_activations")(x->data(), n * hidden * e);
   }
+  if (!(tied_head() && last_stage())) release_unit(embedding_unit_);
   for (std::size_t l = 0; l < layers_.size(); ++l) {
+    gather_unit(layer_unit(l));
     const Layer& w = layers_[l];
     Saved dummy;
     dummy.shards.resize(local);
@@ -623,12 +634,14 @@ const Buffer& Transformer::run_layers(const Step& step, Pass* pass) {
       x = &next;
     }
     b_.add(t, x->data(), tmp.data(), n * hidden);
+    release_unit(layer_unit(l));
   }
   if (!last_stage()) {
     b_.synchronize();
     hook(options_.pp.send_activations, "send_activations")(x->data(), n * hidden * e);
     return *x;
   }
+  gather_unit(tail_unit_);  // freed with the embedding after the head's outputs
   Buffer& final_states = save ? kept(pass->final_states, "final", n * hidden * e) : scratch("final", n * hidden * e);
   b_.rmsnorm(t, x->data(), final_norm_.data(), final_states.data(), rows, hidden, options_.norm_eps);
   return final_states;
@@ -701,8 +714,11 @@ std::vector<float> Transformer::score(const std::vector<int>& tokens, int batch,
                                       const std::vector<int>& ends) {
   const Step step = whole_sequences(tokens, batch, length, ends, "score");
   const Buffer& final_states = run_layers(step);
-  if (!last_stage()) return {};
-  return head_outputs(final_states, step, length, scored_positions(step, length, first));
+  std::vector<float> out;
+  if (last_stage()) out = head_outputs(final_states, step, length, scored_positions(step, length, first));
+  release_unit(tail_unit_);
+  release_unit(embedding_unit_);
+  return out;
 }
 
 Transformer::Scored Transformer::scored_positions(const Step& step, int length, int first) {
@@ -794,6 +810,8 @@ std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batc
   const Buffer& final_states = run_layers(step, &pass);
   std::vector<float> out;
   if (last_stage()) out = head_outputs(final_states, step, length, pass.scored);
+  release_unit(tail_unit_);
+  release_unit(embedding_unit_);
   pass.length = length;
   pass.step = std::move(step);
   passes_.push_back(std::move(pass));
@@ -803,10 +821,7 @@ std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batc
 Buffer& Transformer::grad(const std::string& name) {
   Optimizer& o = optimizer_[name];
   if (!o.grad.data()) {
-    std::size_t count = 0;
-    for (const Tensor& p : parameters()) {
-      if (p.name == name) count = p.count;
-    }
+    const std::size_t count = parameter_elements(name);
     if (count == 0) throw std::logic_error("transformer: no parameter " + name);
     o.grad = Buffer(b_, count * sizeof(float));
     b_.fill_zero(o.grad.data(), o.grad.bytes());
@@ -864,6 +879,10 @@ void Transformer::backward(const std::vector<float>& doutput) {
   Buffer& dtmp = scratch("dtmp", n * hidden * e);
   Buffer& dnorm = scratch("dnorm", static_cast<std::size_t>(std::max(hidden, head_dim)) * sizeof(float));
   const Buffer& final_states = pass.final_states;
+  // Under ZeRO-3 the units are gathered again as the pass reaches them and their gradients
+  // reduce-scattered once complete (idle_backward runs the same collectives).
+  gather_unit(tail_unit_);
+  if (tied_head() && last_stage()) gather_unit(embedding_unit_);
 
   if (!last_stage()) {
     // The gradient of this stage's output rows, from the next stage.
@@ -938,10 +957,13 @@ void Transformer::backward(const std::vector<float>& doutput) {
                         hidden, options_.norm_eps);
     add_grad("final_norm", dnorm, static_cast<std::size_t>(hidden));
   }
+  scatter_gradients(tail_unit_);
+  release_unit(tail_unit_);
 
   Buffer& positions = upload_ints("positions", step.positions);
   Buffer& starts = upload_ints("starts", step.starts);
   for (std::size_t l = layers_.size(); l-- > 0;) {
+    gather_unit(layer_unit(l));
     const Layer& w = layers_[l];
     const Saved& saved = pass.saved[l];
     const std::string p = layer_prefix(l);
@@ -1013,6 +1035,11 @@ void Transformer::backward(const std::vector<float>& doutput) {
                         hidden, options_.norm_eps);
     add_grad(p + "attn_norm", dnorm, static_cast<std::size_t>(hidden));
     b_.add(t, dx.data(), dfinal.data(), n * hidden);
+    if (sharded_) {
+      share_layer_gradients(l);
+      scatter_gradients(layer_unit(l));
+      release_unit(layer_unit(l));
+    }
   }
   if (first_stage()) {
     Buffer& tokens = upload_ints("tokens", step.tokens);
@@ -1021,10 +1048,13 @@ void Transformer::backward(const std::vector<float>& doutput) {
     b_.synchronize();
     hook(options_.pp.send_gradients, "send_gradients")(dx.data(), n * hidden * e);
   }
+  scatter_gradients(embedding_unit_);
+  release_unit(embedding_unit_);
   spare_.push_back(std::move(pass));
 }
 
 void Transformer::step(const device::AdamW& options) {
+  check_whole("step");
   begin_step();
   update(options, partition(0, 1));
   end_step();
@@ -1034,19 +1064,30 @@ void Transformer::begin_step() {
   ++steps_;
   // A tied embedding split over stages: the head's gradient on the last stage's copy and the
   // input's on the first's make one gradient, summed into both, which step alike (a stage
-  // between them holds neither).
+  // between them holds neither). Under ZeRO-3 the two stages' embedding units are alike, so
+  // their stretches of the sum are.
   if ((first_stage() != last_stage()) && tied_head()) {
-    Buffer& g = grad("embedding");
-    hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(g.as<float>(), g.bytes() / sizeof(float));
+    if (sharded_) {
+      Unit& unit = units_.at(static_cast<std::size_t>(embedding_unit_));
+      hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(unit.own_grad.as<float>(), unit.chunk);
+    } else {
+      Buffer& g = grad("embedding");
+      hook(options_.pp.sum_tied_embedding, "sum_tied_embedding")(g.as<float>(), g.bytes() / sizeof(float));
+    }
   }
+  if (!sharded_) {
+    for (std::size_t l = 0; l < layers_.size(); ++l) share_layer_gradients(l);
+  }
+}
+
+void Transformer::share_layer_gradients(std::size_t l) {
+  const std::string p = layer_prefix(l);
   // The qk norms are whole on every shard but each shard's heads give a part of their
   // gradient: summed over the processes holding the other shards.
   if (arch_.qk_norm && options_.tp.all_reduce) {
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      for (const char* norm : {"q_norm", "k_norm"}) {
-        Buffer& g = grad(layer_prefix(l) + norm);
-        options_.tp.all_reduce(DType::kF32, g.data(), g.bytes() / sizeof(float));
-      }
+    for (const char* norm : {"q_norm", "k_norm"}) {
+      Buffer& g = grad(p + norm);
+      options_.tp.all_reduce(DType::kF32, g.data(), g.bytes() / sizeof(float));
     }
   }
   // A kv head copied to several shards has one gradient: the sum of its copies'.
@@ -1054,25 +1095,23 @@ void Transformer::begin_step() {
     if (static_cast<int>(shards_.size()) < options_.tp.size) {
       throw std::logic_error("transformer: training kv heads copied over processes is not supported");
     }
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const std::string p = layer_prefix(l);
-      for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
-        if (!arch_.qkv_bias && tensor[0] == 'b') continue;
-        for (std::size_t a = 0; a < shards_.size(); ++a) {
-          if (a > 0 && shards_[a - 1].first_kv == shards_[a].first_kv) continue;  // its group's first only
-          std::size_t end = a + 1;
-          while (end < shards_.size() && shards_[end].first_kv == shards_[a].first_kv) ++end;
-          Buffer& total = grad(shard_name(p + tensor, shards_[a]));
-          const std::size_t count = total.bytes() / sizeof(float);
-          for (std::size_t c = a + 1; c < end; ++c) b_.add(DType::kF32, total.data(), grad(shard_name(p + tensor, shards_[c])).data(), count);
-          for (std::size_t c = a + 1; c < end; ++c) b_.copy(grad(shard_name(p + tensor, shards_[c])).data(), total.data(), total.bytes());
-        }
+    for (const char* tensor : {"wk", "wv", "bk", "bv"}) {
+      if (!arch_.qkv_bias && tensor[0] == 'b') continue;
+      for (std::size_t a = 0; a < shards_.size(); ++a) {
+        if (a > 0 && shards_[a - 1].first_kv == shards_[a].first_kv) continue;  // its group's first only
+        std::size_t end = a + 1;
+        while (end < shards_.size() && shards_[end].first_kv == shards_[a].first_kv) ++end;
+        Buffer& total = grad(shard_name(p + tensor, shards_[a]));
+        const std::size_t count = total.bytes() / sizeof(float);
+        for (std::size_t c = a + 1; c < end; ++c) b_.add(DType::kF32, total.data(), grad(shard_name(p + tensor, shards_[c])).data(), count);
+        for (std::size_t c = a + 1; c < end; ++c) b_.copy(grad(shard_name(p + tensor, shards_[c])).data(), total.data(), total.bytes());
       }
     }
   }
 }
 
 void Transformer::update(const device::AdamW& options, Stretch stretch) {
+  check_whole("update");
   device::AdamW o = options;
   o.step = steps_;
   const std::size_t e = device::dtype_bytes(options_.dtype);
@@ -1102,6 +1141,22 @@ void Transformer::end_step() {
   for (auto& [name, opt] : optimizer_) {
     if (opt.grad.data()) b_.fill_zero(opt.grad.data(), opt.grad.bytes());
   }
+  if (sharded_) {
+    for (Unit& unit : units_) b_.fill_zero(unit.own_grad.data(), unit.own_grad.bytes());
+  }
+}
+
+std::size_t Transformer::parameter_elements(const std::string& name) {
+  for (const Tensor& p : parameters()) {
+    if (p.name == name) return p.count;
+  }
+  // A unit ZeRO-3 holds only a stretch of now.
+  for (const Unit& unit : units_) {
+    for (const UnitTensor& t : unit.tensors) {
+      if (t.name == name) return t.count;
+    }
+  }
+  return 0;
 }
 
 std::size_t Transformer::parameter_count() {
@@ -1129,6 +1184,7 @@ void Transformer::for_each_piece(Stretch stretch,
 }
 
 void Transformer::copy_gradients(Stretch stretch, float* flat, bool into_model) {
+  check_whole("copy_gradients");
   for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
     float* g = grad(p.name).as<float>() + first;
     if (into_model) {
@@ -1140,6 +1196,7 @@ void Transformer::copy_gradients(Stretch stretch, float* flat, bool into_model) 
 }
 
 void Transformer::copy_weights(Stretch stretch, void* flat, bool into_model) {
+  check_whole("copy_weights");
   const std::size_t e = device::dtype_bytes(options_.dtype);
   for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
     char* w = static_cast<char*>(p.buffer->data()) + first * e;
@@ -1153,15 +1210,32 @@ void Transformer::copy_weights(Stretch stretch, void* flat, bool into_model) {
 }
 
 void Transformer::reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum) {
+  check_whole("reduce_gradients");
   for (const Tensor& p : parameters()) {
     Buffer& g = grad(p.name);
     sum(g.as<float>(), g.bytes() / sizeof(float));
   }
 }
 
-double Transformer::gradient_norm() { return gradient_norm(partition(0, 1), {}); }
+double Transformer::gradient_norm() {
+  if (!sharded_) return gradient_norm(partition(0, 1), {});
+  // Under ZeRO-3 each process's stretches of the summed gradients, over the group.
+  double squares[2] = {0, 0};  // whole, sharded
+  for (const Unit& unit : units_) {
+    const std::size_t first = unit.chunk * static_cast<std::size_t>(sharding_.rank), last = first + own_count(unit);
+    for (const UnitTensor& t : unit.tensors) {
+      const std::size_t from = std::max(first, t.at), to = std::min(last, t.at + t.count);
+      if (from >= to || (t.name == "embedding" && !first_stage())) continue;
+      squares[options_.tp.size > 1 && t.name.find('/') != std::string::npos ? 1 : 0] +=
+          b_.sum_squares(unit.own_grad.as<float>() + (from - first), to - from);
+    }
+  }
+  sharding_.sum(squares, 2);
+  return norm_of(squares);
+}
 
 double Transformer::gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas) {
+  check_whole("gradient_norm of a stretch");
   // Whole tensors' gradients are alike on every shard; the shards' own add up over the
   // processes holding the others.
   double squares[2] = {0, 0};  // whole, sharded
@@ -1174,6 +1248,10 @@ double Transformer::gradient_norm(Stretch stretch, const std::function<void(doub
     squares[options_.tp.size > 1 && p.name.find('/') != std::string::npos ? 1 : 0] += sum;
   });
   if (over_replicas) over_replicas(squares, 2);
+  return norm_of(squares);
+}
+
+double Transformer::norm_of(double* squares) {
   if (options_.tp.all_reduce) {
     float part = static_cast<float>(squares[1]);
     Buffer& one = scratch("norm", sizeof(float));
@@ -1200,6 +1278,7 @@ const Buffer& Transformer::prefill(Cache& cache, int slot, const std::vector<int
 
 const Buffer& Transformer::prefill(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
                                    int length) {
+  check_whole("prefill");
   const int batch = static_cast<int>(slots.size());
   if (batch < 1 || length < 1 || length > cache.capacity() ||
       tokens.size() != static_cast<std::size_t>(batch) * static_cast<std::size_t>(length)) {
@@ -1240,6 +1319,7 @@ const Buffer& Transformer::prefill(Cache& cache, const std::vector<int>& slots, 
 
 const Buffer& Transformer::decode(Cache& cache, const std::vector<int>& slots, const std::vector<int>& tokens,
                                   const std::vector<int>& positions) {
+  check_whole("decode");
   const int rows = static_cast<int>(slots.size());
   if (rows < 1 || tokens.size() != slots.size() || positions.size() != slots.size()) {
     throw core::InputError("decode: slots, tokens and positions must be as many, and at least one");

@@ -250,6 +250,35 @@ class Transformer {
   double gradient_norm();
   double gradient_norm(Stretch stretch, const std::function<void(double* squares, int count)>& over_replicas);
 
+  // ZeRO-3 (fully sharded data parallel, as PyTorch's FSDP runs it) over a data-parallel group
+  // of processes that hold this model's layout. The parameters fall into units: the embedding,
+  // each layer, the tail (final norm and head); each unit's tensors, flattened in parameters()
+  // order, are cut into even stretches, one a process, which keeps its stretch of the weights,
+  // of the summed gradients (fp32) and of the Adam state, and nothing else between passes. A
+  // pass gathers a unit's weights whole (all-gather) just before it uses them and frees them
+  // after; the backward pass reduce-scatters a unit's gradients (crossing in `reduce`) once they
+  // are complete, each process adding the sum of its stretch to its own. Every process of the
+  // group runs the same passes in the same order; one with fewer micro-batches than the others
+  // runs idle ones (idle_forward, idle_backward), which take part in the collectives with no
+  // rows. A step is begin_step, update_shards, end_step; gradient_norm sums over the group.
+  // Whole operations (load, the reshard, the per-stretch optimiser, generation) need the weights
+  // whole: gather_weights gathers every unit and leaves the mode (the shards and the Adam state
+  // stay for the next shard_weights).
+  struct WeightSharding {
+    int rank = 0, size = 1;
+    device::DType reduce = device::DType::kF32;
+    // The group's collectives (device/comm.h): count elements a process.
+    std::function<void(device::DType, const void* send, void* recv, std::size_t count)> all_gather;
+    std::function<void(device::DType, const void* send, void* recv, std::size_t count)> reduce_scatter;
+    std::function<void(double* values, int count)> sum;  // host values summed over the group
+  };
+  void shard_weights(const WeightSharding& sharding);
+  void gather_weights();
+  bool weights_sharded() const { return sharded_; }
+  void idle_forward();
+  void idle_backward();
+  void update_shards(const device::AdamW& options);
+
  private:
   // What a tensor-parallel shard holds of every layer: its heads and kv heads, its columns of
   // the MLP.
@@ -384,6 +413,35 @@ class Transformer {
   // The name of a sharded tensor of this model: with its shard where there are several.
   std::string shard_name(const std::string& name, const ShardShape& shard) const;
 
+  // ZeRO-3's units (shard_weights): each tensor at `at` elements into its unit's flattened
+  // parameters; this process's stretch [chunk * rank, + chunk) of the unit's weights, of its
+  // gradients' sum and of the Adam state (master weights, moments; made at the first update).
+  struct UnitTensor {
+    std::string name;
+    device::Buffer* buffer = nullptr;
+    std::size_t count = 0, at = 0;
+  };
+  struct Unit {
+    std::vector<UnitTensor> tensors;
+    std::size_t count = 0, chunk = 0;
+    bool gathered = true;
+    device::Buffer own, own_grad, master, m, v;
+  };
+  // The elements of a unit's stretch here that are parameters (the last stretch may be short).
+  std::size_t own_count(const Unit& unit) const;
+  int layer_unit(std::size_t local) const { return layer_units_ + static_cast<int>(local); }
+  // No-ops unless the weights are sharded; a unit of -1 is none.
+  void gather_unit(int unit);
+  void release_unit(int unit);
+  void scatter_gradients(int unit);
+  // The sums a layer's gradients need over the tensor-parallel shards (the qk norms', a copied
+  // kv head's): begin_step's, or under ZeRO-3 each layer's before its gradients leave.
+  void share_layer_gradients(std::size_t local);
+  void check_whole(const char* what) const;
+  std::size_t parameter_elements(const std::string& name);
+  // The norm's squares (whole tensors', tensor-parallel shards') summed over the shards and stages.
+  double norm_of(double* squares);
+
   device::Backend& b_;
   workload::ModelArch arch_;
   Head head_;
@@ -400,6 +458,14 @@ class Transformer {
   std::vector<Pass> spare_;  // passes done, their buffers to reuse
   std::map<std::string, Optimizer> optimizer_;
   int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
+  // ZeRO-3: the units (the embedding's, the layers' from layer_units_ on, the tail's; -1 where
+  // this model holds none), whether the weights are sharded now, and the flat buffers of the
+  // gathers and the gradients' reduce-scatter, sized to the largest unit.
+  std::vector<Unit> units_;
+  int embedding_unit_ = -1, layer_units_ = 0, tail_unit_ = -1;
+  WeightSharding sharding_;
+  bool sharded_ = false;
+  device::Buffer gathered_, flat_grad_, sent_, received_, mine_;
 };
 
 }  // namespace hetrl::exec

@@ -4,7 +4,8 @@
 # does one whose actor trains at TP 2 over both; a plan of two groups on
 # 4 GPUs (TP 2 generation in one, scoring and training in the other, the weight sync between
 # them) runs by 4 as by one, sync and async, and so do one with the actor's scoring beside
-# generation, PPO over three groups, and plans of pipeline stages over 2 and 4 processes; a run of
+# generation, PPO over three groups, plans of pipeline stages over 2 and 4 processes, and ZeRO-3
+# training over 2 and 4 (replicas of uneven micro-batches, idle passes); a run of
 # another process count than the plan's GPUs says so, and a process that hangs ends the run
 # after --stall-timeout.
 #   EXEC, MPIEXEC: the tool and mpirun; DATA: tests/cli/data; OUT: a scratch folder.
@@ -86,8 +87,9 @@ if(NOT replicas EQUAL 2 OR NOT second GREATER 0)
   message(FATAL_ERROR "2 processes: actor_train has ${replicas} replicas, the second measured ${second} s")
 endif()
 # Where the data-parallel training's time went: its passes and step in both runs, the
-# gradients' all-reduce only between processes (one process sums the replicas' gradients in
-# place).
+# gradients' sync only between processes (one process sums the replicas' gradients in place;
+# under this plan's ZeRO-3 the passes reduce-scatter them, and the sync's part is the weights'
+# gather after the last step).
 file(READ ${OUT}/exec_one.json one)
 foreach(run one two)
   foreach(part passes replica_wait gradient_reduce optimizer_step)
@@ -262,6 +264,19 @@ alone_and_over(exec_pp4 4 "tensor, pipeline and data parallel over 4 processes" 
 set(STAGES4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_pp4_stages.json
     --layers 4 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
 alone_and_over(exec_stages4 4 "four pipeline stages over 4 processes" ${STAGES4})
+
+# ZeRO-3 over processes (the weights sharded between passes, each layer gathered in them, its
+# gradients reduce-scattered): the actor's training as two data-parallel replicas taking 3/4
+# and 1/4 of the samples in micro-batches of 64 tokens, so the second runs idle passes beside
+# the first's extra micro-batches; over 2 processes, and over 4 as two replicas of two stages
+# (the tied embedding's gradient summed between the first and last stages' shards).
+set(ZERO3 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo_micro.json --plan ${DATA}/plan_exec_zero3.json
+    --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
+alone_and_over(exec_zero3 2 "ZeRO-3 over 2 processes" ${ZERO3})
+set(ZERO3_PP4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo_micro.json
+    --plan ${DATA}/plan_exec_pp4_zero3.json --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5
+    --dtype fp32 --learning-rate 0.01)
+alone_and_over(exec_zero3_pp4 4 "ZeRO-3 over two stages' pairs of processes" ${ZERO3_PP4})
 
 # A run that must fail: exit `EXIT` (any but 0 without it), `TEXT` in one error line, and no
 # report at `REPORT` where one is named.

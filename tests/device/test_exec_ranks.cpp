@@ -122,6 +122,106 @@ TEST_CASE("ZeRO across processes: each process's stretch updated, the others' ga
   }
 }
 
+TEST_CASE("ZeRO-3 across processes: layers gathered in the passes, gradients reduce-scattered, idle passes for "
+          "the fewer micro-batches, is the step over all the data") {
+  auto b = device::test_backend();
+  auto comm = device::test_communicator(*b);
+  const int ranks = comm->size(), rank = comm->rank();
+  const int batch = 2, length = 6;
+  for (const bool tied : {false, true}) {
+    for (const Head head : {Head::kLanguage, Head::kScalar}) {
+      CAPTURE(tied);
+      CAPTURE(head == Head::kScalar);
+      // TP 4 in this process over 2 kv heads (each copied to two shards, whose gradients sum
+      // in each layer before they leave), qk norms and biases.
+      const workload::ModelArch a = tiny(true, true, tied);
+      TransformerOptions o;
+      o.dtype = DType::kF32;
+      o.tp.size = 4;
+      Transformer whole(*b, a, head, o), mine(*b, a, head, o);
+      const auto data = [&](int r, int step, int micro) {
+        std::vector<int> tokens;
+        for (int i = 0; i < batch * length; ++i) tokens.push_back((i * 37 + r * 11 + step * 5 + micro * 7 + 3) % a.vocab);
+        return tokens;
+      };
+      const std::size_t outputs = head == Head::kScalar ? static_cast<std::size_t>(batch * length)
+                                                        : static_cast<std::size_t>(batch * (length - 1));
+      std::vector<float> dout;
+      for (std::size_t i = 0; i < outputs; ++i) dout.push_back(static_cast<float>(std::cos(0.3 * static_cast<double>(i))));
+      Transformer::WeightSharding sharding;
+      sharding.rank = rank;
+      sharding.size = ranks;
+      sharding.all_gather = [&](DType t, const void* send, void* recv, std::size_t count) { comm->all_gather(t, send, recv, count); };
+      sharding.reduce_scatter = [&](DType t, const void* send, void* recv, std::size_t count) {
+        comm->reduce_scatter(t, send, recv, count);
+      };
+      sharding.sum = [&](double* values, int count) {
+        for (int i = 0; i < count; ++i) values[i] = sum_over(*comm, values[i]);
+      };
+      const std::size_t tensors = mine.parameters().size();
+      mine.shard_weights(sharding);
+      // Between passes a process holds no tensor whole.
+      CHECK(mine.weights_sharded());
+      CHECK(mine.parameters().empty());
+      device::AdamW adam;
+      adam.lr = 5e-2f;
+      for (int step = 0; step < 2; ++step) {
+        CAPTURE(step);
+        // Process r runs r + 1 micro-batches, the others idle passes up to the most.
+        for (int r = 0; r < ranks; ++r) {
+          for (int micro = 0; micro <= r; ++micro) {
+            whole.forward(data(r, step, micro), batch, length);
+            whole.backward(dout);
+          }
+        }
+        for (int micro = 0; micro < ranks; ++micro) {
+          if (micro <= rank) {
+            const std::vector<float> out = mine.forward(data(rank, step, micro), batch, length);
+            CHECK(mine.parameters().empty());
+            mine.backward(dout);
+          } else {
+            mine.idle_forward();
+            mine.idle_backward();
+          }
+        }
+        CHECK(mine.parameters().empty());
+        whole.begin_step();
+        mine.begin_step();
+        CHECK(mine.gradient_norm() == doctest::Approx(whole.gradient_norm()).epsilon(1e-5));
+        whole.update(adam, whole.partition(0, 1));
+        whole.end_step();
+        mine.update_shards(adam);
+        mine.end_step();
+      }
+      // The same outputs sharded (every process scoring, the layers gathered in turn), and
+      // the same weights whole again.
+      const std::vector<int> tokens = data(0, 9, 0);
+      const std::vector<float> sharded = mine.score(tokens, batch, length), expected = whole.score(tokens, batch, length);
+      REQUIRE(sharded.size() == expected.size());
+      for (std::size_t i = 0; i < sharded.size(); ++i) CHECK(sharded[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1.0));
+      mine.gather_weights();
+      CHECK_FALSE(mine.weights_sharded());
+      const std::vector<Transformer::Tensor> want = whole.parameters(), found = mine.parameters();
+      REQUIRE(found.size() == tensors);
+      REQUIRE(found.size() == want.size());
+      // Within 2% of a step (AdamW moves each weight by about lr; where a gradient is near 0
+      // the sums' order, the reduce-scatter's against one process's, shows in its last digits).
+      for (std::size_t t = 0; t < found.size(); ++t) {
+        CAPTURE(found[t].name);
+        std::vector<float> x(found[t].count), y(want[t].count);
+        b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
+        b->download(y.data(), want[t].buffer->data(), y.size() * sizeof(float));
+        for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::abs(x[i] - y[i]) <= 0.02f * adam.lr);
+      }
+      // Whole operations refuse sharded weights.
+      mine.shard_weights(sharding);
+      Transformer other(*b, a, head, o);
+      CHECK_THROWS_AS(other.load(mine), std::logic_error);
+      mine.gather_weights();
+    }
+  }
+}
+
 TEST_CASE("gradients crossing in bf16: every process's cast to bf16, summed in fp32 and rounded, cast back") {
   auto b = device::test_backend();
   auto comm = device::test_communicator(*b);
