@@ -542,7 +542,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   const char* compute_name = training ? "forward + backward compute" : "forward compute";
   out.add(compute_name, steps * micro_batches * worst_compute);
   if (worst_gather > 0) {
-    out.add("ZeRO-3 gathers beyond the compute", steps * micro_batches * worst_gather);
+    out.add(kZero3GatherTerm, steps * micro_batches * worst_gather);
   }
   if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);

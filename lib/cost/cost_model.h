@@ -84,6 +84,9 @@ inline constexpr char kGradientAllReduceTerm[] = "DP gradient all-reduce";
 // embedding group all-reduce; hetrl-exec sends the first's to the last and the sum back).
 inline constexpr char kTiedEmbeddingTerm[] = "tied embedding gradient sum (first and last stages)";
 inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter + weight all-gather";
+// Of a ZeRO-3 replica's passes: its layers' weight gathers and gradient reduce-scatters that
+// the compute does not hide.
+inline constexpr char kZero3GatherTerm[] = "ZeRO-3 gathers beyond the compute";
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";

@@ -217,6 +217,7 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
                name == cost::kTiedEmbeddingTerm) {
       parts.gradient_reduce += term.seconds;
     } else {
+      if (name == cost::kZero3GatherTerm) parts.weight_gathers += term.seconds;  // a part of the passes'
       parts.passes += term.seconds;
     }
   }
@@ -301,11 +302,21 @@ std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::
   }
   if (kind == workload::TaskKind::kTrain) {
     using P = TrainParts;
-    return parts_of<P>(predicted_parts(terms), &slowest_parts, run, task,
-                       {{"passes", "passes", false, &P::passes},
-                        {"replica_wait", "wait for replicas", true, &P::replica_wait},
-                        {"gradient_reduce", "gradient all-reduce", true, &P::gradient_reduce},
-                        {"optimizer_step", "optimizer step", false, &P::optimizer_step}});
+    const P expected = predicted_parts(terms);
+    std::vector<TaskPart> parts = parts_of<P>(expected, &slowest_parts, run, task,
+                                              {{"passes", "passes", false, &P::passes},
+                                               {"replica_wait", "wait for replicas", true, &P::replica_wait},
+                                               {"gradient_reduce", "gradient all-reduce", true, &P::gradient_reduce},
+                                               {"optimizer_step", "optimizer step", false, &P::optimizer_step}});
+    // ZeRO-3's gathers where the run timed them: all of them measured, against the estimate's
+    // that the compute does not hide.
+    TaskPart gathers = parts_of<P>(expected, &slowest_parts, run, task,
+                                   {{"weight_gathers", "ZeRO-3 gathers", true, &P::weight_gathers}})
+                           .front();
+    if (std::any_of(gathers.measured.begin(), gathers.measured.end(), [](double s) { return s > 0; })) {
+      parts.push_back(std::move(gathers));
+    }
+    return parts;
   }
   return {};
 }

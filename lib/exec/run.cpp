@@ -1485,6 +1485,7 @@ class Runner {
       sharding.rank = dp->rank();
       sharding.size = dp->size();
       sharding.reduce = reduce_type;
+      sharding.timed = timed_collectives();
       sharding.all_gather = [dp](DType t, const void* send, void* recv, std::size_t count) { dp->all_gather(t, send, recv, count); };
       sharding.reduce_scatter = [dp](DType t, const void* send, void* recv, std::size_t count) {
         dp->reduce_scatter(t, send, recv, count);
@@ -1533,6 +1534,7 @@ class Runner {
             if (batches.size() < passes && !parts[r].empty()) batches = micro_batches(parts[r], passes);
           }
           if (here.pipe) here.pipe->barrier();  // the stages start together
+          const double gathered = model.sharding_time().seconds;
           const Stopwatch watch(b_);
           // A micro-batch's forward pass and, on the last stage, its loss: the gradients of
           // its outputs (none on a stage that hands its rows on).
@@ -1604,6 +1606,7 @@ class Runner {
           const double spent = watch.seconds();
           seconds[r] += spent;
           parts_of[r].passes += spent;
+          parts_of[r].weight_gathers += model.sharding_time().seconds - gathered;
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
         // The sums a tensor-parallel split's shards share and a tied embedding's two stages
@@ -1692,7 +1695,9 @@ class Runner {
       const Layout here = layout(task, r);
       seconds[r] = over_stages(here, seconds[r]);
       TrainParts& q = parts_of[r];
-      for (double* x : {&q.passes, &q.replica_wait, &q.gradient_reduce, &q.optimizer_step}) *x = over_stages(here, *x);
+      for (double* x : {&q.passes, &q.replica_wait, &q.gradient_reduce, &q.optimizer_step, &q.weight_gathers}) {
+        *x = over_stages(here, *x);
+      }
     }
     out.replica_seconds = seconds;
     out.replica_parts = parts_of;

@@ -68,6 +68,7 @@ struct TrainParts {
   double replica_wait = 0;
   double gradient_reduce = 0;
   double optimizer_step = 0;
+  double weight_gathers = 0;  // of the passes: ZeRO-3's gathers and reduce-scatters
 };
 
 struct TaskMeasurement {

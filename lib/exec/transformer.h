@@ -271,10 +271,16 @@ class Transformer {
     std::function<void(device::DType, const void* send, void* recv, std::size_t count)> all_gather;
     std::function<void(device::DType, const void* send, void* recv, std::size_t count)> reduce_scatter;
     std::function<void(double* values, int count)> sum;  // host values summed over the group
+    // The collectives return when done (MPI's, on the host): the host seconds in the gathers
+    // and reduce-scatters are the process's time in them (sharding_time).
+    bool timed = false;
   };
   void shard_weights(const WeightSharding& sharding);
   void gather_weights();
   bool weights_sharded() const { return sharded_; }
+  // ZeRO-3's gathers and gradient reduce-scatters so far (with their copies and casts), where
+  // they are timed (WeightSharding::timed).
+  const CollectiveTime& sharding_time() const { return sharding_time_; }
   void idle_forward();
   void idle_backward();
   void update_shards(const device::AdamW& options);
@@ -465,6 +471,7 @@ class Transformer {
   int embedding_unit_ = -1, layer_units_ = 0, tail_unit_ = -1;
   WeightSharding sharding_;
   bool sharded_ = false;
+  CollectiveTime sharding_time_;
   device::Buffer gathered_, flat_grad_, sent_, received_, mine_;
 };
 

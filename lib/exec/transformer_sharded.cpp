@@ -3,6 +3,7 @@
 // around the passes that use them.
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include "exec/transformer.h"
@@ -11,6 +12,27 @@ namespace hetrl::exec {
 
 using device::Buffer;
 using device::DType;
+
+namespace {
+
+// Adds the host seconds from its making to its end to `time`, where `on`.
+class Timed {
+ public:
+  Timed(CollectiveTime& time, bool on) : time_(on ? &time : nullptr), start_(std::chrono::steady_clock::now()) {}
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+  ~Timed() {
+    if (!time_) return;
+    time_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    ++time_->calls;
+  }
+
+ private:
+  CollectiveTime* time_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
 
 void Transformer::check_whole(const char* what) const {
   if (sharded_) throw std::logic_error(std::string("transformer: ") + what + " needs the weights whole (gather_weights)");
@@ -103,6 +125,7 @@ void Transformer::gather_unit(int u) {
   if (!sharded_ || u < 0) return;
   Unit& unit = units_[static_cast<std::size_t>(u)];
   if (unit.gathered) return;
+  const Timed timed(sharding_time_, sharding_.timed);
   const std::size_t e = device::dtype_bytes(options_.dtype);
   sharding_.all_gather(options_.dtype, unit.own.data(), gathered_.data(), unit.chunk);
   for (const UnitTensor& t : unit.tensors) {
@@ -124,6 +147,7 @@ void Transformer::release_unit(int u) {
 void Transformer::scatter_gradients(int u) {
   if (!sharded_ || u < 0) return;
   Unit& unit = units_[static_cast<std::size_t>(u)];
+  const Timed timed(sharding_time_, sharding_.timed);
   const std::size_t all = unit.chunk * static_cast<std::size_t>(sharding_.size);
   float* flat = flat_grad_.as<float>();
   b_.fill_zero(flat, all * sizeof(float));

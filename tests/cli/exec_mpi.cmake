@@ -277,6 +277,21 @@ set(ZERO3_PP4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo_
     --plan ${DATA}/plan_exec_pp4_zero3.json --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5
     --dtype fp32 --learning-rate 0.01)
 alone_and_over(exec_zero3_pp4 4 "ZeRO-3 over two stages' pairs of processes" ${ZERO3_PP4})
+# The gathers' time, a part of the passes' under mpirun (on MPI, whose collectives return when
+# done), none in one process, whose replicas share whole weights.
+foreach(name exec_zero3 exec_zero3_pp4)
+  file(READ ${OUT}/${name}_many.json many)
+  string(JSON passes GET "${many}" tasks actor_train parts passes seconds 0)
+  string(JSON gathers GET "${many}" tasks actor_train parts weight_gathers seconds 0)
+  if(NOT gathers GREATER 0 OR NOT passes GREATER gathers)
+    message(FATAL_ERROR "${name}: ZeRO-3's gathers ${gathers} s of passes of ${passes} s")
+  endif()
+  file(READ ${OUT}/${name}_one.json one)
+  string(JSON found ERROR_VARIABLE none GET "${one}" tasks actor_train parts weight_gathers)
+  if(NOT none)
+    message(FATAL_ERROR "${name}: one process reports ZeRO-3 gathers: ${found}")
+  endif()
+endforeach()
 
 # A run that must fail: exit `EXIT` (any but 0 without it), `TEXT` in one error line, and no
 # report at `REPORT` where one is named.

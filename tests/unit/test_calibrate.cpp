@@ -340,6 +340,30 @@ TEST_CASE("task parts: a training task's four, two of them data-parallel, measur
   CHECK(task_parts(workload::TaskKind::kForward, terms, run, 1).empty());
 }
 
+TEST_CASE("task parts: ZeRO-3's gathers a fifth part of the passes where the run measured some") {
+  RunResult run;
+  run.iterations.resize(2);
+  for (IterationMeasurement& it : run.iterations) {
+    it.tasks.resize(1);
+    it.tasks[0].ran = true;
+    it.tasks[0].replica_seconds = {3.0, 2.0};
+    it.tasks[0].replica_parts = {{.passes = 2.5, .weight_gathers = 0.75}, {.passes = 1.5, .weight_gathers = 0.5}};
+  }
+  const std::vector<cost::Breakdown::Term> terms = {{"forward + backward compute", 2.0}, {cost::kZero3GatherTerm, 0.25}};
+  const std::vector<TaskPart> parts = task_parts(workload::TaskKind::kTrain, terms, run, 0);
+  REQUIRE(parts.size() == 5);
+  CHECK(parts[0].predicted == 2.25);  // the passes hold the gathers the compute does not hide
+  CHECK(std::string(parts[4].key) == "weight_gathers");
+  CHECK(parts[4].data_parallel);
+  CHECK(parts[4].predicted == 0.25);
+  CHECK(parts[4].measured == std::vector<double>{0.75, 0.75});  // the slowest replica's
+  // None measured (one process, or no ZeRO-3): the four parts.
+  for (IterationMeasurement& it : run.iterations) {
+    for (TrainParts& p : it.tasks[0].replica_parts) p.weight_gathers = 0;
+  }
+  CHECK(task_parts(workload::TaskKind::kTrain, terms, run, 0).size() == 4);
+}
+
 TEST_CASE("training's parts: a measured task's are its slowest replica's") {
   TaskMeasurement m;
   m.replica_seconds = {1.0, 3.0, 2.0};
