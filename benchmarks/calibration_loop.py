@@ -100,8 +100,9 @@ def other_tp(plan_path, out_path):
     def lay(task, layers, first, second, both):
         if len(task["replicas"]) == 1 and task["replicas"][0]["stages"][0]["gpus"] == [both]:
             task["replicas"] = [replica(gpu, layers, 0.5) for gpu in (first, second)]
-            # hetrl-exec keeps the whole optimizer state in every replica and all-reduces
-            # the gradients, whatever ZeRO stage a plan names: predict what it runs.
+            # The data-parallel pair trains at ZeRO-0 (the gradients all-reduced), as in
+            # every loop before, so that loops compare; benchmarks/zero_stages.py runs this
+            # plan at each ZeRO stage.
             if "zero_stage" in task:
                 task["zero_stage"] = 0
         else:

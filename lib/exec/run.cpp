@@ -406,13 +406,17 @@ class Runner {
         }
       }
       if (graph_.tasks[static_cast<std::size_t>(task)].kind == TaskKind::kTrain) {
-        // The data-parallel groups: the processes holding one stage's shard, one in each replica.
-        int color = 0;
-        for (const ReplicaRanks& ranks : placed) {
-          const Where at = where(ranks);
-          if (at.stage >= 0) color = 1 + at.stage * static_cast<int>(ranks.front().size()) + at.shard;
+        // The data-parallel groups: the processes holding one stage's shard, one in each replica,
+        // ranked by replica, so that a replica's stages hold the same stretch of what ZeRO-3
+        // shards (a tied embedding's on the first and last stages sum stretch to stretch).
+        int color = 0, key = rank_;
+        for (std::size_t r = 0; r < placed.size(); ++r) {
+          const Where at = where(placed[r]);
+          if (at.stage < 0) continue;
+          color = 1 + at.stage * static_cast<int>(placed[r].front().size()) + at.shard;
+          key = static_cast<int>(r);
         }
-        auto part = comm_->split(color, rank_);
+        auto part = comm_->split(color, key);
         if (color > 0) dp_comms_[task] = std::move(part);
       }
     }

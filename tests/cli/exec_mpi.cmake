@@ -269,7 +269,9 @@ alone_and_over(exec_stages4 4 "four pipeline stages over 4 processes" ${STAGES4}
 # gradients reduce-scattered): the actor's training as two data-parallel replicas taking 3/4
 # and 1/4 of the samples in micro-batches of 64 tokens, so the second runs idle passes beside
 # the first's extra micro-batches; over 2 processes, and over 4 as two replicas of two stages
-# (the tied embedding's gradient summed between the first and last stages' shards).
+# (the tied embedding's gradient summed between the first and last stages' shards; the first
+# replica's first stage on the second process and its last on the third, the second's on the
+# first and the fourth, so that the stages' groups meet the replicas in different orders).
 set(ZERO3 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo_micro.json --plan ${DATA}/plan_exec_zero3.json
     --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32 --learning-rate 0.01)
 alone_and_over(exec_zero3 2 "ZeRO-3 over 2 processes" ${ZERO3})
@@ -277,9 +279,15 @@ set(ZERO3_PP4 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo_
     --plan ${DATA}/plan_exec_pp4_zero3.json --layers 2 --hidden 128 --vocab 512 --backend cpu --iterations 2 --seed 5
     --dtype fp32 --learning-rate 0.01)
 alone_and_over(exec_zero3_pp4 4 "ZeRO-3 over two stages' pairs of processes" ${ZERO3_PP4})
+# And over two replicas of TP 2: each shard's pair of processes, one in each replica, is a
+# data-parallel group of its own, sharding that shard's units.
+set(ZERO3_TP2 --cluster ${DATA}/exec_cluster4.json --workload ${DATA}/exec_grpo_micro.json
+    --plan ${DATA}/plan_exec_tp2_zero3.json --layers 2 --hidden 896 --vocab 512 --backend cpu --iterations 2 --seed 5
+    --dtype fp32 --learning-rate 0.01)
+alone_and_over(exec_zero3_tp2 4 "ZeRO-3 over two TP-2 replicas' processes" ${ZERO3_TP2})
 # The gathers' time, a part of the passes' under mpirun (on MPI, whose collectives return when
 # done), none in one process, whose replicas share whole weights.
-foreach(name exec_zero3 exec_zero3_pp4)
+foreach(name exec_zero3 exec_zero3_pp4 exec_zero3_tp2)
   file(READ ${OUT}/${name}_many.json many)
   string(JSON passes GET "${many}" tasks actor_train parts passes seconds 0)
   string(JSON gathers GET "${many}" tasks actor_train parts weight_gathers seconds 0)
