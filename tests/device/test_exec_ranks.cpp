@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "device_test_backend.h"
@@ -21,6 +22,20 @@ namespace hetrl::exec {
 namespace {
 
 using device::DType;
+
+// Every fp32 weight of `found` against the same of `want`: close(found's, want's).
+void check_weights(device::Backend& b, Transformer& found, Transformer& want, const std::function<bool(float, float)>& close) {
+  const std::vector<Transformer::Tensor> x_tensors = found.parameters(), y_tensors = want.parameters();
+  REQUIRE(x_tensors.size() == y_tensors.size());
+  for (std::size_t t = 0; t < x_tensors.size(); ++t) {
+    CAPTURE(x_tensors[t].name);
+    REQUIRE(x_tensors[t].count == y_tensors[t].count);
+    std::vector<float> x(x_tensors[t].count), y(y_tensors[t].count);
+    b.download(x.data(), x_tensors[t].buffer->data(), x.size() * sizeof(float));
+    b.download(y.data(), y_tensors[t].buffer->data(), y.size() * sizeof(float));
+    for (std::size_t i = 0; i < x.size(); ++i) CHECK_MESSAGE(close(x[i], y[i]), x[i] << " against " << y[i]);
+  }
+}
 
 TEST_CASE("tensor parallelism across processes: a shard a process gives the unsplit model's outputs and training") {
   auto b = device::test_backend();
@@ -110,15 +125,7 @@ TEST_CASE("ZeRO across processes: each process's stretch updated, the others' ga
     zero.update(adam);
     zero.gather_weights();
     mine.end_step();
-    const std::vector<Transformer::Tensor> expected = whole.parameters(), found = mine.parameters();
-    REQUIRE(found.size() == expected.size());
-    for (std::size_t t = 0; t < found.size(); ++t) {
-      CAPTURE(found[t].name);
-      std::vector<float> x(found[t].count), y(expected[t].count);
-      b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
-      b->download(y.data(), expected[t].buffer->data(), y.size() * sizeof(float));
-      for (std::size_t i = 0; i < x.size(); ++i) CHECK(x[i] == doctest::Approx(y[i]).epsilon(1e-5).scale(1.0));
-    }
+    check_weights(*b, mine, whole, [](float x, float y) { return x == doctest::Approx(y).epsilon(1e-5).scale(1.0); });
   }
 }
 
@@ -201,18 +208,10 @@ TEST_CASE("ZeRO-3 across processes: layers gathered in the passes, gradients red
       for (std::size_t i = 0; i < sharded.size(); ++i) CHECK(sharded[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1.0));
       mine.gather_weights();
       CHECK_FALSE(mine.weights_sharded());
-      const std::vector<Transformer::Tensor> want = whole.parameters(), found = mine.parameters();
-      REQUIRE(found.size() == tensors);
-      REQUIRE(found.size() == want.size());
+      REQUIRE(mine.parameters().size() == tensors);
       // Within 2% of a step (AdamW moves each weight by about lr; where a gradient is near 0
       // the sums' order, the reduce-scatter's against one process's, shows in its last digits).
-      for (std::size_t t = 0; t < found.size(); ++t) {
-        CAPTURE(found[t].name);
-        std::vector<float> x(found[t].count), y(want[t].count);
-        b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
-        b->download(y.data(), want[t].buffer->data(), y.size() * sizeof(float));
-        for (std::size_t i = 0; i < x.size(); ++i) CHECK(std::abs(x[i] - y[i]) <= 0.02f * adam.lr);
-      }
+      check_weights(*b, mine, whole, [&](float x, float y) { return std::abs(x - y) <= 0.02f * adam.lr; });
       // Whole operations refuse sharded weights.
       mine.shard_weights(sharding);
       Transformer other(*b, a, head, o);
