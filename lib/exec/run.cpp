@@ -1531,11 +1531,14 @@ class Runner {
           if (!parts[r].empty()) batches = micro_batches(parts[r], placement(task).replicas[r]);
           // Under ZeRO-3 every replica runs the passes of the one with the most micro-batches
           // (their gathers and reduce-scatters are collectives over the replicas): its own
-          // samples over as many where it has them, and idle passes for the rest.
+          // samples over as many as it has samples for (never fewer micro-batches than its own
+          // split), and idle passes for the rest.
           std::size_t passes = batches.size();
           if (fully_sharded) {
             passes = static_cast<std::size_t>(dp->max(static_cast<double>(batches.size())));
-            if (batches.size() < passes && !parts[r].empty()) batches = micro_batches(parts[r], passes);
+            if (batches.size() < passes && !parts[r].empty()) {
+              batches = micro_batches(parts[r], std::min(passes, parts[r].size()));
+            }
           }
           if (here.pipe) here.pipe->barrier();  // the stages start together
           const double gathered = model.sharding_time().seconds;
