@@ -24,12 +24,10 @@ import csv
 import json
 import os
 import statistics
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXEC = os.path.join(ROOT, "build", "release", "apps", "hetrl-exec")
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+from calibration_loop import MPI, ROOT, run, tool
+
 PARTS = ["passes", "weight_gathers", "gradient_reduce", "optimizer_step"]
 
 
@@ -67,13 +65,9 @@ def main():
     for r in range(args.rounds):
         for stage, plan in plans.items():
             report = os.path.join(args.out, f"report-zero{stage}-{r}.json")
-            cmd = ["mpirun", "--oversubscribe", "-n", "2", EXEC, "--backend", "cpu", "--cluster", args.cluster,
-                   "--workload", args.workload, "--plan", plan, "--layers", str(args.layers), "--hidden",
-                   str(args.hidden), "--vocab", str(args.vocab), "--iterations", str(args.iterations),
-                   "--report", report]
-            result = subprocess.run(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if result.returncode != 0:
-                sys.exit(f"failed ({result.returncode}): {' '.join(cmd)}\n{result.stdout[-3000:]}")
+            run(MPI + [tool("hetrl-exec"), "--backend", "cpu", "--cluster", args.cluster, "--workload", args.workload,
+                       "--plan", plan, "--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab",
+                       str(args.vocab), "--iterations", str(args.iterations), "--report", report])
             reports[stage].append(json.load(open(report)))
             print(f"round {r + 1}/{args.rounds}: ZeRO-{stage} done", file=sys.stderr)
 

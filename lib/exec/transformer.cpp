@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <utility>
 
 #include "core/error.h"
+#include "exec/timed.h"
 
 namespace hetrl::exec {
 
@@ -471,14 +471,7 @@ void Transformer::linear(const Buffer& x, const Buffer& w, Buffer& y, int rows, 
 
 void Transformer::reduce(Buffer& x, std::size_t count) {
   if (!options_.tp.all_reduce) return;
-  if (!options_.tp.timed) {
-    options_.tp.all_reduce(options_.dtype, x.data(), count);
-    return;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  options_.tp.all_reduce(options_.dtype, x.data(), count);
-  collective_time_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++collective_time_.calls;
+  timed_call(collective_time_, options_.tp.timed, [&] { options_.tp.all_reduce(options_.dtype, x.data(), count); });
 }
 
 Transformer::Cache Transformer::make_cache(int slots, int capacity) {

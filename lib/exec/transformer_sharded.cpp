@@ -3,9 +3,9 @@
 // around the passes that use them.
 
 #include <algorithm>
-#include <chrono>
 #include <stdexcept>
 
+#include "exec/timed.h"
 #include "exec/transformer.h"
 
 namespace hetrl::exec {
@@ -13,26 +13,6 @@ namespace hetrl::exec {
 using device::Buffer;
 using device::DType;
 
-namespace {
-
-// Adds the host seconds from its making to its end to `time`, where `on`.
-class Timed {
- public:
-  Timed(CollectiveTime& time, bool on) : time_(on ? &time : nullptr), start_(std::chrono::steady_clock::now()) {}
-  Timed(const Timed&) = delete;
-  Timed& operator=(const Timed&) = delete;
-  ~Timed() {
-    if (!time_) return;
-    time_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    ++time_->calls;
-  }
-
- private:
-  CollectiveTime* time_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 void Transformer::check_whole(const char* what) const {
   if (sharded_) throw std::logic_error(std::string("transformer: ") + what + " needs the weights whole (gather_weights)");
@@ -125,13 +105,14 @@ void Transformer::gather_unit(int u) {
   if (!sharded_ || u < 0) return;
   Unit& unit = units_[static_cast<std::size_t>(u)];
   if (unit.gathered) return;
-  const Timed timed(sharding_time_, sharding_.timed);
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  sharding_.all_gather(options_.dtype, unit.own.data(), gathered_.data(), unit.chunk);
-  for (const UnitTensor& t : unit.tensors) {
-    *t.buffer = Buffer(b_, t.count * e);
-    b_.copy(t.buffer->data(), static_cast<const char*>(gathered_.data()) + t.at * e, t.count * e);
-  }
+  timed_call(sharding_time_, sharding_.timed, [&] {
+    sharding_.all_gather(options_.dtype, unit.own.data(), gathered_.data(), unit.chunk);
+    for (const UnitTensor& t : unit.tensors) {
+      *t.buffer = Buffer(b_, t.count * e);
+      b_.copy(t.buffer->data(), static_cast<const char*>(gathered_.data()) + t.at * e, t.count * e);
+    }
+  });
   unit.gathered = true;
 }
 
@@ -147,26 +128,27 @@ void Transformer::release_unit(int u) {
 void Transformer::scatter_gradients(int u) {
   if (!sharded_ || u < 0) return;
   Unit& unit = units_[static_cast<std::size_t>(u)];
-  const Timed timed(sharding_time_, sharding_.timed);
-  const std::size_t all = unit.chunk * static_cast<std::size_t>(sharding_.size);
-  float* flat = flat_grad_.as<float>();
-  b_.fill_zero(flat, all * sizeof(float));
-  // The unit's gradients of this pass, flattened (none where the pass reached none), then
-  // freed: between passes a process holds its stretch's sum only.
-  for (const UnitTensor& t : unit.tensors) {
-    const auto found = optimizer_.find(t.name);
-    if (found == optimizer_.end() || !found->second.grad.data()) continue;
-    b_.copy(flat + t.at, found->second.grad.data(), t.count * sizeof(float));
-    optimizer_.erase(found);
-  }
-  if (sharding_.reduce == DType::kF32) {
-    sharding_.reduce_scatter(DType::kF32, flat, mine_.data(), unit.chunk);
-  } else {
-    b_.cast(DType::kF32, flat, sharding_.reduce, sent_.data(), all);
-    sharding_.reduce_scatter(sharding_.reduce, sent_.data(), received_.data(), unit.chunk);
-    b_.cast(sharding_.reduce, received_.data(), DType::kF32, mine_.data(), unit.chunk);
-  }
-  b_.add(DType::kF32, unit.own_grad.data(), mine_.data(), unit.chunk);
+  timed_call(sharding_time_, sharding_.timed, [&] {
+    const std::size_t all = unit.chunk * static_cast<std::size_t>(sharding_.size);
+    float* flat = flat_grad_.as<float>();
+    b_.fill_zero(flat, all * sizeof(float));
+    // The unit's gradients of this pass, flattened (none where the pass reached none), then
+    // freed: between passes a process holds its stretch's sum only.
+    for (const UnitTensor& t : unit.tensors) {
+      const auto found = optimizer_.find(t.name);
+      if (found == optimizer_.end() || !found->second.grad.data()) continue;
+      b_.copy(flat + t.at, found->second.grad.data(), t.count * sizeof(float));
+      optimizer_.erase(found);
+    }
+    if (sharding_.reduce == DType::kF32) {
+      sharding_.reduce_scatter(DType::kF32, flat, mine_.data(), unit.chunk);
+    } else {
+      b_.cast(DType::kF32, flat, sharding_.reduce, sent_.data(), all);
+      sharding_.reduce_scatter(sharding_.reduce, sent_.data(), received_.data(), unit.chunk);
+      b_.cast(sharding_.reduce, received_.data(), DType::kF32, mine_.data(), unit.chunk);
+    }
+    b_.add(DType::kF32, unit.own_grad.data(), mine_.data(), unit.chunk);
+  });
 }
 
 void Transformer::idle_forward() {
