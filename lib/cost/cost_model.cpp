@@ -699,6 +699,7 @@ void CostModel::describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out
   out.gpus_per_zone.assign(cluster_.zones.size(), 0.0);
   out.nodes = 0;
   out.slowest_nic = std::numeric_limits<double>::infinity();
+  out.on_nodes.clear();
   for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) {
     if (gpus_per_node[n] == 0) continue;
     const hw::Node& node = cluster_.nodes[n];
@@ -707,6 +708,7 @@ void CostModel::describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out
     out.gpus_per_zone[node.zone] += gpus_per_node[n];
     ++out.nodes;
     out.slowest_nic = std::min(out.slowest_nic, node.nic_bandwidth);
+    out.on_nodes.emplace_back(static_cast<int>(n), gpus_per_node[n]);
   }
 }
 
@@ -789,12 +791,20 @@ double CostModel::least_resident_bytes(std::span<const int> tasks) const {
 
 double CostModel::transfer_seconds(double bytes, const GpuSet& a, const GpuSet& b) const {
   if (bytes <= 0 || a.gpus == 0 || b.gpus == 0) return 0;
-  double seconds = bytes / std::min(a.nic_bandwidth, b.nic_bandwidth);
-  double latency = 0;
-  for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
-    latency = std::max(latency, path.link.latency);
-    if (za != zb) seconds = std::max(seconds, bytes * fraction / path.link.bandwidth);
+  double seconds = 0, latency = 0, inside = 0;
+  for_each_shared_node(a, b, [&](int n, double fraction, int gpus_a, int gpus_b) {
+    const hw::IntraNodeLink& link = cluster_.nodes[n].intra_node;
+    inside += fraction;
+    seconds = std::max(seconds, bytes * fraction / (std::min(gpus_a, gpus_b) * link.bandwidth));
+    latency = std::max(latency, link.hop_latency);
   });
+  if (inside < 1 - kWithinRounding) {
+    seconds = std::max(seconds, bytes * (1 - inside) / std::min(a.nic_bandwidth, b.nic_bandwidth));
+    for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
+      latency = std::max(latency, path.link.latency);
+      if (za != zb) seconds = std::max(seconds, bytes * fraction / path.link.bandwidth);
+    });
+  }
   return seconds + latency;
 }
 

@@ -42,6 +42,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -416,13 +417,39 @@ class CostModel {
     std::vector<double> gpus_per_zone;
     int nodes = 0;
     double slowest_nic = 0;  // bytes/s: the slowest NIC of its nodes
+    std::vector<std::pair<int, int>> on_nodes;  // (node, its GPUs of the set), by node
   };
   // `gpus_per_node` is indexed by node.
   void describe_gpu_set(std::span<const int> gpus_per_node, GpuSet& out) const;
 
-  // Moving `bytes` spread evenly over the GPUs of set A to the GPUs of set B: node NICs in
-  // parallel, each zone link crossed carrying its share.
+  // Moving `bytes` spread evenly over the GPUs of set A to the GPUs of set B. What moves
+  // between GPUs of A and of B on one node crosses that node's GPU links, as many at once as
+  // the fewer of the two have GPUs there; the rest crosses the node NICs in parallel, each zone
+  // link crossed carrying its share; the slowest of these sets the pace.
   double transfer_seconds(double bytes, const GpuSet& a, const GpuSet& b) const;
+
+  // A transfer whose shares inside nodes (for_each_shared_node) sum to within this of the
+  // whole leaves no node: the rest is their rounding.
+  static constexpr double kWithinRounding = 1e-9;
+  // How a transfer from A to B stays inside nodes: calls f(node, fraction, gpus_a, gpus_b) for
+  // every node with GPUs of both, `fraction` the share of the bytes that moves between them
+  // there (the share of A's GPUs on it times the share of B's), gpus_a and gpus_b theirs there.
+  template <class F>
+  void for_each_shared_node(const GpuSet& a, const GpuSet& b, F&& f) const {
+    auto i = a.on_nodes.begin();
+    auto j = b.on_nodes.begin();
+    while (i != a.on_nodes.end() && j != b.on_nodes.end()) {
+      if (i->first < j->first) {
+        ++i;
+      } else if (j->first < i->first) {
+        ++j;
+      } else {
+        f(i->first, i->second / a.gpus * j->second / b.gpus, i->second, j->second);
+        ++i;
+        ++j;
+      }
+    }
+  }
 
   // How a transfer from A to B spreads over zones: calls f(zone_a, zone_b, fraction, path)
   // for every pair of zones with GPUs of A in zone_a and of B in zone_b, `fraction` the share

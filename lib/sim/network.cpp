@@ -32,6 +32,22 @@ Network::Network(EventQueue& queue, const cost::CostModel& model,
                         paths(a, b).link.bandwidth});
     }
   }
+  // The GPU links of each group on the nodes it shares with another.
+  std::vector<int> groups_on(cluster.nodes.size(), 0);
+  for (const cost::CostModel::GpuSet& set : sets_) {
+    for (const auto& [node, gpus] : set.on_nodes) ++groups_on[node];
+  }
+  gpu_links_.resize(sets_.size());
+  for (std::size_t g = 0; g < sets_.size(); ++g) {
+    for (const auto& [node, gpus] : sets_[g].on_nodes) {
+      if (groups_on[node] < 2) continue;
+      const hw::Node& n = cluster.nodes[node];
+      const double capacity = gpus * n.intra_node.bandwidth;
+      gpu_links_[g].emplace_back(node, static_cast<int>(links_.size()));
+      links_.push_back({fmt::format("group {} GPU links out on {}", g, n.name), capacity});
+      links_.push_back({fmt::format("group {} GPU links in on {}", g, n.name), capacity});
+    }
+  }
   use_.assign(links_.size(), LinkUse{});
   load_.assign(links_.size(), 0.0);
 }
@@ -39,6 +55,12 @@ Network::Network(EventQueue& queue, const cost::CostModel& model,
 int Network::zone_link(int from, int to) const {
   const int zones = static_cast<int>(model_.cluster().zones.size());
   return 2 * static_cast<int>(sets_.size()) + from * (zones - 1) + (to < from ? to : to - 1);
+}
+
+int Network::gpu_link(int group, int node) const {
+  const auto& links = gpu_links_[group];
+  const auto it = std::lower_bound(links.begin(), links.end(), std::pair{node, -1});
+  return it != links.end() && it->first == node ? it->second : -1;
 }
 
 int Network::active() const {
@@ -61,12 +83,21 @@ void Network::start(double bytes, int from, int to, double max_rate, std::functi
   f.max_rate = max_rate;
   f.latency = 0;
   f.loads.clear();
-  f.loads.push_back({out_link(from), 1.0});
-  f.loads.push_back({in_link(to), 1.0});
-  model_.for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
-    f.latency = std::max(f.latency, path.link.latency);
-    if (za != zb) f.loads.push_back({zone_link(za, zb), fraction});
+  double inside = 0;
+  model_.for_each_shared_node(a, b, [&](int node, double fraction, int, int) {
+    inside += fraction;
+    f.loads.push_back({gpu_link(from, node), fraction});
+    f.loads.push_back({gpu_link(to, node) + 1, fraction});
+    f.latency = std::max(f.latency, model_.cluster().nodes[node].intra_node.hop_latency);
   });
+  if (inside < 1 - cost::CostModel::kWithinRounding) {
+    f.loads.push_back({out_link(from), 1 - inside});
+    f.loads.push_back({in_link(to), 1 - inside});
+    model_.for_each_zone_pair(a, b, [&](int za, int zb, double fraction, const hw::Path& path) {
+      f.latency = std::max(f.latency, path.link.latency);
+      if (za != zb) f.loads.push_back({zone_link(za, zb), fraction});
+    });
+  }
   f.alone_rate = max_rate;
   for (const Load& load : f.loads) {
     f.alone_rate = std::min(f.alone_rate, links_[load.link].capacity / load.fraction);

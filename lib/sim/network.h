@@ -1,10 +1,13 @@
 #pragma once
 // Transfers between GPU groups sharing the links they cross (reading map):
 //   - Links: each group's NICs out and in (the group's share of its nodes' NICs, as the cost
-//     model counts them) and each zone link, one per direction (links are full duplex). A
-//     transfer spreads its bytes over the GPUs of both groups, so it puts on the link from zone
-//     a to zone b the fraction of its bytes that crosses it: the share of the sending group's
-//     GPUs in a times the share of the receiving group's GPUs in b.
+//     model counts them), each zone link, one per direction (links are full duplex), and on a
+//     node that several groups share, each group's GPU links there out and in (its GPUs there
+//     times the node's GPU link). A transfer spreads its bytes over the GPUs of both groups, so
+//     it puts on the link from zone a to zone b the fraction of its bytes that crosses it: the
+//     share of the sending group's GPUs in a times the share of the receiving group's GPUs in
+//     b; on a shared node's GPU links the share of the sender's GPUs there times the
+//     receiver's; on the NICs the rest.
 //   - Rates are max-min fair (progressive filling): the rates of all transfers rise together
 //     until a link is full or a transfer reaches its own cap; those keep their rate and the
 //     others go on rising.
@@ -17,6 +20,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cost/cost_model.h"
@@ -80,12 +84,16 @@ class Network {
   int out_link(int group) const { return 2 * group; }
   int in_link(int group) const { return 2 * group + 1; }
   int zone_link(int from, int to) const;
+  // The GPU links out of `group` on `node` (the link after is the one in); -1 if the node
+  // holds no other group.
+  int gpu_link(int group, int node) const;
 
   EventQueue& queue_;
   const cost::CostModel& model_;
   std::vector<cost::CostModel::GpuSet> sets_;
   bool contention_;
   std::vector<Link> links_;
+  std::vector<std::vector<std::pair<int, int>>> gpu_links_;  // per group: (node, link out), by node
   std::vector<LinkUse> use_;
   std::vector<double> load_;  // bytes/s on each link now
   std::vector<Flow> flows_;

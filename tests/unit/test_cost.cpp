@@ -402,8 +402,32 @@ TEST_CASE("DP gradient sync crosses the slowest link, and transfers share zone l
   const double full = 4.0 * 494032768.0;  // fp32 gradients
   CHECK(term(dp16, "DP gradient reduce-scatter + weight all-gather") ==
         hetrl::testing::approx(cost::CostParams{}.collective_latency + 2 * 15.0 * 0.015e-3 + 1.5 * 15 / 16 * full / (400e9 / 8 * 0.8)).epsilon(1e-9));
-  // Inside one node's GPUs the NIC binds (no zone link crossed).
-  CHECK(f.model.transfer_seconds(1e9, from, from) == hetrl::testing::approx(1e9 / (400e9 / 8) + 0.015e-3));
+}
+
+TEST_CASE("a transfer between GPUs of one node crosses its GPU links, the rest its NICs") {
+  // Two A100 nodes in one zone, 400 Gbps NICs.
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const hw::IntraNodeLink& nvlink = f.model.cluster().nodes[0].intra_node;
+  REQUIRE(nvlink.bandwidth > 400e9 / 8);
+  auto set = [&](std::vector<int> per_node) {
+    cost::CostModel::GpuSet out;
+    f.model.describe_gpu_set(per_node, out);
+    return out;
+  };
+  // Node 0 split four and four: four GPUs' links at once, not the NIC.
+  const auto left = set({4, 0}), right = set({4, 0});
+  CHECK(f.model.transfer_seconds(1e9, left, right) == hetrl::testing::approx(1e9 / (4 * nvlink.bandwidth) + nvlink.hop_latency));
+  // Two GPUs to six: two links bind.
+  CHECK(f.model.transfer_seconds(1e9, set({2, 0}), set({6, 0})) ==
+        hetrl::testing::approx(1e9 / (2 * nvlink.bandwidth) + nvlink.hop_latency));
+  // Four on node 0 to four there and eight on node 1: a third stays on node 0; two thirds leave
+  // over the four GPUs' half of node 0's NIC, which binds.
+  const auto spread = set({4, 8});
+  const double nic_half = 400e9 / 8 / 2;
+  CHECK(f.model.transfer_seconds(1e9, left, spread) == hetrl::testing::approx(2.0 / 3 * 1e9 / nic_half + 0.015e-3));
+  // Across nodes only: the NICs, as before.
+  CHECK(f.model.transfer_seconds(1e9, left, set({0, 8})) == hetrl::testing::approx(1e9 / nic_half + 0.015e-3));
 }
 
 TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden behind the compute where they are shorter") {

@@ -99,6 +99,57 @@ TEST_CASE("transfers out of one group share its NICs max-min fairly") {
   CHECK(even.done_at[2] == hetrl::testing::approx(1e9 / kNic + kZoneLatency).epsilon(1e-12));
 }
 
+TEST_CASE("groups sharing a node move what stays on it over their GPU links there") {
+  // Node 0 (8 A100s, 400 Gbps NIC) split into groups of 2 and 6, node 1 a group of its 8.
+  Fixture f{make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400"}),
+            ppo("Qwen2.5-0.5B", 64, 512, 512, 1)};
+  std::vector<cost::CostModel::GpuSet> sets(3);
+  f.model.describe_gpu_set(std::vector<int>{2, 0}, sets[0]);
+  f.model.describe_gpu_set(std::vector<int>{6, 0}, sets[1]);
+  f.model.describe_gpu_set(std::vector<int>{0, 8}, sets[2]);
+  const double link = f.model.cluster().nodes[0].intra_node.bandwidth;
+  const double latency = f.model.cluster().nodes[0].intra_node.hop_latency;
+  {
+    // Alone: the cost model's time, two GPUs' links binding.
+    sim::EventQueue queue;
+    sim::Network network(queue, f.model, sets, true);
+    double done = -1;
+    network.start(1e9, 0, 1, std::numeric_limits<double>::infinity(), [&] { done = queue.now(); });
+    queue.run();
+    CHECK(done == hetrl::testing::approx(f.model.transfer_seconds(1e9, sets[0], sets[1])).epsilon(1e-12));
+    CHECK(done == hetrl::testing::approx(1e9 / (2 * link) + latency).epsilon(1e-12));
+    // Only node 0's groups have GPU links; the NICs carried nothing.
+    int gpu_links = 0;
+    for (std::size_t l = 0; l < network.links().size(); ++l) {
+      const bool gpu = network.links()[l].name.find("GPU links") != std::string::npos;
+      gpu_links += gpu;
+      if (!gpu) CHECK(network.use()[l].bytes == 0);
+    }
+    CHECK(gpu_links == 4);
+  }
+  {
+    // Two at once out of the 2-GPU group, to its neighbour on the node and to node 1: the
+    // first crosses the group's GPU links only, the second its share of the NIC (a quarter of
+    // 400 Gbps) only, so each moves as if alone.
+    sim::EventQueue queue;
+    sim::Network network(queue, f.model, sets, true);
+    double inside = -1, across = -1, again = -1;
+    network.start(1e9, 0, 1, std::numeric_limits<double>::infinity(), [&] { inside = queue.now(); });
+    network.start(1e9, 0, 2, std::numeric_limits<double>::infinity(), [&] { across = queue.now(); });
+    queue.run();
+    CHECK(inside == hetrl::testing::approx(1e9 / (2 * link) + latency).epsilon(1e-12));
+    CHECK(across == hetrl::testing::approx(1e9 / (400e9 / 8 / 4) + kZoneLatency).epsilon(1e-12));
+    // Two into the 2-GPU group from its neighbour at once halve its links in.
+    network.start(1e9, 1, 0, std::numeric_limits<double>::infinity(), [&] { again = queue.now(); });
+    const double start = queue.now();
+    double second = -1;
+    network.start(1e9, 1, 0, std::numeric_limits<double>::infinity(), [&] { second = queue.now(); });
+    queue.run();
+    CHECK(again - start == hetrl::testing::approx(2e9 / (2 * link) + latency).epsilon(1e-12));
+    CHECK(second == again);
+  }
+}
+
 TEST_CASE("a transfer that joins later takes its share from then on") {
   Net n;
   n.transfer(0, 1e9, 0, 1, 0);
