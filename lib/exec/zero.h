@@ -38,9 +38,9 @@ class ShardedOptimizer {
   device::DType reduce_;
   std::size_t count_ = 0, chunk_ = 0;
   Transformer::Stretch own_;
-  // The flat buffers, made at the first use: every gradient (zeros past the last parameter, to
-  // even parts), this process's part of their sum, both again in the reduce type where it is
-  // not fp32; every weight, this process's stretch.
+  // The flat buffers, made as zeros at the first use (every page touched then): every
+  // gradient (zeros past the last parameter, to even parts), this process's part of their sum,
+  // both again in the reduce type where it is not fp32; every weight, this process's stretch.
   device::Buffer gradients_, mine_, sent_, received_, weights_, own_weights_;
 };
 
