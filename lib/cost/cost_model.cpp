@@ -646,22 +646,38 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
     for (const Stage& stage : stages) gpus += stage.tp;
     ranks = std::max(ranks, gpus);
   }
+  // A replica's GPUs on `node`: the rings that leave it through that node's NIC.
+  const auto gpus_on = [](std::span<const Stage> stages, int node) {
+    int gpus = 0;
+    for (const Stage& stage : stages) gpus += stage.node == node ? stage.tp : 0;
+    return std::max(gpus, 1);
+  };
   // One ring per GPU position of a replica (`ranks` rings in parallel), through the replicas
-  // in the given order: a hop inside a node uses its GPU link; a hop between nodes shares the
-  // smaller NIC and the zone link among the rings. The slowest hop sets the pace.
+  // in the given order, each stage's rings to the same stage of the next replica: a hop inside
+  // a node uses its GPU link; a hop between nodes shares each node's NIC among the rings of
+  // the replica's GPUs there, and a link between zones among all the rings. The slowest hop
+  // sets the pace.
   double bandwidth = std::numeric_limits<double>::infinity();
   for (int r = 0; r < out.replicas; ++r) {
-    const int a = replicas[r][0].node;
-    const int b = replicas[(r + 1) % out.replicas][0].node;
-    const hw::Node& na = cluster_.nodes[a];
-    double hop = na.intra_node.bandwidth * gpu(a).efficiency.collective;
-    if (a != b) {
-      const hw::Node& nb = cluster_.nodes[b];
-      const hw::Path& path = zone_paths_(na.zone, nb.zone);
-      hop = std::min({na.nic_bandwidth, nb.nic_bandwidth, path.link.bandwidth}) / ranks * params_.nic_efficiency;
-      out.hop_latency = std::max(out.hop_latency, path.link.latency);
+    const std::span<const Stage> from = replicas[r];
+    const std::span<const Stage> to = replicas[(r + 1) % out.replicas];
+    for (std::size_t s = 0; s < from.size(); ++s) {
+      const int a = from[s].node;
+      const int b = to[std::min(s, to.size() - 1)].node;
+      const hw::Node& na = cluster_.nodes[a];
+      double hop = na.intra_node.bandwidth * gpu(a).efficiency.collective;
+      if (a != b) {
+        const hw::Node& nb = cluster_.nodes[b];
+        const hw::Path& path = zone_paths_(na.zone, nb.zone);
+        // Inside a zone the path is each pair of nodes' own; between zones one link all cross.
+        const int sharing = na.zone == nb.zone ? gpus_on(from, a) : ranks;
+        hop = std::min({na.nic_bandwidth / gpus_on(from, a), nb.nic_bandwidth / gpus_on(to, b),
+                        path.link.bandwidth / sharing}) *
+              params_.nic_efficiency;
+        out.hop_latency = std::max(out.hop_latency, path.link.latency);
+      }
+      bandwidth = std::min(bandwidth, hop);
     }
-    bandwidth = std::min(bandwidth, hop);
   }
   out.bandwidth = bandwidth;
   return out;

@@ -430,6 +430,22 @@ TEST_CASE("a transfer between GPUs of one node crosses its GPU links, the rest i
   CHECK(f.model.transfer_seconds(1e9, left, set({0, 8})) == hetrl::testing::approx(1e9 / nic_half + 0.015e-3));
 }
 
+TEST_CASE("data-parallel rings of pipelined replicas share each node's NIC only among the replica's GPUs there") {
+  // Four A100 nodes in one zone, 400 Gbps NICs; two replicas of two TP-8 stages, one node a
+  // stage: 16 rings, 8 of them through each node's NIC.
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400",
+                                "a:8xA100-SXM-80G:nic_gbps=400", "a:8xA100-SXM-80G:nic_gbps=400"}),
+                  ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  const double nic_efficiency = cost::CostParams{}.nic_efficiency;
+  const std::vector<cost::Stage> a{{0, 8, 12}, {1, 8, 12}}, b{{2, 8, 12}, {3, 8, 12}};
+  const std::vector<std::span<const cost::Stage>> pipelined{a, b};
+  CHECK(f.model.data_parallel(pipelined).bandwidth == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
+  // Both TP-4 stages of each replica on one node: all 8 rings through its NIC.
+  const std::vector<cost::Stage> c{{0, 4, 12}, {0, 4, 12}}, d{{2, 4, 12}, {2, 4, 12}};
+  const std::vector<std::span<const cost::Stage>> packed{c, d};
+  CHECK(f.model.data_parallel(packed).bandwidth == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
+}
+
 TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden behind the compute where they are shorter") {
   // Two A100 nodes in different regions (10 Gbps, 32 ms), one TP-8 replica on each.
   const Fixture f(make_cluster({"us-east-1a:8xA100-SXM-80G:nic_gbps=400",

@@ -1,1 +1,1 @@
-refused: OpenRLHF 0.11.0 cannot run this plan as planned: actor_train runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; actor_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; ref_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none
+refused: OpenRLHF 0.11.0 cannot run this plan as planned: actor_train runs 4 pipeline stages: OpenRLHF's DeepSpeed workers have none; actor_logprob runs 4 pipeline stages: OpenRLHF's DeepSpeed workers have none; ref_logprob runs 4 pipeline stages: OpenRLHF's DeepSpeed workers have none

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl 0.8.0.dev: plan by verl for grpo-qwen2.5-7b on zone1-3types-48: 5.337 samples/s predicted
+# verl 0.8.0.dev: plan by verl for grpo-qwen2.5-7b on zone1-3types-48: 5.378 samples/s predicted
 # keys as documented in the reference configurations ppo_trainer.yaml and ppo_megatron_trainer.yaml (docs/examples/config.rst) and the one-step-off-policy recipe (docs/advance/one_step_off.md)
 # the reward is a rule: give it as custom_reward_function.path and .name
 # give the data as data.train_files and data.val_files
@@ -17,7 +17,7 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \
   actor_rollout_ref.actor.use_dynamic_bsz=True \
   actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 \
   actor_rollout_ref.actor.megatron.tensor_model_parallel_size=4 \
-  actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=2 \
+  actor_rollout_ref.actor.megatron.pipeline_model_parallel_size=4 \
   actor_rollout_ref.actor.megatron.param_offload=False \
   actor_rollout_ref.actor.megatron.use_distributed_optimizer=True \
   actor_rollout_ref.actor.megatron.grad_offload=False \
@@ -25,14 +25,14 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer \
   actor_rollout_ref.rollout.name=vllm \
   actor_rollout_ref.rollout.n=8 \
   actor_rollout_ref.rollout.tensor_model_parallel_size=4 \
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.60 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.68 \
   actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True \
   actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192 \
   actor_rollout_ref.ref.strategy=megatron \
   actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True \
   actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=8192 \
   actor_rollout_ref.ref.megatron.tensor_model_parallel_size=4 \
-  actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=2 \
+  actor_rollout_ref.ref.megatron.pipeline_model_parallel_size=4 \
   actor_rollout_ref.ref.megatron.param_offload=False \
   reward_model.enable=False \
   trainer.nnodes=6 \
