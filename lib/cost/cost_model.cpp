@@ -669,10 +669,10 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
       if (a != b) {
         const hw::Node& nb = cluster_.nodes[b];
         const hw::Path& path = zone_paths_(na.zone, nb.zone);
+        const int leaving = gpus_on(from, a);
         // Inside a zone the path is each pair of nodes' own; between zones one link all cross.
-        const int sharing = na.zone == nb.zone ? gpus_on(from, a) : ranks;
-        hop = std::min({na.nic_bandwidth / gpus_on(from, a), nb.nic_bandwidth / gpus_on(to, b),
-                        path.link.bandwidth / sharing}) *
+        const int sharing = na.zone == nb.zone ? leaving : ranks;
+        hop = std::min({na.nic_bandwidth / leaving, nb.nic_bandwidth / gpus_on(to, b), path.link.bandwidth / sharing}) *
               params_.nic_efficiency;
         out.hop_latency = std::max(out.hop_latency, path.link.latency);
       }

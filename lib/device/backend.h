@@ -214,6 +214,16 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// A buffer of zeros. Every page is touched when it is made, as a GPU's memory is mapped when
+// it is allocated, so the first collective or kernel into it does not fault its pages in (on
+// the cpu backend a first touch runs near 0.7 GB/s on a VM: a 150 MB all-gather's first call
+// took 3 s).
+inline Buffer zeros(Backend& backend, std::size_t bytes) {
+  Buffer out(backend, bytes);
+  backend.fill_zero(out.data(), bytes);
+  return out;
+}
+
 // The backends this build has ("cpu", and "cuda" where it was built with CUDA).
 std::vector<std::string> built_backends();
 

@@ -816,8 +816,7 @@ Buffer& Transformer::grad(const std::string& name) {
   if (!o.grad.data()) {
     const std::size_t count = parameter_elements(name);
     if (count == 0) throw std::logic_error("transformer: no parameter " + name);
-    o.grad = Buffer(b_, count * sizeof(float));
-    b_.fill_zero(o.grad.data(), o.grad.bytes());
+    o.grad = device::zeros(b_, count * sizeof(float));
   }
   return o.grad;
 }

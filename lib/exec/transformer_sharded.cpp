@@ -61,10 +61,8 @@ void Transformer::shard_weights(const WeightSharding& sharding) {
     std::size_t largest = 0;
     for (Unit& unit : units_) {
       unit.chunk = (unit.count + static_cast<std::size_t>(sharding_.size) - 1) / static_cast<std::size_t>(sharding_.size);
-      unit.own = Buffer(b_, unit.chunk * e);
-      unit.own_grad = Buffer(b_, unit.chunk * sizeof(float));
-      b_.fill_zero(unit.own.data(), unit.own.bytes());
-      b_.fill_zero(unit.own_grad.data(), unit.own_grad.bytes());
+      unit.own = device::zeros(b_, unit.chunk * e);
+      unit.own_grad = device::zeros(b_, unit.chunk * sizeof(float));
       largest = std::max(largest, unit.chunk);
     }
     const std::size_t all = largest * static_cast<std::size_t>(sharding_.size);

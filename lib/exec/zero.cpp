@@ -1,18 +1,6 @@
 #include "exec/zero.h"
 
 namespace hetrl::exec {
-namespace {
-
-// A buffer of zeros: every page is touched when it is made, as a GPU's memory is mapped when it
-// is allocated, so that the first collective into it does not fault its pages in (on the cpu
-// backend a first touch runs near 0.7 GB/s on a VM: a 150 MB all-gather's first call took 3 s).
-device::Buffer zeroed(device::Backend& b, std::size_t bytes) {
-  device::Buffer out(b, bytes);
-  b.fill_zero(out.data(), bytes);
-  return out;
-}
-
-}  // namespace
 
 ShardedOptimizer::ShardedOptimizer(device::Backend& backend, Transformer& model, device::Communicator& group,
                                    device::DType reduce)
@@ -24,8 +12,8 @@ ShardedOptimizer::ShardedOptimizer(device::Backend& backend, Transformer& model,
 
 void ShardedOptimizer::reduce_scatter_gradients() {
   if (!gradients_.data()) {
-    gradients_ = zeroed(b_, chunk_ * static_cast<std::size_t>(group_.size()) * sizeof(float));
-    mine_ = zeroed(b_, chunk_ * sizeof(float));
+    gradients_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * sizeof(float));
+    mine_ = device::zeros(b_, chunk_ * sizeof(float));
   }
   model_.copy_gradients({0, count_}, gradients_.as<float>(), false);
   if (reduce_ == device::DType::kF32) {
@@ -33,8 +21,8 @@ void ShardedOptimizer::reduce_scatter_gradients() {
   } else {
     const std::size_t e = device::dtype_bytes(reduce_);
     if (!sent_.data()) {
-      sent_ = zeroed(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
-      received_ = zeroed(b_, chunk_ * e);
+      sent_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
+      received_ = device::zeros(b_, chunk_ * e);
     }
     b_.cast(device::DType::kF32, gradients_.data(), reduce_, sent_.data(), chunk_ * static_cast<std::size_t>(group_.size()));
     group_.reduce_scatter(reduce_, sent_.data(), received_.data(), chunk_);
@@ -52,8 +40,8 @@ double ShardedOptimizer::gradient_norm() {
 void ShardedOptimizer::gather_weights() {
   const std::size_t e = device::dtype_bytes(model_.dtype());
   if (!weights_.data()) {
-    weights_ = zeroed(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
-    own_weights_ = zeroed(b_, chunk_ * e);
+    weights_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
+    own_weights_ = device::zeros(b_, chunk_ * e);
   }
   model_.copy_weights(own_, own_weights_.data(), false);
   group_.all_gather(model_.dtype(), own_weights_.data(), weights_.data(), chunk_);
