@@ -511,9 +511,13 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     double gather = 0;  // exposed: beyond the compute it overlaps
     if (gathers) {
       const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) / stage.layers;
-      gather = std::max(0.0, stage.layers * (2.0 * dp.all_gather_seconds(kBf16 * params, params_.collective_latency) +
-                                             dp.all_gather_seconds(gradient_bytes(workload_) * params, params_.collective_latency)) -
-                                 compute);
+      const bool fp32 = gradient_bytes(workload_) > kBf16;
+      gather = std::max(
+          0.0, stage.layers * (2.0 * dp.pass_seconds(hw::Collective::kAllGather, false, kBf16 * params,
+                                                     params_.collective_latency) +
+                               dp.pass_seconds(hw::Collective::kReduceScatter, fp32, gradient_bytes(workload_) * params,
+                                               params_.collective_latency)) -
+                   compute);
     }
     const double total = compute + gather + tp + p2p;
     every += total;
@@ -657,7 +661,6 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
   // a node uses its GPU link; a hop between nodes shares each node's NIC among the rings of
   // the replica's GPUs there, and a link between zones among all the rings. The slowest hop
   // sets the pace.
-  double bandwidth = std::numeric_limits<double>::infinity();
   for (int r = 0; r < out.replicas; ++r) {
     const std::span<const Stage> from = replicas[r];
     const std::span<const Stage> to = replicas[(r + 1) % out.replicas];
@@ -665,21 +668,30 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
       const int a = from[s].node;
       const int b = to[std::min(s, to.size() - 1)].node;
       const hw::Node& na = cluster_.nodes[a];
-      double hop = na.intra_node.bandwidth * gpu(a).efficiency.collective;
-      if (a != b) {
+      if (a == b) {
+        const hw::Efficiency& e = gpu(a).efficiency;
+        for (int op = 0; op < hw::kCollectives; ++op) {
+          for (int fp32 = 0; fp32 < 2; ++fp32) {
+            double& slowest = out.bandwidth[op][fp32];
+            slowest = std::min(slowest, na.intra_node.bandwidth * e.collective_share(static_cast<hw::Collective>(op), fp32));
+          }
+        }
+      } else {
         const hw::Node& nb = cluster_.nodes[b];
         const hw::Path& path = zone_paths_(na.zone, nb.zone);
         const int leaving = gpus_on(from, a);
         // Inside a zone the path is each pair of nodes' own; between zones one link all cross.
         const int sharing = na.zone == nb.zone ? leaving : ranks;
-        hop = std::min({na.nic_bandwidth / leaving, nb.nic_bandwidth / gpus_on(to, b), path.link.bandwidth / sharing}) *
-              params_.nic_efficiency;
+        const double hop =
+            std::min({na.nic_bandwidth / leaving, nb.nic_bandwidth / gpus_on(to, b), path.link.bandwidth / sharing}) *
+            params_.nic_efficiency;
+        for (auto& by_type : out.bandwidth) {
+          for (double& slowest : by_type) slowest = std::min(slowest, hop);
+        }
         out.hop_latency = std::max(out.hop_latency, path.link.latency);
       }
-      bandwidth = std::min(bandwidth, hop);
     }
   }
-  out.bandwidth = bandwidth;
   return out;
 }
 
@@ -694,11 +706,16 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
       bytes = std::max(bytes, gradient_bytes(workload_) * shape.shard_params(stages[s].layers, s == 0, s == pp - 1, stages[s].tp));
     }
   }
-  // An all-reduce is a reduce-scatter and an all-gather; ZeRO's gather brings back bf16 weights.
+  // An all-reduce is two passes round the ring at its rate; ZeRO's sync a reduce-scatter of
+  // the gradients and an all-gather of the updated bf16 weights, each at its own.
   const double steps = workload_.mini_batches * workload_.epochs;
-  const double gather = train.zero_stage >= 1 ? bytes * kBf16 / gradient_bytes(workload_) : bytes;
-  const double per_step = ring.all_gather_seconds(bytes, params_.collective_latency / 2) +
-                          ring.all_gather_seconds(gather, params_.collective_latency / 2);
+  const bool fp32 = gradient_bytes(workload_) > kBf16;
+  const double fixed = params_.collective_latency / 2;
+  const double per_step =
+      train.zero_stage >= 1
+          ? ring.pass_seconds(hw::Collective::kReduceScatter, fp32, bytes, fixed) +
+                ring.pass_seconds(hw::Collective::kAllGather, false, bytes * kBf16 / gradient_bytes(workload_), fixed)
+          : 2.0 * ring.pass_seconds(hw::Collective::kAllReduce, fp32, bytes, fixed);
   out.add(train.zero_stage >= 1 ? kGradientReduceScatterTerm : kGradientAllReduceTerm, steps * per_step);
   return out.total();
 }

@@ -219,14 +219,27 @@ struct Stage {
 // (CostModel::data_parallel). From a count alone: replicas on links that cost nothing.
 struct DataParallel {
   int replicas = 1;
-  double bandwidth = std::numeric_limits<double>::infinity();  // bytes/s per ring, achieved
+  // Bytes/s per ring, achieved, by collective and element type (hw::CollectiveShares' order):
+  // a hop inside a node runs at the rate its GPU type measured for the operation, a hop
+  // between nodes at the NICs' whatever the operation.
+  hw::CollectiveShares bandwidth = unlimited();
   double hop_latency = 0;  // seconds, the slowest hop's one-way latency
   DataParallel(int count = 1) : replicas(count) {}  // NOLINT: a count is the common case
-  // Seconds of a ring all-gather (or reduce-scatter) of `bytes` per GPU of the whole, with the
-  // fixed cost of a collective.
-  double all_gather_seconds(double bytes, double fixed) const {
+  double bandwidth_of(hw::Collective op, bool fp32) const {
+    return bandwidth[static_cast<std::size_t>(op)][fp32 ? 1 : 0];
+  }
+  // Seconds of one pass round the ring of `bytes` per GPU of the whole, with the fixed cost of
+  // a collective: a reduce-scatter or an all-gather, or half an all-reduce (`op`'s rate).
+  double pass_seconds(hw::Collective op, bool fp32, double bytes, double fixed) const {
     if (replicas <= 1) return 0;
-    return fixed + (replicas - 1) * hop_latency + (replicas - 1.0) / replicas * bytes / bandwidth;
+    return fixed + (replicas - 1) * hop_latency + (replicas - 1.0) / replicas * bytes / bandwidth_of(op, fp32);
+  }
+
+ private:
+  static hw::CollectiveShares unlimited() {
+    hw::CollectiveShares all;
+    for (auto& by_type : all) by_type.fill(std::numeric_limits<double>::infinity());
+    return all;
   }
 };
 

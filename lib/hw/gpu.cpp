@@ -42,6 +42,15 @@ void require_fraction(double value, std::string_view field, std::string_view gpu
 
 }  // namespace
 
+const char* collective_name(Collective op) {
+  switch (op) {
+    case Collective::kAllReduce: return "all_reduce";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
 const GpuSpec* Catalog::find_gpu(std::string_view name) const {
   for (const GpuSpec& spec : gpus) {
     if (spec.name == name) return &spec;
@@ -83,6 +92,15 @@ void validate_gpu_spec(const GpuSpec& spec) {
   require_fraction(spec.efficiency.gemm_small, "gemm_small", spec.name);
   require_fraction(spec.efficiency.memory, "memory", spec.name);
   require_fraction(spec.efficiency.collective, "collective", spec.name);
+  for (int op = 0; op < kCollectives; ++op) {
+    for (int fp32 = 0; fp32 < 2; ++fp32) {
+      const double share = spec.efficiency.collectives[op][fp32];
+      if (share == 0) continue;
+      require_fraction(share, fmt::format("collective {} in {}", collective_name(static_cast<Collective>(op)),
+                                          fp32 ? "fp32" : "bf16"),
+                       spec.name);
+    }
+  }
   require_fraction(spec.efficiency.attention, "attention", spec.name);
   require_fraction(spec.efficiency.training, "training", spec.name);
   if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name);
@@ -164,12 +182,19 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
                                   o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead ||
-                                  o.decode_allreduce;
+                                  o.decode_allreduce || o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;
   if (o.collective) spec.efficiency.collective = *o.collective;
+  if (o.collectives) {
+    for (int op = 0; op < kCollectives; ++op) {
+      for (int fp32 = 0; fp32 < 2; ++fp32) {
+        if ((*o.collectives)[op][fp32] != 0) spec.efficiency.collectives[op][fp32] = (*o.collectives)[op][fp32];
+      }
+    }
+  }
   if (o.training) spec.efficiency.training = *o.training;
   if (o.attention) spec.efficiency.attention = *o.attention;
   if (o.optimizer_efficiency) spec.efficiency.optimizer = *o.optimizer_efficiency;

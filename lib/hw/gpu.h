@@ -7,6 +7,7 @@
 // io/catalog_io reads it. A cluster may override any field per GPU type, and a measured
 // profile replaces the efficiency factors (hw/profile.h).
 
+#include <array>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -79,11 +80,25 @@ inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
 GemmCurve gemm_curve_envelope(GemmCurve curve);
 
 // Fractions of a datasheet peak that real kernels reach, each in (0, 1].
+// The collectives priced apart (a data-parallel ring's: the gradients' all-reduce or
+// reduce-scatter, ZeRO's gathers of the weights) and the element types they cross in.
+enum class Collective { kAllReduce, kReduceScatter, kAllGather };
+inline constexpr int kCollectives = 3;
+// A collective's bus bandwidth on large messages, of the link bandwidth as
+// Efficiency::collective is, by operation (Collective) and element type ([0]: 16-bit, [1]:
+// fp32); 0: not measured, Efficiency::collective's. A GPU runtime's collectives differ a
+// little by operation; an MPI transport's differ more (a reduce-scatter is not half an
+// all-reduce there, and a sum in bf16 is MPI's user operation, in fp32 its own).
+using CollectiveShares = std::array<std::array<double, 2>, kCollectives>;
+const char* collective_name(Collective op);  // all_reduce, reduce_scatter, all_gather
+
 struct Efficiency {
   double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak
   double gemm_small = 0;  // GEMMs of about kGemmSmallTokens tokens, of the dense tensor peak
   double memory = 0;      // streaming weights, of the memory bandwidth
   double collective = 0;  // NCCL bus bandwidth on large messages, of the link bandwidth
+  // Measured by operation and type (a profile's); an unset one is `collective`'s.
+  CollectiveShares collectives{};
   double attention = 0;   // fused (flash) attention's forward and backward, of the dense tensor peak
   // Of the kernel-level rates above, what an FSDP-style trainer's step reaches end to end
   // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
@@ -121,6 +136,12 @@ struct Efficiency {
   double optimizer_share() const { return optimizer > 0 ? optimizer : memory; }
   double copy_share() const { return copy > 0 ? copy : memory; }
   double prefill_share() const { return prefill > 0 ? prefill : 1.0; }
+
+  // Of the link bandwidth, what `op` reaches on large messages of fp32 or 16-bit elements.
+  double collective_share(Collective op, bool fp32) const {
+    const double measured = collectives[static_cast<std::size_t>(op)][fp32 ? 1 : 0];
+    return measured > 0 ? measured : collective;
+  }
 
   double gemm(double tokens) const {
     return gemm_curve.empty() ? gemm_efficiency(gemm_small, gemm_large, tokens) : gemm_curve_efficiency(gemm_curve, tokens);
@@ -203,6 +224,7 @@ struct GpuTypeOverride {
   std::optional<GemmCurve> gemm_curve;  // (tokens, fraction of the tensor peak)
   std::optional<double> memory_efficiency;
   std::optional<double> collective;
+  std::optional<CollectiveShares> collectives;  // entries of 0 keep the type's own
   // Fitted on a run (hetrl-exec --fit-profile) or measured (hetrl-profile): Efficiency's.
   std::optional<double> training;
   std::optional<double> attention;

@@ -30,6 +30,25 @@ void take(std::optional<T>& into, const std::optional<T>& from) {
   if (from) into = from;
 }
 
+// The measured collectives beside the 16-bit all-reduce (Efficiency::collective), each as
+// `share` makes its bus bandwidth a share of the link's; none measured: nullopt.
+template <typename Share>
+std::optional<CollectiveShares> collective_shares(const GpuProfile& profile, Share share) {
+  CollectiveShares shares{};
+  bool any = false;
+  for (const GpuProfile::CollectiveRate& rate : profile.collective_rates) {
+    const bool fp32 = rate.dtype == "fp32";
+    for (int op = 0; op < kCollectives; ++op) {
+      const auto collective = static_cast<Collective>(op);
+      if (rate.op != collective_name(collective) || (collective == Collective::kAllReduce && !fp32)) continue;
+      shares[op][fp32 ? 1 : 0] = share(rate.bus_bandwidth, fmt::format("{} {}", rate.dtype, rate.op));
+      any = true;
+    }
+  }
+  if (!any) return std::nullopt;
+  return shares;
+}
+
 // What a run calibrated (hetrl-exec --fit-profile), each checked as a cluster file's would be.
 void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
   const auto fraction = [&](const std::optional<double>& value, std::string_view what) -> std::optional<double> {
@@ -114,6 +133,9 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     // Collectives between such devices reach the measured bus bandwidth of that link.
     if (profile.allreduce_bus_bandwidth && o.intra_node_bandwidth) {
       o.collective = std::clamp(*profile.allreduce_bus_bandwidth / *o.intra_node_bandwidth, 1e-3, 1.0);
+      o.collectives = collective_shares(profile, [&](double bus, const std::string&) {
+        return std::clamp(bus / *o.intra_node_bandwidth, 1e-3, 1.0);
+      });
     }
     if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
     take_calibration(profile, o);
@@ -151,6 +173,9 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
   const double link = o.intra_node_bandwidth.value_or(spec.intra_node.bandwidth);
   o.collective = ratio(profile.allreduce_bus_bandwidth, link, "measured all-reduce bus bandwidth",
                        "GB/s", core::kGBps, spec.name);
+  o.collectives = collective_shares(profile, [&](double bus, const std::string& what) {
+    return *ratio(bus, link, "measured " + what + " bus bandwidth", "GB/s", core::kGBps, spec.name);
+  });
   if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
   take_calibration(profile, o);
   return o;
@@ -167,6 +192,15 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   }
   take(earlier.intra_node_link, later.intra_node_link);
   take(earlier.gemm_curve, later.gemm_curve);
+  if (later.collectives) {
+    CollectiveShares merged = earlier.collectives.value_or(CollectiveShares{});
+    for (int op = 0; op < kCollectives; ++op) {
+      for (int fp32 = 0; fp32 < 2; ++fp32) {
+        if ((*later.collectives)[op][fp32] != 0) merged[op][fp32] = (*later.collectives)[op][fp32];
+      }
+    }
+    earlier.collectives = merged;
+  }
   if (!later.source.empty()) {
     earlier.source = earlier.source.empty() ? later.source : earlier.source + "; " + later.source;
   }
@@ -191,6 +225,15 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
   p.memory_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
   p.intra_node_bandwidth = spec.intra_node.bandwidth;
   p.allreduce_bus_bandwidth = spec.intra_node.bandwidth * spec.efficiency.collective;
+  for (int op = 0; op < kCollectives; ++op) {
+    for (int fp32 = 0; fp32 < 2; ++fp32) {
+      const double share = spec.efficiency.collectives[op][fp32];
+      if (share > 0) {
+        p.collective_rates.push_back({collective_name(static_cast<Collective>(op)), fp32 ? "fp32" : "bf16",
+                                      spec.intra_node.bandwidth * share});
+      }
+    }
+  }
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
   p.optimizer_bandwidth = spec.memory_bandwidth * spec.efficiency.optimizer_share();
   p.copy_bandwidth = spec.memory_bandwidth * spec.efficiency.copy_share();

@@ -54,6 +54,7 @@ struct AttentionMeasurement {
 
 struct CollectiveMeasurement {
   std::string op;  // all_reduce, all_gather, reduce_scatter, broadcast
+  std::string dtype;  // of the elements: bf16 (fp16) or fp32; a v2 file without it: the settings'
   int ranks = 0;
   double bytes = 0;  // per rank
   TimeSpread seconds;
@@ -119,7 +120,14 @@ struct GpuProfile {
   std::optional<double> gemm_small_flops;         // GEMMs of about 256 tokens
   std::optional<double> memory_bandwidth;         // reading device memory
   std::optional<double> intra_node_bandwidth;     // per direction, GPU to GPU (v2: the median pair)
-  std::optional<double> allreduce_bus_bandwidth;  // bus bandwidth
+  std::optional<double> allreduce_bus_bandwidth;  // bus bandwidth, 16-bit, the best message
+  // v2: each collective's bus bandwidth at its largest message, by operation and element type
+  // (the 16-bit all-reduce's too): what a data-parallel ring's gradients and gathers reach.
+  struct CollectiveRate {
+    std::string op, dtype;
+    double bus_bandwidth = 0;  // bytes/s
+  };
+  std::vector<CollectiveRate> collective_rates;
   // v2 only.
   std::optional<double> fp32_flops;                      // large fp32 GEMMs
   std::vector<std::pair<double, double>> gemm_curve;     // (tokens, FLOP/s), tokens ascending

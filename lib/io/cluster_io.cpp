@@ -56,6 +56,18 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     }
     o.memory_efficiency = e->optional_number("memory", Range::kFraction);
     o.collective = e->optional_number("collective", Range::kFraction);
+    if (auto by_op = e->optional_object("collectives")) {
+      hw::CollectiveShares shares{};
+      for (int op = 0; op < hw::kCollectives; ++op) {
+        if (auto by_type = by_op->optional_object(hw::collective_name(static_cast<hw::Collective>(op)))) {
+          shares[op][0] = by_type->optional_number("bf16", Range::kFraction).value_or(0.0);
+          shares[op][1] = by_type->optional_number("fp32", Range::kFraction).value_or(0.0);
+          by_type->finish();
+        }
+      }
+      by_op->finish();
+      o.collectives = shares;
+    }
     o.training = e->optional_number("training", Range::kFraction);
     o.attention = e->optional_number("attention", Range::kFraction);
     o.optimizer_efficiency = e->optional_number("optimizer", Range::kFraction);
@@ -110,6 +122,18 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   }
   put_fraction("memory", o.memory_efficiency);
   put_fraction("collective", o.collective);
+  if (o.collectives) {
+    OrderedJson by_op = OrderedJson::object();
+    for (int op = 0; op < hw::kCollectives; ++op) {
+      OrderedJson by_type = OrderedJson::object();
+      for (int fp32 = 0; fp32 < 2; ++fp32) {
+        const double share = (*o.collectives)[op][fp32];
+        if (share > 0) by_type[fp32 ? "fp32" : "bf16"] = detail::file_units(share);
+      }
+      if (!by_type.empty()) by_op[hw::collective_name(static_cast<hw::Collective>(op))] = std::move(by_type);
+    }
+    if (!by_op.empty()) efficiency["collectives"] = std::move(by_op);
+  }
   put_fraction("training", o.training);
   put_fraction("attention", o.attention);
   put_fraction("optimizer", o.optimizer_efficiency);

@@ -127,6 +127,8 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
                                            {"reduce_scatter", "reduce_scatter"},
                                            {"broadcast", "broadcast"}},
                                           "all_reduce");
+    // Before they were measured in two types, in the GEMMs' (the settings').
+    x.dtype = c.has("dtype") ? dtype(c) : (p.settings ? p.settings->dtype : "bf16");
     x.ranks = static_cast<int>(c.integer("ranks", 2, 1 << 20));
     x.bytes = c.number("bytes", Range::kPositive);
     x.seconds = read_spread(c, "ms", core::kMillisecond);
@@ -151,6 +153,14 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.allreduce_bus_bandwidth = f.optional_quantity("allreduce_bus_gb_per_s", core::kGBps);
   if (!v2) return;
   p.fp32_flops = f.optional_quantity("fp32_tflops", core::kTflops);
+  read_rows(f, "collectives_bus_gb_per_s", [&](ObjectReader& c) {
+    hw::GpuProfile::CollectiveRate& x = p.collective_rates.emplace_back();
+    (void)c.string("op");  // required
+    x.op = c.optional_choice<std::string>(
+        "op", {{"all_reduce", "all_reduce"}, {"all_gather", "all_gather"}, {"reduce_scatter", "reduce_scatter"}}, "");
+    x.dtype = dtype(c);
+    x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
+  });
   p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
@@ -292,7 +302,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   });
   OrderedJson collectives = OrderedJson::array();
   for (const hw::CollectiveMeasurement& c : p.collectives) {
-    OrderedJson row{{"op", c.op}, {"ranks", c.ranks}, {"bytes", c.bytes}};
+    OrderedJson row{{"op", c.op}, {"dtype", c.dtype}, {"ranks", c.ranks}, {"bytes", c.bytes}};
     write_spread(row, c.seconds, "ms", core::kMillisecond);
     row["bus_gb_per_s"] = detail::file_units(c.bus_bandwidth / core::kGBps);
     collectives.push_back(std::move(row));
@@ -319,6 +329,13 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("memory_bandwidth_gb_per_s", p.memory_bandwidth, core::kGBps);
   put("intra_node_bandwidth_gb_per_s", p.intra_node_bandwidth, core::kGBps);
   put("allreduce_bus_gb_per_s", p.allreduce_bus_bandwidth, core::kGBps);
+  if (!p.collective_rates.empty()) {
+    OrderedJson rates = OrderedJson::array();
+    for (const hw::GpuProfile::CollectiveRate& r : p.collective_rates) {
+      rates.push_back({{"op", r.op}, {"dtype", r.dtype}, {"bus_gb_per_s", detail::file_units(r.bus_bandwidth / core::kGBps)}});
+    }
+    f["collectives_bus_gb_per_s"] = std::move(rates);
+  }
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
   put("optimizer_gb_per_s", p.optimizer_bandwidth, core::kGBps);

@@ -309,20 +309,30 @@ double bus_factor(const std::string& op, int ranks) {
   return (n - 1) / n;  // all_gather, reduce_scatter
 }
 
-// The collectives over every process, from 1 KiB to the largest buffer. A message is what
-// NCCL's tests call its size: each process's buffer for all-reduce and broadcast, the gathered
-// whole for all-gather and the scattered whole for reduce-scatter.
+// The collectives over every process, from 1 KiB to the largest buffer, in a 16-bit type (the
+// GEMMs', bf16 where those are fp32) and in fp32: a trainer's gradients cross in fp32, its
+// weights and activations in 16 bits, and a transport may sum the two at different rates (MPI
+// sums fp32 itself, bf16 through a user operation). A broadcast moves bytes whatever their
+// type: once, in 16 bits. A message is what NCCL's tests call its size: each process's buffer
+// for all-reduce and broadcast, the gathered whole for all-gather and the scattered whole for
+// reduce-scatter.
 void measure_collectives(Backend& b, device::Communicator& comm, const core::Clock& clock, const ProfileParams& params,
                          Passes& passes, hw::GpuProfile& p) {
   Timer timer(b, clock, params, passes, comm);
-  const DType t = params.dtype;
-  const std::size_t element = device::dtype_bytes(t);
   const int n = comm.size();
   const auto largest = static_cast<std::size_t>(params.largest_buffer);
   const Buffer one(b, largest), other(b, largest);
   b.fill_zero(one.data(), largest);
   b.fill_zero(other.data(), largest);
-  for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
+  const DType half = params.dtype == DType::kF32 ? DType::kBf16 : params.dtype;
+  for (const auto& [op, t] : std::initializer_list<std::pair<std::string, DType>>{{"all_reduce", half},
+                                                                                 {"all_reduce", DType::kF32},
+                                                                                 {"all_gather", half},
+                                                                                 {"all_gather", DType::kF32},
+                                                                                 {"reduce_scatter", half},
+                                                                                 {"reduce_scatter", DType::kF32},
+                                                                                 {"broadcast", half}}) {
+    const std::size_t element = device::dtype_bytes(t);
     double rate = 0;
     std::size_t points = 0;
     for (std::size_t bytes = 1 << 10; bytes <= largest; bytes *= 4, ++points) {
@@ -340,7 +350,7 @@ void measure_collectives(Backend& b, device::Communicator& comm, const core::Clo
       } else {
         run = [&] { comm.broadcast(t, one.data(), count, 0); };
       }
-      hw::CollectiveMeasurement m{op, n, message, timer.time(run), 0};
+      hw::CollectiveMeasurement m{op, std::string(device::dtype_name(t)), n, message, timer.time(run), 0};
       rate = message / m.seconds.median;
       m.bus_bandwidth = rate * bus_factor(op, n);
       p.collectives.push_back(m);
@@ -570,9 +580,20 @@ void fit(hw::GpuProfile& p) {
     p.intra_node_bandwidth = median_of(rates);
     p.intra_node_latency = median_of(latencies);
   }
+  // The all-reduce's best in 16 bits (Efficiency::collective), and each collective's rate at
+  // its largest message by type: a data-parallel ring's gradients and gathers are large, and
+  // a CPU's collectives are fastest on messages its caches hold.
+  std::map<std::pair<std::string, std::string>, const hw::CollectiveMeasurement*> largest;
+  p.collective_rates.clear();
   for (const hw::CollectiveMeasurement& c : p.collectives) {
-    if (c.op == "all_reduce") p.allreduce_bus_bandwidth = std::max(p.allreduce_bus_bandwidth.value_or(0.0), c.bus_bandwidth);
+    if (c.op == "all_reduce" && c.dtype != "fp32") {
+      p.allreduce_bus_bandwidth = std::max(p.allreduce_bus_bandwidth.value_or(0.0), c.bus_bandwidth);
+    }
+    if (c.op == "broadcast") continue;
+    const hw::CollectiveMeasurement*& at = largest[{c.op, c.dtype}];
+    if (!at || c.bytes > at->bytes) at = &c;
   }
+  for (const auto& [key, c] : largest) p.collective_rates.push_back({key.first, key.second, c->bus_bandwidth});
 }
 
 std::string match_gpu_type(const device::DeviceInfo& info, const hw::Catalog& catalog) {

@@ -33,29 +33,35 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.0f} B", bytes);
 }
 
-// Each collective's bus bandwidth at its smallest message, at 1 MiB and at its best.
+// Each collective's bus bandwidth by type at its smallest message, at 1 MiB, at its best and
+// at its largest (the rate a data-parallel ring's large messages are priced at).
 std::string collectives_table(const hw::GpuProfile& m) {
   if (m.collectives.empty()) return "";
-  std::string out = fmt::format("\n{:<34} {:>12} {:>12} {:>20}\n",
+  std::string out = fmt::format("\n{:<34} {:>10} {:>10} {:>18} {:>18}\n",
                                 fmt::format("collectives, {} processes (bus GB/s)", m.collectives.front().ranks),
-                                "smallest", "1 MiB", "best (message)");
+                                "smallest", "1 MiB", "best (message)", "largest");
   std::vector<std::string> order;
   std::map<std::string, std::vector<const hw::CollectiveMeasurement*>> by_op;
   for (const hw::CollectiveMeasurement& c : m.collectives) {
-    if (by_op[c.op].empty()) order.push_back(c.op);
-    by_op[c.op].push_back(&c);
+    const std::string name = c.op + " " + c.dtype;
+    if (by_op[name].empty()) order.push_back(name);
+    by_op[name].push_back(&c);
   }
-  for (const std::string& op : order) {
-    const auto& rows = by_op[op];
+  const auto rate = [](const hw::CollectiveMeasurement* c) {
+    return fmt::format("{:.4g} ({})", c->bus_bandwidth / core::kGBps, bytes_text(c->bytes));
+  };
+  for (const std::string& name : order) {
+    const auto& rows = by_op[name];
     const auto best = *std::max_element(rows.begin(), rows.end(), [](auto* a, auto* b) {
       return a->bus_bandwidth < b->bus_bandwidth;
     });
+    const auto largest = *std::max_element(rows.begin(), rows.end(), [](auto* a, auto* b) { return a->bytes < b->bytes; });
     std::string at_mib = "-";
     for (const auto* c : rows) {
       if (c->bytes == kMiB) at_mib = fmt::format("{:.4g}", c->bus_bandwidth / core::kGBps);
     }
-    out += fmt::format("{:<34} {:>12.4g} {:>12} {:>20}\n", "  " + op, rows.front()->bus_bandwidth / core::kGBps, at_mib,
-                       fmt::format("{:.4g} ({})", best->bus_bandwidth / core::kGBps, bytes_text(best->bytes)));
+    out += fmt::format("{:<34} {:>10.4g} {:>10} {:>18} {:>18}\n", "  " + name, rows.front()->bus_bandwidth / core::kGBps,
+                       at_mib, rate(best), rate(largest));
   }
   return out;
 }

@@ -1,6 +1,7 @@
 # hetrl-profile over two processes (mpirun, cpu backend, MPI between them): rank 0 writes one
-# profile with its device's curves, the four collectives over both processes and the transfers
-# each way; hetrl-cluster --from-profile takes the measured link between the two "GPUs".
+# profile with its device's curves, the four collectives over both processes (the three that
+# sum in bf16 and in fp32) and the transfers each way; hetrl-cluster --from-profile takes the
+# measured link between the two "GPUs" and each collective's rate on it.
 #   MPIEXEC, PROFILE, CLUSTER: the tools; OUT: a scratch folder.
 include(${CMAKE_CURRENT_LIST_DIR}/profile_checks.cmake)
 
@@ -19,18 +20,24 @@ math(EXPR last "${count} - 1")
 foreach(i RANGE ${last})
   string(JSON op GET "${profile}" measurements collectives ${i} op)
   string(JSON ranks GET "${profile}" measurements collectives ${i} ranks)
+  string(JSON dtype GET "${profile}" measurements collectives ${i} dtype)
   string(JSON bus GET "${profile}" measurements collectives ${i} bus_gb_per_s)
   if(NOT ranks EQUAL 2 OR NOT bus GREATER 0)
     message(FATAL_ERROR "collective ${i} (${op}): ranks ${ranks}, bus ${bus} GB/s")
   endif()
-  list(APPEND seen ${op})
+  list(APPEND seen ${op}/${dtype})
 endforeach()
-foreach(op all_reduce all_gather reduce_scatter broadcast)
+foreach(op all_reduce/bf16 all_reduce/fp32 all_gather/bf16 all_gather/fp32 reduce_scatter/bf16 reduce_scatter/fp32
+           broadcast/bf16)
   list(FIND seen ${op} at)
   if(at EQUAL -1)
     message(FATAL_ERROR "no ${op} measured: ${seen}")
   endif()
 endforeach()
+string(JSON rates LENGTH "${profile}" fitted collectives_bus_gb_per_s)
+if(NOT rates EQUAL 6)
+  message(FATAL_ERROR "expected the 6 collective rates fitted (3 operations x 2 types), found ${rates}")
+endif()
 
 # Both directions, a small and a large transfer each.
 string(JSON count LENGTH "${profile}" measurements transfers)
@@ -58,3 +65,10 @@ string(JSON collective GET "${cluster}" gpu_types ${type} efficiency collective)
 if(NOT collective GREATER 0 OR collective GREATER 1)
   message(FATAL_ERROR "the cluster's collective efficiency is ${collective}, expected one in (0, 1]")
 endif()
+foreach(op all_reduce/fp32 reduce_scatter/bf16 reduce_scatter/fp32 all_gather/bf16 all_gather/fp32)
+  string(REPLACE "/" ";" path ${op})
+  string(JSON share GET "${cluster}" gpu_types ${type} efficiency collectives ${path})
+  if(NOT share GREATER 0 OR share GREATER 1)
+    message(FATAL_ERROR "the cluster's ${op} share is ${share}, expected one in (0, 1]")
+  endif()
+endforeach()

@@ -218,8 +218,13 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
       "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
   };
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
-      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4})"), "x.json", catalog());
+      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4,
+      "collectives": {"reduce_scatter": {"fp32": 0.25}, "all_gather": {"bf16": 0.6, "fp32": 0.55}}})"), "x.json", catalog());
   const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
+  CHECK(e.collective_share(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.25));
+  CHECK(e.collective_share(hw::Collective::kAllGather, false) == hetrl::testing::approx(0.6));
+  CHECK(e.collective_share(hw::Collective::kAllGather, true) == hetrl::testing::approx(0.55));
+  CHECK(e.collective_share(hw::Collective::kReduceScatter, false) == e.collective);
   CHECK(e.training == hetrl::testing::approx(0.5));
   CHECK(e.attention == hetrl::testing::approx(0.3));
   CHECK(e.optimizer == hetrl::testing::approx(0.2));
@@ -238,6 +243,13 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK_FALSE(p.gemm_width_half);
   CHECK_FALSE(p.decode_step_overhead);
   CHECK_FALSE(p.decode_allreduce);
+  CHECK(p.collective_share(hw::Collective::kReduceScatter, true) == p.collective);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"collectives": {"all_gather": {"bf16": 1.5}}})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/collectives/all_gather/bf16"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"collectives": {"broadcast": {"bf16": 0.5}}})"), "x.json", catalog()),
+                       doctest::Contains("broadcast"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"collectives": {"all_gather": {"fp16": 0.5}}})"), "x.json", catalog()),
+                       doctest::Contains("fp16"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_allreduce_ms": -0.5})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/decode_allreduce_ms"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 1.5})"), "x.json", catalog()),

@@ -430,6 +430,46 @@ TEST_CASE("a transfer between GPUs of one node crosses its GPU links, the rest i
   CHECK(f.model.transfer_seconds(1e9, left, set({0, 8})) == hetrl::testing::approx(1e9 / nic_half + 0.015e-3));
 }
 
+TEST_CASE("a data-parallel ring inside a node prices each collective at its type's measured rate for it") {
+  // Two TP-1 replicas on one A100 node; the type measured its fp32 reduce-scatter at 0.3 of
+  // the link, its bf16 all-gather at 0.6 and its fp32 all-reduce at 0.9 (a profile's, as an
+  // MPI transport's differ); its bf16 all-reduce is `collective`.
+  Fixture f(make_cluster({"a:8xA100-SXM-80G", "a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 512, 1));
+  hw::Cluster measured = f.cluster;
+  hw::Efficiency& e = measured.gpu_types[0].efficiency;
+  e.collectives[static_cast<int>(hw::Collective::kReduceScatter)][1] = 0.3;
+  e.collectives[static_cast<int>(hw::Collective::kAllGather)][0] = 0.6;
+  e.collectives[static_cast<int>(hw::Collective::kAllReduce)][1] = 0.9;
+  const cost::CostModel model(measured, f.workload, f.graph, hetrl::testing::catalogs().models);
+  const int train = f.task("actor_train");
+  const std::vector<cost::Stage> a{{0, 1, 24}}, b{{0, 1, 24}};
+  const std::vector<std::span<const cost::Stage>> replicas{a, b};
+  const double link = measured.nodes[0].intra_node.bandwidth;
+  const cost::DataParallel ring = model.data_parallel(replicas);
+  CHECK(ring.bandwidth_of(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.3 * link));
+  CHECK(ring.bandwidth_of(hw::Collective::kAllGather, false) == hetrl::testing::approx(0.6 * link));
+  CHECK(ring.bandwidth_of(hw::Collective::kAllReduce, true) == hetrl::testing::approx(0.9 * link));
+  // Those not measured: the bf16 all-reduce's.
+  CHECK(ring.bandwidth_of(hw::Collective::kReduceScatter, false) == hetrl::testing::approx(e.collective * link));
+  CHECK(ring.bandwidth_of(hw::Collective::kAllReduce, false) == hetrl::testing::approx(e.collective * link));
+  // ZeRO-1's sync: the fp32 gradients reduce-scattered at 0.3, the bf16 weights gathered at 0.6.
+  const double grads = 4.0 * 494032768.0;  // fp32, the whole model on each replica
+  const double fixed = cost::CostParams{}.collective_latency / 2;
+  cost::Breakdown zero1(true), zero0(true);
+  model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, zero1);
+  CHECK(term(zero1, "DP gradient reduce-scatter + weight all-gather") ==
+        hetrl::testing::approx(2 * fixed + 0.5 * grads / (0.3 * link) + 0.5 * grads / 2 / (0.6 * link)).epsilon(1e-9));
+  // ZeRO-0's all-reduce: two passes at the fp32 all-reduce's rate.
+  model.gradient_sync_seconds(train, replicas, {0, cost::Recompute::kNone}, zero0);
+  CHECK(term(zero0, "DP gradient all-reduce") == hetrl::testing::approx(2 * (fixed + 0.5 * grads / (0.9 * link))).epsilon(1e-9));
+  // Between nodes the NICs bind, whatever the operation.
+  const std::vector<cost::Stage> c{{1, 1, 24}};
+  const std::vector<std::span<const cost::Stage>> across{a, c};
+  const cost::DataParallel apart = model.data_parallel(across);
+  CHECK(apart.bandwidth_of(hw::Collective::kReduceScatter, true) == apart.bandwidth_of(hw::Collective::kAllReduce, false));
+  CHECK(apart.bandwidth_of(hw::Collective::kAllGather, false) < 0.3 * link);
+}
+
 TEST_CASE("data-parallel rings of pipelined replicas share each node's NIC only among the replica's GPUs there") {
   // Four A100 nodes in one zone, 400 Gbps NICs; two replicas of two TP-8 stages, one node a
   // stage: 16 rings, 8 of them through each node's NIC.
@@ -439,11 +479,11 @@ TEST_CASE("data-parallel rings of pipelined replicas share each node's NIC only 
   const double nic_efficiency = cost::CostParams{}.nic_efficiency;
   const std::vector<cost::Stage> a{{0, 8, 12}, {1, 8, 12}}, b{{2, 8, 12}, {3, 8, 12}};
   const std::vector<std::span<const cost::Stage>> pipelined{a, b};
-  CHECK(f.model.data_parallel(pipelined).bandwidth == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
+  CHECK(f.model.data_parallel(pipelined).bandwidth_of(hw::Collective::kAllReduce, true) == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
   // Both TP-4 stages of each replica on one node: all 8 rings through its NIC.
   const std::vector<cost::Stage> c{{0, 4, 12}, {0, 4, 12}}, d{{2, 4, 12}, {2, 4, 12}};
   const std::vector<std::span<const cost::Stage>> packed{c, d};
-  CHECK(f.model.data_parallel(packed).bandwidth == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
+  CHECK(f.model.data_parallel(packed).bandwidth_of(hw::Collective::kReduceScatter, false) == hetrl::testing::approx(400e9 / 8 / 8 * nic_efficiency));
 }
 
 TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden behind the compute where they are shorter") {
@@ -456,7 +496,10 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const std::vector<std::span<const cost::Stage>> replicas{a, b};
   const cost::DataParallel ring = f.model.data_parallel(replicas);
   CHECK(ring.replicas == 2);
-  CHECK(ring.bandwidth == hetrl::testing::approx(10e9 / 8 / 8 * 0.8));  // 8 rings share the 10 Gbps link
+  // 8 rings share the 10 Gbps link, whatever the collective.
+  const double link_share = ring.bandwidth_of(hw::Collective::kAllGather, false);
+  CHECK(link_share == hetrl::testing::approx(10e9 / 8 / 8 * 0.8));
+  CHECK(ring.bandwidth_of(hw::Collective::kReduceScatter, true) == link_share);
   CHECK(ring.hop_latency == hetrl::testing::approx(0.032));
   const cost::TrainOptions zero3{3, cost::Recompute::kNone};
   auto gathers = [&](double samples, const cost::DataParallel& dp) {
@@ -471,7 +514,7 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const auto [eight, compute8] = gathers(64, ring);
   const double layer = 2.0 * f.model.shape(train).stage_params(24, true, true) / 8 / 24;
   const double hop = cost::CostParams{}.collective_latency + 0.032;
-  const double per_micro = 24 * (2 * (hop + 0.5 * layer / ring.bandwidth) + hop + 0.5 * 2 * layer / ring.bandwidth);
+  const double per_micro = 24 * (2 * (hop + 0.5 * layer / link_share) + hop + 0.5 * 2 * layer / link_share);
   CHECK(four == hetrl::testing::approx(4 * per_micro - compute4).epsilon(1e-9));
   CHECK(eight == hetrl::testing::approx(2 * four).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.

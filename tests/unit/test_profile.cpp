@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <set>
 #include <stdexcept>
@@ -333,12 +334,64 @@ TEST_CASE("profile: between devices, the median pair's largest transfer and smal
   p.transfers = {{"device0", "device1", 4, spread(5e-6)},   {"device0", "device1", large, spread(large / 10e9)},
                  {"device1", "device0", large, spread(large / 40e9)}, {"device1", "device0", 4, spread(30e-6)},
                  {"device0", "device2", 4, spread(9e-6)},   {"device0", "device2", large, spread(large / 20e9)}};
-  p.collectives = {{"all_reduce", 3, 1 << 20, spread(1e-3), 2e9}, {"all_reduce", 3, 1 << 24, spread(4e-3), 7e9},
-                   {"broadcast", 3, 1 << 24, spread(4e-3), 9e9}};
+  p.collectives = {{"all_reduce", "bf16", 3, 1 << 20, spread(1e-3), 2e9},
+                   {"all_reduce", "bf16", 3, 1 << 24, spread(4e-3), 7e9},
+                   {"all_reduce", "bf16", 3, 1 << 26, spread(16e-3), 6e9},
+                   {"all_reduce", "fp32", 3, 1 << 24, spread(4e-3), 8e9},
+                   {"reduce_scatter", "fp32", 3, 1 << 20, spread(1e-3), 5e9},
+                   {"reduce_scatter", "fp32", 3, 1 << 26, spread(16e-3), 3e9},
+                   {"broadcast", "bf16", 3, 1 << 24, spread(4e-3), 9e9}};
   profile::fit(p);
   CHECK(*p.intra_node_bandwidth == hetrl::testing::approx(20e9));
   CHECK(*p.intra_node_latency == hetrl::testing::approx(9e-6));
-  CHECK(*p.allreduce_bus_bandwidth == hetrl::testing::approx(7e9));  // all-reduce's best, not broadcast's
+  // The 16-bit all-reduce's best, not fp32's nor broadcast's.
+  CHECK(*p.allreduce_bus_bandwidth == hetrl::testing::approx(7e9));
+  // Each collective and type at its largest message; no broadcast.
+  std::map<std::string, double> rates;
+  for (const auto& r : p.collective_rates) rates[r.op + " " + r.dtype] = r.bus_bandwidth;
+  CHECK(rates == std::map<std::string, double>{{"all_reduce bf16", 6e9}, {"all_reduce fp32", 8e9}, {"reduce_scatter fp32", 3e9}});
+  profile::fit(p);  // again: the same, not twice
+  CHECK(p.collective_rates.size() == 3);
+}
+
+TEST_CASE("profile: each collective's measured rate becomes its share of the link, the others keep the all-reduce's") {
+  // A CPU-backend profile (a type of its own): link 10 GB/s, all-reduce 4 GB/s at its best.
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "", ""};
+  p.memory_bandwidth = 30e9;
+  p.gemm_large_flops = 1e11;
+  p.gemm_small_flops = 1e11;
+  p.fp32_flops = 1e11;
+  p.intra_node_bandwidth = 10e9;
+  p.allreduce_bus_bandwidth = 4e9;
+  p.collective_rates = {{"all_reduce", "bf16", 3.5e9}, {"all_reduce", "fp32", 5e9}, {"reduce_scatter", "fp32", 2e9},
+                        {"all_gather", "bf16", 6e9}};
+  const hw::GpuTypeOverride o = hw::override_from_profile(p, testing::catalogs().hardware, "p.json");
+  REQUIRE(o.collectives);
+  const auto share = [&](hw::Collective op, int fp32) { return (*o.collectives)[static_cast<int>(op)][fp32]; };
+  CHECK(*o.collective == hetrl::testing::approx(0.4));
+  CHECK(share(hw::Collective::kAllReduce, 1) == hetrl::testing::approx(0.5));
+  CHECK(share(hw::Collective::kReduceScatter, 1) == hetrl::testing::approx(0.2));
+  CHECK(share(hw::Collective::kAllGather, 0) == hetrl::testing::approx(0.6));
+  CHECK(share(hw::Collective::kAllReduce, 0) == 0);  // `collective` is it
+  CHECK(share(hw::Collective::kReduceScatter, 0) == 0);
+  const hw::GpuSpec spec = hw::apply_override(testing::catalogs().hardware, o);
+  CHECK(spec.efficiency.collective_share(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.2));
+  CHECK(spec.efficiency.collective_share(hw::Collective::kReduceScatter, false) == hetrl::testing::approx(0.4));
+  // A profile written from the type (hetrl-exec --fit-profile starts from one) keeps them.
+  const hw::GpuProfile sheet = hw::datasheet_profile(spec);
+  CHECK(sheet.collective_rates.size() == 3);
+  // A datasheet type takes them as shares of its link; above it, an error.
+  hw::GpuProfile a100 = hw::datasheet_profile(testing::catalogs().hardware.gpu("A100-SXM-80G", ""));
+  a100.collective_rates = {{"reduce_scatter", "bf16", 100e9}};
+  const hw::GpuTypeOverride known = hw::override_from_profile(a100, testing::catalogs().hardware, "a.json");
+  REQUIRE(known.collectives);
+  CHECK((*known.collectives)[static_cast<int>(hw::Collective::kReduceScatter)][0] ==
+        hetrl::testing::approx(100e9 / *a100.intra_node_bandwidth));
+  a100.collective_rates = {{"all_gather", "fp32", 2 * *a100.intra_node_bandwidth}};
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(a100, testing::catalogs().hardware, "a.json"),
+                       doctest::Contains("measured fp32 all_gather bus bandwidth"), core::InputError);
 }
 
 TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
@@ -350,7 +403,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
   p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
-  p.collectives = {{"all_reduce", 2, 1 << 20, spread(1e-3), 2e9}};
+  p.collectives = {{"all_reduce", "bf16", 2, 1 << 20, spread(1e-3), 2e9}, {"reduce_scatter", "fp32", 2, 1 << 20, spread(1e-3), 1e9}};
   p.transfers = {{"device0", "device1", 4, spread(3e-6)}, {"device0", "device1", 1 << 24, spread(2e-3)}};
   p.optimizer_steps = {{"bf16", 1 << 20, 30.0 * (1 << 20), spread(1e-3)}};
   p.launch = spread(5e-6);
@@ -366,6 +419,16 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   CHECK(q.attention.front().dtype == "fp16");
   CHECK(q.collectives.front().bus_bandwidth == hetrl::testing::approx(2e9));
   CHECK(*q.allreduce_bus_bandwidth == hetrl::testing::approx(2e9));
+  CHECK(q.collectives.back().dtype == "fp32");
+  REQUIRE(q.collective_rates.size() == 2);
+  CHECK(q.collective_rates.back().op == "reduce_scatter");
+  CHECK(q.collective_rates.back().bus_bandwidth == hetrl::testing::approx(1e9));
+  // A file from before collectives had types: in the settings' type.
+  std::string untyped = json;
+  const std::size_t typed = untyped.find("\"dtype\": \"fp32\",", untyped.find("\"collectives\""));
+  REQUIRE(typed != std::string::npos);
+  untyped.erase(typed, std::string("\"dtype\": \"fp32\",").size());
+  CHECK(io::parse_profile(untyped, "p.json").collectives.back().dtype == "bf16");
   CHECK(q.device->memory == hetrl::testing::approx(8.0 * (1 << 30)));
   REQUIRE(q.transfers.size() == 2);
   CHECK(q.transfers.back().to == "device1");
