@@ -512,12 +512,12 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     if (gathers) {
       const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) / stage.layers;
       const bool fp32 = gradient_bytes(workload_) > kBf16;
-      gather = std::max(
-          0.0, stage.layers * (2.0 * dp.pass_seconds(hw::Collective::kAllGather, false, kBf16 * params,
-                                                     params_.collective_latency) +
-                               dp.pass_seconds(hw::Collective::kReduceScatter, fp32, gradient_bytes(workload_) * params,
-                                               params_.collective_latency)) -
-                   compute);
+      const double collectives =
+          stage.layers *
+          (2.0 * dp.pass_seconds(hw::Collective::kAllGather, false, kBf16 * params, params_.collective_latency) +
+           dp.pass_seconds(hw::Collective::kReduceScatter, fp32, gradient_bytes(workload_) * params,
+                           params_.collective_latency));
+      gather = params_.zero3_prefetch ? std::max(0.0, collectives - compute) : collectives;
     }
     const double total = compute + gather + tp + p2p;
     every += total;

@@ -144,6 +144,10 @@ struct CostParams {
   // (rows x vocab), as chunked and fused cross-entropy kernels do and hetrl-exec does: the
   // head's GEMMs then run four times a step, not three.
   bool head_recompute = false;
+  // ZeRO-3's gathers and reduce-scatters of the next layer run while this one computes (FSDP's
+  // prefetch on a stream of their own), so only what is longer than the compute shows; else
+  // each runs in line with its layer's compute, as hetrl-exec's one stream runs them.
+  bool zero3_prefetch = true;
   // Prefill is chunked; each chunk pays the TP collectives' fixed cost once per layer.
   double prefill_chunk_tokens = 8192;
   // What an inference engine holds besides its weights and KV cache whatever the model:

@@ -1803,6 +1803,7 @@ cost::CostParams executor_cost_params() {
   cost::CostParams params;
   params.vocab_parallel = false;
   params.head_recompute = true;  // Transformer's backward computes the logits again, chunk by chunk
+  params.zero3_prefetch = false;  // a unit's gathers run in line before its compute
   return params;
 }
 

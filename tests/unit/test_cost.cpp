@@ -517,6 +517,13 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   const double per_micro = 24 * (2 * (hop + 0.5 * layer / link_share) + hop + 0.5 * 2 * layer / link_share);
   CHECK(four == hetrl::testing::approx(4 * per_micro - compute4).epsilon(1e-9));
   CHECK(eight == hetrl::testing::approx(2 * four).epsilon(1e-9));
+  // Run in line with each layer's compute (hetrl-exec's one stream), none of them is hidden.
+  cost::CostParams in_line;
+  in_line.zero3_prefetch = false;
+  const cost::CostModel unprefetched(f.cluster, f.workload, f.graph, hetrl::testing::catalogs().models, in_line);
+  cost::Breakdown exposed(true);
+  unprefetched.replica_seconds(train, a, 32, ring, zero3, {}, exposed);
+  CHECK(term(exposed, "ZeRO-3 gathers beyond the compute") == hetrl::testing::approx(4 * per_micro).epsilon(1e-9));
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
   cost::Breakdown sync1(true), sync3(true);
   f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync1);
