@@ -51,6 +51,14 @@ const char* collective_name(Collective op) {
   return "?";
 }
 
+void overlay(CollectiveShares& into, const CollectiveShares& from) {
+  for (int op = 0; op < kCollectives; ++op) {
+    for (int fp32 = 0; fp32 < 2; ++fp32) {
+      if (from[op][fp32] != 0) into[op][fp32] = from[op][fp32];
+    }
+  }
+}
+
 const GpuSpec* Catalog::find_gpu(std::string_view name) const {
   for (const GpuSpec& spec : gpus) {
     if (spec.name == name) return &spec;
@@ -188,13 +196,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;
   if (o.collective) spec.efficiency.collective = *o.collective;
-  if (o.collectives) {
-    for (int op = 0; op < kCollectives; ++op) {
-      for (int fp32 = 0; fp32 < 2; ++fp32) {
-        if ((*o.collectives)[op][fp32] != 0) spec.efficiency.collectives[op][fp32] = (*o.collectives)[op][fp32];
-      }
-    }
-  }
+  if (o.collectives) overlay(spec.efficiency.collectives, *o.collectives);
   if (o.training) spec.efficiency.training = *o.training;
   if (o.attention) spec.efficiency.attention = *o.attention;
   if (o.optimizer_efficiency) spec.efficiency.optimizer = *o.optimizer_efficiency;

@@ -91,6 +91,8 @@ inline constexpr int kCollectives = 3;
 // all-reduce there, and a sum in bf16 is MPI's user operation, in fp32 its own).
 using CollectiveShares = std::array<std::array<double, 2>, kCollectives>;
 const char* collective_name(Collective op);  // all_reduce, reduce_scatter, all_gather
+// Sets every share `from` has (not 0) in `into`.
+void overlay(CollectiveShares& into, const CollectiveShares& from);
 
 struct Efficiency {
   double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak

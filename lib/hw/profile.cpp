@@ -194,11 +194,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   take(earlier.gemm_curve, later.gemm_curve);
   if (later.collectives) {
     CollectiveShares merged = earlier.collectives.value_or(CollectiveShares{});
-    for (int op = 0; op < kCollectives; ++op) {
-      for (int fp32 = 0; fp32 < 2; ++fp32) {
-        if ((*later.collectives)[op][fp32] != 0) merged[op][fp32] = (*later.collectives)[op][fp32];
-      }
-    }
+    overlay(merged, *later.collectives);
     earlier.collectives = merged;
   }
   if (!later.source.empty()) {
