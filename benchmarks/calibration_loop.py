@@ -216,7 +216,8 @@ def main():
                     "plan_iteration_after_s"])
         w.writerows(rows)
     extra = "".join(f", {name} {fitted[key]:.3f}" for key, name in
-                    (("prefill_efficiency", "prefill efficiency"), ("copy_efficiency", "copy efficiency"))
+                    (("prefill_efficiency", "prefill efficiency"), ("copy_efficiency", "copy efficiency"),
+                     ("tp_wait", "TP wait"), ("decode_allreduce_ms", "decode TP all-reduce (ms)"))
                     if key in fitted)
     print(f"fitted on the first plan: pass efficiency {fitted['pass_efficiency']:.3f}, optimizer efficiency "
           f"{fitted['optimizer_efficiency']:.3f}, decode step overhead {fitted['decode_step_overhead_ms']:.3g} ms"

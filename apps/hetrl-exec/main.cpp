@@ -244,7 +244,8 @@ std::vector<io::ExecRecord> earlier_runs(const std::vector<std::string>& paths, 
 void pool(const io::ExecRecord& r, const workload::TaskGraph& graph, exec::CalibrationInputs& fit) {
   const std::size_t tasks = graph.tasks.size();
   for (int i = 0; i < r.iterations; ++i) {
-    std::vector<double> seconds(tasks, -1.0), steps(tasks, -1.0), prefills(tasks, -1.0), all_reduce(tasks, 0.0);
+    std::vector<double> seconds(tasks, -1.0), steps(tasks, -1.0), prefills(tasks, -1.0), all_reduce(tasks, 0.0),
+        pass_all_reduce(tasks, 0.0);
     std::vector<long long> all_reduces(tasks, 0);
     for (const io::ExecRecord::Task& t : r.tasks) {
       const int task = graph.find(t.name);
@@ -258,12 +259,14 @@ void pool(const io::ExecRecord& r, const workload::TaskGraph& graph, exec::Calib
         all_reduce[k] = t.decode_all_reduce[at];
         all_reduces[k] = t.decode_all_reduces[at];
       }
+      if (!t.pass_all_reduce.empty()) pass_all_reduce[k] = t.pass_all_reduce[at];
     }
     fit.measured.push_back(std::move(seconds));
     fit.optimizer_steps.push_back(std::move(steps));
     fit.prefills.push_back(std::move(prefills));
     fit.decode_all_reduce.push_back(std::move(all_reduce));
     fit.decode_all_reduces.push_back(std::move(all_reduces));
+    fit.pass_all_reduce.push_back(std::move(pass_all_reduce));
     fit.iteration_of.push_back(i);
   }
 }
@@ -491,11 +494,12 @@ int main(int argc, char** argv) {
     // measured (exec/calibrate.h), as a profile of that type.
     std::optional<exec::Calibration> calibration;
     if (!fit_path.empty()) {
-      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}, {}, {}, {}};
+      exec::CalibrationInputs fit{&in.cluster, &w, &graph, &models, &p, {}, warmup, settings.seed, {}, {}, {}, {}, {}, {}};
       for (std::size_t i = 0; i < run.iterations.size(); ++i) {
-        std::vector<double> seconds, steps, prefills, all_reduce;
+        std::vector<double> seconds, steps, prefills, all_reduce, pass_all_reduce;
         std::vector<long long> all_reduces;
-        for (const exec::TaskMeasurement& t : run.iterations[i].tasks) {
+        for (std::size_t task = 0; task < run.iterations[i].tasks.size(); ++task) {
+          const exec::TaskMeasurement& t = run.iterations[i].tasks[task];
           seconds.push_back(t.ran ? t.seconds : -1.0);
           // 0 without parts: not fitted on.
           steps.push_back(t.ran ? exec::slowest_parts(t).optimizer_step : -1.0);
@@ -503,12 +507,16 @@ int main(int argc, char** argv) {
           prefills.push_back(t.ran ? generation.prefill : -1.0);
           all_reduce.push_back(generation.decode_all_reduce);
           all_reduces.push_back(generation.decode_all_reduces);
+          const workload::TaskKind kind = graph.tasks[task].kind;
+          const bool passes = kind == workload::TaskKind::kTrain || kind == workload::TaskKind::kForward;
+          pass_all_reduce.push_back(t.ran && passes ? exec::slowest_tp_collectives(t).seconds : 0.0);
         }
         fit.measured.push_back(std::move(seconds));
         fit.optimizer_steps.push_back(std::move(steps));
         fit.prefills.push_back(std::move(prefills));
         fit.decode_all_reduce.push_back(std::move(all_reduce));
         fit.decode_all_reduces.push_back(std::move(all_reduces));
+        fit.pass_all_reduce.push_back(std::move(pass_all_reduce));
         fit.iteration_of.push_back(static_cast<int>(i));
       }
       for (const io::ExecRecord& r : earlier) pool(r, graph, fit);
@@ -533,6 +541,7 @@ int main(int argc, char** argv) {
       profile.copy_efficiency = calibration->copy_efficiency;
       profile.prefill_efficiency = calibration->prefill_efficiency;
       profile.decode_allreduce = calibration->decode_allreduce;
+      profile.tp_wait = calibration->tp_wait;
       hw::GpuProfile::Calibration c{plan_path, static_cast<int>(fit_iterations(settings.iterations, earlier)),
                                     1 + static_cast<int>(earlier.size()), {}};
       for (const exec::CalibrationRow& row : calibration->rows) c.tasks.push_back({row.task, row.measured, row.before, row.after});
@@ -627,6 +636,10 @@ int main(int argc, char** argv) {
       if (calibration->decode_allreduce) {
         fmt::print(text, "decode TP all-reduce {:.3g} ms (measured: {} of them)\n",
                    *calibration->decode_allreduce / core::kMillisecond, calibration->decode_all_reduces);
+      }
+      if (calibration->tp_passes > 0) {
+        fmt::print(text, "TP wait {:.3f} of the passes' compute (on the TP all-reduces of {} scoring or training task{})\n",
+                   *calibration->tp_wait, calibration->tp_passes, calibration->tp_passes == 1 ? "" : "s");
       }
       if (!calibration->copy_held) {
         fmt::print(text, "weight copy efficiency {:.3f} (on the weight sync's copies on the devices)\n",

@@ -359,9 +359,10 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
         chunks * stage.layers * params_.prefill_layer_overhead;
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
-                                (node_allreduce_seconds(stage.node, stage.tp,
-                                                        tokens * shape.hidden * kBf16) +
-                                 (chunks - 1) * small_allreduce_latency(stage.node, stage.tp))
+                                    (node_allreduce_seconds(stage.node, stage.tp,
+                                                            tokens * shape.hidden * kBf16) +
+                                     (chunks - 1) * small_allreduce_latency(stage.node, stage.tp)) +
+                                tp_wait(stage, compute)
                           : 0.0;
     // Chunks flow through the stages; the slowest stage sets the pace.
     compute_max = std::max(compute_max, compute);
@@ -466,7 +467,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // layer hides them behind the compute as far as they are shorter.
   const bool gathers = training && train.zero_stage >= 3 && dp.replicas > 1;
   double worst = -1, every = 0;  // the slowest stage's micro-batch, and all stages' together
-  double worst_compute = 0, worst_tp = 0, worst_p2p = 0, worst_gather = 0;
+  double worst_compute = 0, worst_tp = 0, worst_wait = 0, worst_p2p = 0, worst_gather = 0;
   double optimizer = 0;
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
@@ -498,6 +499,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     double tp = allreduces_per_layer * stage.layers *
                 node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     if (params_.tp_overlap) tp = std::max(0.0, tp - compute);  // overlapped with the GEMMs
+    const double wait = tp_wait(stage, compute);  // no collective hides it
     double p2p = 0;
     if (!last) {
       const int next = stages[s + 1].node;
@@ -519,13 +521,14 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
                            params_.collective_latency));
       gather = params_.zero3_prefetch ? std::max(0.0, collectives - compute) : collectives;
     }
-    const double total = compute + gather + tp + p2p;
+    const double total = compute + gather + tp + wait + p2p;
     every += total;
     if (total > worst) {
       worst = total;
       worst_compute = compute;
       worst_gather = gather;
       worst_tp = tp;
+      worst_wait = wait;
       worst_p2p = p2p;
     }
     if (training) {
@@ -548,7 +551,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (worst_gather > 0) {
     out.add(kZero3GatherTerm, steps * micro_batches * worst_gather);
   }
-  if (worst_tp > 0) out.add("TP all-reduce", steps * micro_batches * worst_tp);
+  if (worst_tp > 0) out.add(kPassAllReduceTerm, steps * micro_batches * worst_tp);
+  if (worst_wait > 0) out.add(kTpWaitTerm, steps * micro_batches * worst_wait);
   if (worst_p2p > 0) out.add("pipeline sends", steps * micro_batches * worst_p2p);
   // The pipeline's fill and drain: each micro-batch flows through every stage, the slowest
   // stage paces the rest, so a step takes (micro-batches - 1) of its micro-batches plus one

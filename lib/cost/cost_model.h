@@ -88,6 +88,10 @@ inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter
 // Of a ZeRO-3 replica's passes: its layers' weight gathers and gradient reduce-scatters that
 // the compute does not hide.
 inline constexpr char kZero3GatherTerm[] = "ZeRO-3 gathers beyond the compute";
+// Of a tensor-parallel replica's passes: its all-reduces' transfer, and their wait for the
+// slowest shard where its type has one (hw::Efficiency::tp_wait).
+inline constexpr char kPassAllReduceTerm[] = "TP all-reduce";
+inline constexpr char kTpWaitTerm[] = "TP all-reduces' wait for the slowest shard";
 // And the prefill's of a generation task (its other terms are the decode steps').
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
@@ -522,6 +526,13 @@ class CostModel {
   // node: CostParams::collective_latency and 2 (ranks - 1) steps of the node's GPU link.
   double small_allreduce_latency(int node, int ranks) const {
     return params_.collective_latency + 2.0 * (ranks - 1) * cluster_.nodes[node].intra_node.hop_latency;
+  }
+  // Seconds a tensor-parallel stage's pass of `compute` seconds waits at its all-reduces for
+  // the slowest shard: its type's measured share of the compute (hw::Efficiency::tp_wait),
+  // none at TP 1 or without one.
+  double tp_wait(const Stage& stage, double compute) const {
+    const std::optional<double>& share = gpu(stage.node).efficiency.tp_wait;
+    return stage.tp > 1 && share ? *share * compute : 0.0;
   }
   // Seconds of one all-reduce of `bytes` held by every GPU of the first `nodes` nodes, using
   // `gpus_per_node` GPUs of each, as NCCL runs it hierarchically: a reduce inside each node,

@@ -17,8 +17,11 @@ namespace hetrl::exec {
 namespace {
 
 // Pass efficiency, optimizer efficiency, decode step overhead, copy efficiency, prefill
-// efficiency.
-constexpr int kFigures = 5;
+// efficiency, TP wait.
+constexpr int kFigures = 6;
+// Where a type has no TP wait, the fit's start (the logarithms need one above 0): about what
+// two processes sharing a host's cores wait (docs/exec.md).
+constexpr double kTpWaitStart = 0.05;
 using Figures = std::array<double, kFigures>;  // their logarithms
 
 // The pull towards the start, against the squared log ratios of the tasks: weak enough that
@@ -51,12 +54,13 @@ void solve(std::array<std::array<double, kFigures>, kFigures>& a, Figures& b) {
 }
 
 // What the simulator gives at some figures, each task's median over the measured iterations
-// (-1: not run), each training task's optimizer step and each generation task's prefill as the
-// cost model prices them (-1: none).
+// (-1: not run), each training task's optimizer step, each generation task's prefill and each
+// scoring or training task's passes' TP all-reduces as the cost model prices them (-1: none).
 struct Simulated {
   std::vector<double> tasks;
   std::vector<double> optimizer_steps;
   std::vector<double> prefills;
+  std::vector<double> pass_all_reduces;
 };
 
 // Whether the plan's weight sync copies weights on a device (a reshard inside a group whose
@@ -78,16 +82,19 @@ class Fit {
  public:
   // `steps_measured`: the run timed optimizer steps apart, to fit the optimizer efficiency on;
   // `sync_measured`: its weight sync copied on the devices, to fit the copy efficiency on;
-  // `prefills_measured`: it timed generation's prefill apart, to fit the prefill efficiency on.
-  Fit(const CalibrationInputs& in, int type, bool steps_measured, bool sync_measured, bool prefills_measured)
+  // `prefills_measured`: it timed generation's prefill apart, to fit the prefill efficiency on;
+  // `tp_measured`: its passes' TP all-reduces, to fit the TP wait on.
+  Fit(const CalibrationInputs& in, int type, bool steps_measured, bool sync_measured, bool prefills_measured,
+      bool tp_measured)
       : in_(in), type_(type), cluster_(*in.cluster), steps_measured_(steps_measured),
-        prefills_measured_(prefills_measured) {
+        prefills_measured_(prefills_measured), tp_measured_(tp_measured) {
     const hw::Efficiency& e = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency;
     start_ = {e.training, e.optimizer_share(),
               e.decode_step_overhead.value_or(cost::CostParams{}.decode_step_overhead),
-              e.copy_share(), e.prefill_share()};
-    // A start of no overhead at all still needs a scale to search on.
+              e.copy_share(), e.prefill_share(), e.tp_wait.value_or(kTpWaitStart)};
+    // A start of no overhead or wait at all still needs a scale to search on.
     start_[2] = std::max(start_[2], 1e-5);
+    start_[5] = std::max(start_[5], 1e-3);
     // Without the run's own steps, an optimizer efficiency the type already has was measured
     // (hetrl-profile times the step alone) or given: held, so that run noise in the training
     // tasks cannot trade it against the passes' figure, of which the step is a small part.
@@ -96,6 +103,10 @@ class Fit {
     held_[3] = !sync_measured;
     // Within a generation task the prefill is a small part: only its own timing informs it.
     held_[4] = !prefills_measured;
+    // The wait is a part of the passes that the tasks' times alone cannot tell from a slower
+    // compute: only the all-reduces' own timing informs it.
+    held_[5] = !tp_measured;
+    tp_wait_given_ = e.tp_wait.has_value();
     for (std::size_t i = 0; i < in.measured.size(); ++i) iterations_ = std::max(iterations_, iteration(i) + 1);
   }
 
@@ -117,6 +128,7 @@ class Fit {
     v[2] = std::clamp(v[2], 0.0, 1.0);
     v[3] = std::clamp(v[3], 1e-3, 1.0);
     v[4] = std::clamp(v[4], 1e-3, 1.0);
+    v[5] = std::clamp(v[5], 1e-4, 5.0);
     return v;
   }
   Figures clamp(const Figures& x) const {
@@ -134,6 +146,7 @@ class Fit {
     e.decode_step_overhead = v[2];
     e.copy = v[3];
     e.prefill = v[4];
+    if (!held_[5] || tp_wait_given_) e.tp_wait = v[5];  // not one the fit invented
     if (decode_allreduce_) e.decode_allreduce = *decode_allreduce_;
     const cost::CostModel model(cluster_, *in_.workload, *in_.graph, *in_.models, executor_cost_params());
     sim::SimParams params;
@@ -156,15 +169,20 @@ class Fit {
       }
     }
     Simulated out{std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0),
-                  std::vector<double>(per_task.size(), -1.0)};
+                  std::vector<double>(per_task.size(), -1.0), std::vector<double>(per_task.size(), -1.0)};
     for (std::size_t t = 0; t < per_task.size(); ++t) {
       if (!per_task[t].empty()) out.tasks[t] = median(per_task[t]);
     }
-    if (!steps_measured_ && !prefills_measured_) return out;  // no part to set the priced ones against
+    // No part to set the priced ones against.
+    if (!steps_measured_ && !prefills_measured_ && !tp_measured_) return out;
     plan::Evaluator evaluator(model);
     const plan::Prediction& predicted = evaluator.evaluate(*in_.plan, /*explain=*/true);
     for (std::size_t t = 0; t < per_task.size() && t < predicted.tasks.size(); ++t) {
       const workload::TaskKind kind = in_.graph->tasks[t].kind;
+      if (kind == workload::TaskKind::kTrain || kind == workload::TaskKind::kForward) {
+        const double all_reduce = predicted_pass_all_reduce(predicted.tasks[t].terms);
+        if (all_reduce > 0) out.pass_all_reduces[t] = all_reduce;
+      }
       if (kind == workload::TaskKind::kTrain) {
         const double step = predicted_parts(predicted.tasks[t].terms).optimizer_step;
         if (step > 0) out.optimizer_steps[t] = step;
@@ -184,6 +202,8 @@ class Fit {
   std::array<bool, kFigures> held_{};  // kept where they started
   bool steps_measured_;                // the run's optimizer steps are fitted on: price them
   bool prefills_measured_;             // and its prefills
+  bool tp_measured_;                   // and its passes' TP all-reduces
+  bool tp_wait_given_ = false;         // the type has a TP wait of its own
   int iterations_ = 0;                 // the measured iterations' most in one run
   std::optional<double> decode_allreduce_;
 };
@@ -245,12 +265,26 @@ GenerationParts slowest_generation_parts(const TaskMeasurement& m) {
   if (m.replica_prefill_seconds.empty() || m.replica_prefill_seconds.size() != m.replica_seconds.size()) return {};
   const auto slowest = std::max_element(m.replica_seconds.begin(), m.replica_seconds.end());
   const auto r = static_cast<std::size_t>(slowest - m.replica_seconds.begin());
-  GenerationParts parts{m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r])};
-  if (r < m.replica_decode_collective_seconds.size() && r < m.replica_decode_collective_calls.size()) {
-    parts.decode_all_reduce = m.replica_decode_collective_seconds[r];
-    parts.decode_all_reduces = m.replica_decode_collective_calls[r];
+  const TpCollectives all_reduces = slowest_tp_collectives(m);
+  return {m.replica_prefill_seconds[r], std::max(0.0, *slowest - m.replica_prefill_seconds[r]), all_reduces.seconds,
+          all_reduces.calls};
+}
+
+TpCollectives slowest_tp_collectives(const TaskMeasurement& m) {
+  const std::size_t n = m.replica_seconds.size();
+  if (n == 0 || m.replica_tp_collective_seconds.size() != n || m.replica_tp_collective_calls.size() != n) return {};
+  const auto r = static_cast<std::size_t>(std::max_element(m.replica_seconds.begin(), m.replica_seconds.end()) -
+                                          m.replica_seconds.begin());
+  return {m.replica_tp_collective_seconds[r], m.replica_tp_collective_calls[r]};
+}
+
+double predicted_pass_all_reduce(std::span<const cost::Breakdown::Term> terms) {
+  double seconds = 0;
+  for (const cost::Breakdown::Term& term : terms) {
+    const std::string_view name = term.name;
+    if (name == cost::kPassAllReduceTerm || name == cost::kTpWaitTerm) seconds += term.seconds;
   }
-  return parts;
+  return seconds;
 }
 
 namespace {
@@ -277,6 +311,22 @@ std::vector<TaskPart> parts_of(const Parts& expected, Parts (*slowest)(const Tas
     out.push_back(std::move(part));
   }
   return out;
+}
+
+// A scoring or training task's passes' TP all-reduces where the run timed some and the
+// estimate has some: each iteration's slowest replica's, with their count.
+void add_pass_all_reduce(std::span<const cost::Breakdown::Term> terms, const RunResult& run, std::size_t task,
+                         std::vector<TaskPart>& parts) {
+  const double expected = predicted_pass_all_reduce(terms);
+  if (!run.collectives_timed || expected <= 0) return;
+  TaskPart part{"tp_all_reduce", "TP all-reduce", false, expected, {}, {}};
+  for (const IterationMeasurement& it : run.iterations) {
+    if (!it.tasks[task].ran) continue;
+    const TpCollectives measured = slowest_tp_collectives(it.tasks[task]);
+    part.measured.push_back(measured.seconds);
+    part.calls.push_back(measured.calls);
+  }
+  parts.push_back(std::move(part));
 }
 
 }  // namespace
@@ -316,9 +366,12 @@ std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::
     if (std::any_of(gathers.measured.begin(), gathers.measured.end(), [](double s) { return s > 0; })) {
       parts.push_back(std::move(gathers));
     }
+    add_pass_all_reduce(terms, run, task, parts);
     return parts;
   }
-  return {};
+  std::vector<TaskPart> parts;
+  if (kind == workload::TaskKind::kForward) add_pass_all_reduce(terms, run, task, parts);
+  return parts;
 }
 
 Calibration calibrate(const CalibrationInputs& in) {
@@ -369,13 +422,19 @@ Calibration calibrate(const CalibrationInputs& in) {
     }
     return out;
   };
-  std::vector<double> measured_steps, measured_prefills;
+  std::vector<double> measured_steps, measured_prefills, measured_tp, measured_scoring_tp;
   const std::vector<int> steps = timed(workload::TaskKind::kTrain, in.optimizer_steps, measured_steps);
   const std::vector<int> prefills = timed(workload::TaskKind::kGenerate, in.prefills, measured_prefills);
+  // The passes' TP all-reduces: of training and scoring tasks.
+  std::vector<int> tp_tasks = timed(workload::TaskKind::kTrain, in.pass_all_reduce, measured_tp);
+  for (int t : timed(workload::TaskKind::kForward, in.pass_all_reduce, measured_scoring_tp)) {
+    tp_tasks.push_back(t);
+    measured_tp[static_cast<std::size_t>(t)] = measured_scoring_tp[static_cast<std::size_t>(t)];
+  }
 
   const bool sync_measured =
       copies && std::find(tasks.begin(), tasks.end(), graph.weight_sync().task) != tasks.end();
-  Fit fit(in, type, !steps.empty(), sync_measured, !prefills.empty());
+  Fit fit(in, type, !steps.empty(), sync_measured, !prefills.empty(), !tp_tasks.empty());
   // The log ratios of simulated to measured: the tasks', the optimizer steps', the prefills'.
   const auto residuals = [&](const Simulated& simulated) {
     std::vector<double> r;
@@ -386,6 +445,9 @@ Calibration calibrate(const CalibrationInputs& in) {
     }
     for (int t : prefills) {
       add(simulated.prefills[static_cast<std::size_t>(t)], measured_prefills[static_cast<std::size_t>(t)]);
+    }
+    for (int t : tp_tasks) {
+      add(simulated.pass_all_reduces[static_cast<std::size_t>(t)], measured_tp[static_cast<std::size_t>(t)]);
     }
     return r;
   };
@@ -474,6 +536,9 @@ Calibration calibrate(const CalibrationInputs& in) {
   out.prefills = static_cast<int>(prefills.size());
   out.decode_allreduce = all_reduce;
   out.decode_all_reduces = all_reduces;
+  const std::optional<double>& type_tp_wait = in.cluster->gpu_types[static_cast<std::size_t>(type)].efficiency.tp_wait;
+  if (!fit.held(5) || type_tp_wait) out.tp_wait = v[5];
+  out.tp_passes = static_cast<int>(tp_tasks.size());
   for (int t : tasks) {
     const auto i = static_cast<std::size_t>(t);
     out.rows.push_back({graph.tasks[i].name, measured[i], before.tasks[i], after.tasks[i]});

@@ -5,11 +5,17 @@
 // A profile measures kernels one at a time; a run measures what the tasks built of them take,
 // with what a profile cannot see: an engine's work between decode steps, a trainer's passes
 // falling short of its GEMMs' rate, an optimizer step bound by arithmetic instead of memory.
-// The fit adjusts five figures of the run's GPU type, each the coefficient of one term of the
+// The fit adjusts six figures of the run's GPU type, each the coefficient of one term of the
 // cost model, so that the simulator (the run's own response lengths, hetrl-sim's draws for the
 // same seed) gives each task what was measured:
 //   - the passes' share of the kernel rates (hw::Efficiency::training): forward and training
 //     passes' compute;
+//   - the share of a tensor-parallel pass's compute its processes spend at its all-reduces
+//     beyond their transfer (hw::Efficiency::tp_wait), on the passes' all-reduces the run
+//     timed (under mpirun on MPI: each scoring and training task's slowest replica's, against
+//     the cost model's all-reduce terms; held without them). On a shared host it is the wait
+//     for the shard that ran slower since the last all-reduce, which TP 1 does not pay: left
+//     to the pass efficiency, it would price every plan's passes as the fitted plan's TP;
 //   - the optimizer step's share of the memory bandwidth (hw::Efficiency::optimizer);
 //   - the engine's seconds a decode step outside its kernels (hw::Efficiency::
 //     decode_step_overhead);
@@ -73,6 +79,10 @@ struct CalibrationInputs {
   // a count of 0: not timed, or TP 1).
   std::vector<std::vector<double>> decode_all_reduce;
   std::vector<std::vector<long long>> decode_all_reduces;
+  // Seconds per measured iteration and task in the passes' tensor-parallel all-reduces of a
+  // scoring or training task's slowest replica (indexed like the graph; empty, or 0: not
+  // timed, or TP 1).
+  std::vector<std::vector<double>> pass_all_reduce;
 };
 
 struct CalibrationRow {
@@ -102,6 +112,11 @@ struct Calibration {
   // count (none: it timed none, and the type's own stays).
   std::optional<double> decode_allreduce;
   long long decode_all_reduces = 0;  // how many it was measured over
+  // Of a tensor-parallel pass's compute, what its all-reduces take beyond their transfer
+  // (hw::Efficiency::tp_wait), fitted on the passes' all-reduces the run timed, else the
+  // type's own (none: it had none).
+  std::optional<double> tp_wait;
+  int tp_passes = 0;  // scoring and training tasks whose timed all-reduces the fit used
   // GPU tasks the run measured, graph order (with the weight sync where it informed the copy).
   std::vector<CalibrationRow> rows;
 };
@@ -121,6 +136,21 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms);
 
 // The parts of the replica that took longest (none: zeros).
 TrainParts slowest_parts(const TaskMeasurement& m);
+
+// Seconds in tensor-parallel all-reduces and how many ran.
+struct TpCollectives {
+  double seconds = 0;
+  long long calls = 0;
+};
+
+// The tensor-parallel all-reduces of the replica that took longest, where the run timed them
+// (TaskMeasurement::replica_tp_collective_seconds; none: zeros): a generation task's decode
+// steps', a scoring or training task's passes'.
+TpCollectives slowest_tp_collectives(const TaskMeasurement& m);
+
+// A scoring or training task's estimate of its passes' tensor-parallel all-reduces: their
+// transfer and their wait for the slowest shard (cost::kPassAllReduceTerm, cost::kTpWaitTerm).
+double predicted_pass_all_reduce(std::span<const cost::Breakdown::Term> terms);
 
 // Where a generation task's time goes: the prompts' prefill passes (with their first tokens'
 // sampling) and the decode steps, and of these their tensor-parallel all-reduces (measured
@@ -152,8 +182,9 @@ struct TaskPart {
 
 // Task `task`'s parts (a generation task's prefill and decode, and its decode steps' TP
 // all-reduces where the run timed them and the estimate has some; a training task's passes,
-// replica wait, gradient all-reduce and optimizer step; none for another kind) from its
-// estimate's terms and the run.
+// replica wait, gradient all-reduce and optimizer step; a training or scoring task's passes'
+// TP all-reduces where the run timed them and the estimate has some; none for a CPU task or
+// the weight sync) from its estimate's terms and the run.
 std::vector<TaskPart> task_parts(workload::TaskKind kind, std::span<const cost::Breakdown::Term> terms,
                                  const RunResult& run, std::size_t task);
 

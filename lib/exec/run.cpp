@@ -974,10 +974,10 @@ class Runner {
         if (t.kind == TaskKind::kGenerate) {
           out.replica_decode_steps.resize(replicas, 0);
           out.replica_prefill_seconds.resize(replicas, 0.0);
-          if (timed_collectives()) {
-            out.replica_decode_collective_seconds.resize(replicas, 0.0);
-            out.replica_decode_collective_calls.resize(replicas, 0);
-          }
+        }
+        if (timed_collectives()) {
+          out.replica_tp_collective_seconds.resize(replicas, 0.0);
+          out.replica_tp_collective_calls.resize(replicas, 0);
         }
         if (t.kind == TaskKind::kTrain) out.replica_parts.resize(replicas);
         std::vector<ReplicaSpan> spans;
@@ -987,10 +987,10 @@ class Runner {
           if (t.kind == TaskKind::kGenerate) {
             world().broadcast_host(&out.replica_decode_steps[r], sizeof(long long), lead);
             world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
-            if (timed_collectives()) {
-              world().broadcast_host(&out.replica_decode_collective_seconds[r], sizeof(double), lead);
-              world().broadcast_host(&out.replica_decode_collective_calls[r], sizeof(long long), lead);
-            }
+          }
+          if (timed_collectives()) {
+            world().broadcast_host(&out.replica_tp_collective_seconds[r], sizeof(double), lead);
+            world().broadcast_host(&out.replica_tp_collective_calls[r], sizeof(long long), lead);
           }
           if (t.kind == TaskKind::kTrain) world().broadcast_host(&out.replica_parts[r], sizeof(TrainParts), lead);
           std::vector<ReplicaSpan> of_r;
@@ -1334,10 +1334,10 @@ class Runner {
     if (t.kind == TaskKind::kGenerate) {
       out.replica_decode_steps.assign(ranges.size(), 0);
       out.replica_prefill_seconds.assign(ranges.size(), 0.0);
-      if (timed_collectives()) {
-        out.replica_decode_collective_seconds.assign(ranges.size(), 0.0);
-        out.replica_decode_collective_calls.assign(ranges.size(), 0);
-      }
+    }
+    if (timed_collectives()) {
+      out.replica_tp_collective_seconds.assign(ranges.size(), 0.0);
+      out.replica_tp_collective_calls.assign(ranges.size(), 0);
     }
     if (t.kind == TaskKind::kTrain) out.replica_parts.assign(ranges.size(), {});
     if (t.kind == TaskKind::kForward) fresh_weights(iteration, *t.role);
@@ -1366,15 +1366,7 @@ class Runner {
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         out.replica_decode_steps[r] = g_out.decode_steps;
         out.replica_prefill_seconds[r] = g_out.prefill_seconds;
-        if (timed_collectives()) {
-          // The stage's processes' mean (what the group loses to its slowest beside the
-          // collective's own time), the slowest stage's.
-          double seconds = g_out.decode_collectives.seconds;
-          if (where_here.comm) seconds = sum_over(*where_here.comm, seconds) / where_here.tp;
-          out.replica_decode_collective_seconds[r] = over_stages(where_here, seconds);
-          out.replica_decode_collective_calls[r] = static_cast<long long>(
-              over_stages(where_here, static_cast<double>(g_out.decode_collectives.calls)));
-        }
+        if (timed_collectives()) record_tp_collectives(out, r, where_here, g_out.decode_collectives);
         for (std::size_t i = first; i < last; ++i) {
           const std::vector<int>& response = g_out.responses[i - first];
           samples_[i].tokens.insert(samples_[i].tokens.end(), response.begin(), response.end());
@@ -1386,6 +1378,7 @@ class Runner {
         const Layout where_here = layout(task, r);
         Transformer& m_r = model_for(*t.role, where_here);
         if (where_here.pipe) where_here.pipe->barrier();
+        const CollectiveTime collectives = tp_collectives(m_r);
         const Stopwatch watch(b_);
         for (const MicroBatch& mb : micro_batches(shares[r], placement(task).replicas[r])) {
           switch (*t.role) {
@@ -1411,6 +1404,7 @@ class Runner {
         }
         out.replica_seconds[r] = over_stages(where_here, watch.seconds());
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(shares[r].size()));
+        if (timed_collectives()) record_tp_collectives(out, r, where_here, since(collectives, m_r));
       }
       out.tokens = tokens_of(samples_, 0, samples_.size());
     } else if (t.kind == TaskKind::kTrain) {
@@ -1431,6 +1425,24 @@ class Runner {
   // A replica's seconds over its stages' processes: the slowest stage's (the last ends a
   // forward pass, the first a backward one).
   static double over_stages(const Layout& l, double seconds) { return l.pipe ? l.pipe->max(seconds) : seconds; }
+
+  // A model's tensor-parallel all-reduces so far (none where they are not timed), and since.
+  static CollectiveTime tp_collectives(const Transformer& m) {
+    const CollectiveTime* time = m.collective_time();
+    return time ? *time : CollectiveTime{};
+  }
+  static CollectiveTime since(const CollectiveTime& before, const Transformer& m) {
+    const CollectiveTime now = tp_collectives(m);
+    return {now.seconds - before.seconds, now.calls - before.calls};
+  }
+  // Replica r's seconds in its tensor-parallel all-reduces and their count, `spent` on this
+  // process: its stage's processes' mean (what they lose to the slowest beside the
+  // collective's own time), the slowest stage's.
+  static void record_tp_collectives(TaskMeasurement& out, std::size_t r, const Layout& where, const CollectiveTime& spent) {
+    const double seconds = where.comm ? sum_over(*where.comm, spent.seconds) / where.tp : spent.seconds;
+    out.replica_tp_collective_seconds[r] = over_stages(where, seconds);
+    out.replica_tp_collective_calls[r] = static_cast<long long>(over_stages(where, static_cast<double>(spent.calls)));
+  }
 
   // Every sample's tokens (prompt and response), what dealing balances.
   std::vector<long long> sample_tokens() const {
@@ -1468,6 +1480,7 @@ class Runner {
     const bool supervised = graph_.find("generate") < 0;
     std::vector<double> seconds(replicas, 0.0);
     std::vector<TrainParts> parts_of(replicas);
+    std::vector<CollectiveTime> tp_spent(replicas);  // this process's, in the passes
     const int minis = std::max(1, w_.mini_batches);
     device::AdamW adam;
     adam.lr = settings_.learning_rate;
@@ -1542,6 +1555,7 @@ class Runner {
           }
           if (here.pipe) here.pipe->barrier();  // the stages start together
           const double gathered = model.sharding_time().seconds;
+          const CollectiveTime collectives = tp_collectives(model);
           const Stopwatch watch(b_);
           // A micro-batch's forward pass and, on the last stage, its loss: the gradients of
           // its outputs (none on a stage that hands its rows on).
@@ -1614,6 +1628,9 @@ class Runner {
           seconds[r] += spent;
           parts_of[r].passes += spent;
           parts_of[r].weight_gathers += model.sharding_time().seconds - gathered;
+          const CollectiveTime reduced = since(collectives, model);
+          tp_spent[r].seconds += reduced.seconds;
+          tp_spent[r].calls += reduced.calls;
           span(out, r, watch, spent, static_cast<int>(parts[r].size()));
         }
         // The sums a tensor-parallel split's shards share and a tied embedding's two stages
@@ -1708,6 +1725,13 @@ class Runner {
     }
     out.replica_seconds = seconds;
     out.replica_parts = parts_of;
+    if (timed_collectives()) {
+      out.replica_tp_collective_seconds.assign(replicas, 0.0);
+      out.replica_tp_collective_calls.assign(replicas, 0);
+      for (std::size_t r = 0; r < replicas; ++r) {
+        if (mine(task, r)) record_tp_collectives(out, r, layout(task, r), tp_spent[r]);
+      }
+    }
   }
 
   device::Backend& b_;

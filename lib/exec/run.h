@@ -80,11 +80,13 @@ struct TaskMeasurement {
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
   std::vector<long long> replica_decode_steps;  // generation
   std::vector<double> replica_prefill_seconds;  // generation: the prefills' part of replica_seconds
-  // Generation where its tensor-parallel all-reduces were timed (RunResult::collectives_timed):
-  // each replica's decode steps' seconds in them (its stage's processes' mean; the slowest
-  // stage's) and their count on that stage (0 for a replica of TP 1).
-  std::vector<double> replica_decode_collective_seconds;
-  std::vector<long long> replica_decode_collective_calls;
+  // Where the tensor-parallel all-reduces were timed (RunResult::collectives_timed): each
+  // replica's seconds in them (its stage's processes' mean, what they lose to the slowest
+  // beside the collective's own time; the slowest stage's) and their count on that stage (0
+  // for a replica of TP 1): a generation replica's decode steps', a scoring or training
+  // replica's passes'.
+  std::vector<double> replica_tp_collective_seconds;
+  std::vector<long long> replica_tp_collective_calls;
   std::vector<TrainParts> replica_parts;        // training
 };
 

@@ -128,6 +128,10 @@ void validate_gpu_spec(const GpuSpec& spec) {
     throw core::InputError(fmt::format("GPU type {}: decode all-reduce seconds must be between 0 and 1000, found {}",
                                        core::quoted(spec.name), *spec.efficiency.decode_allreduce));
   }
+  if (spec.efficiency.tp_wait && !(*spec.efficiency.tp_wait >= 0 && *spec.efficiency.tp_wait < 10)) {
+    throw core::InputError(fmt::format("GPU type {}: tp_wait must be at least 0 and below 10 (of the compute), found {}",
+                                       core::quoted(spec.name), *spec.efficiency.tp_wait));
+  }
   double previous = 0;
   for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) {
     if (!(tokens > previous)) {
@@ -190,7 +194,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
                                   o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead ||
-                                  o.decode_allreduce || o.collectives;
+                                  o.decode_allreduce || o.tp_wait || o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
@@ -205,6 +209,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.gemm_width_half) spec.efficiency.gemm_width_half = *o.gemm_width_half;
   if (o.decode_step_overhead) spec.efficiency.decode_step_overhead = *o.decode_step_overhead;
   if (o.decode_allreduce) spec.efficiency.decode_allreduce = *o.decode_allreduce;
+  if (o.tp_wait) spec.efficiency.tp_wait = *o.tp_wait;
   if (efficiency_changed && !o.source.empty()) spec.efficiency.source = o.source;
   if (!o.source.empty()) spec.source = base ? o.source + "; otherwise " + base->source : o.source;
   validate_gpu_spec(spec);

@@ -128,6 +128,11 @@ struct Efficiency {
   // slowest of them, which a step's short kernels between two all-reduces leave exposed.
   // Unset: the collective's latency over the node's link (CostModel::small_allreduce_latency).
   std::optional<double> decode_allreduce;
+  // Of a tensor-parallel pass's compute, what its processes spend at the pass's all-reduces
+  // beyond their transfer, as a run measured it (hetrl-exec --fit-profile): the wait for the
+  // slowest shard where the shards do not run evenly (processes sharing a host's cores), which
+  // a tensor-parallel split of 1 does not pay. Unset: none, as on dedicated GPUs.
+  std::optional<double> tp_wait;
   // A measured profile's GEMM curve (hw/profile.h) through gemm_curve_envelope; where it is
   // given, GEMMs follow it instead of the two-point line between gemm_small and gemm_large.
   GemmCurve gemm_curve;
@@ -236,6 +241,7 @@ struct GpuTypeOverride {
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;  // seconds
   std::optional<double> decode_allreduce;      // seconds
+  std::optional<double> tp_wait;               // of the compute
   std::string source;
 };
 

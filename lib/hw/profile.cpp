@@ -76,6 +76,13 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
     }
     o.decode_allreduce = profile.decode_allreduce;
   }
+  if (profile.tp_wait) {
+    if (!(*profile.tp_wait >= 0 && *profile.tp_wait < 10)) {
+      throw core::InputError(
+          fmt::format("the profile's TP wait must be at least 0 and below 10 (of the compute), found {}", *profile.tp_wait));
+    }
+    o.tp_wait = profile.tp_wait;
+  }
 }
 
 }  // namespace
@@ -187,7 +194,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
         &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half, &O::decode_step_overhead,
-        &O::decode_allreduce}) {
+        &O::decode_allreduce, &O::tp_wait}) {
     take(earlier.*field, later.*field);
   }
   take(earlier.intra_node_link, later.intra_node_link);

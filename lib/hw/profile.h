@@ -150,13 +150,15 @@ struct GpuProfile {
   // what the optimizer step reaches, and what a weight sync's copy on the device reaches; of
   // the kernel rates, what the engine's prefill reaches; the seconds a decode step of the
   // engine takes outside its kernels, and one of its tensor-parallel all-reduces (measured
-  // where the run had some).
+  // where the run had some); of a tensor-parallel pass's compute, what its all-reduces take
+  // beyond their transfer (Efficiency::tp_wait; where the run timed them).
   std::optional<double> pass_efficiency;
   std::optional<double> optimizer_efficiency;
   std::optional<double> copy_efficiency;
   std::optional<double> prefill_efficiency;
   std::optional<double> decode_step_overhead;
   std::optional<double> decode_allreduce;
+  std::optional<double> tp_wait;
   // What they were fitted on: each task's measured seconds against the prediction before and
   // after the fit (the run's response lengths, as hetrl-sim draws them).
   struct CalibrationRow {

@@ -80,6 +80,7 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     if (auto ms = e->optional_number("decode_allreduce_ms", Range::kNonNegative)) {
       o.decode_allreduce = *ms * core::kMillisecond;
     }
+    o.tp_wait = e->optional_number("tp_wait", Range::kNonNegative);
     e->finish();
   }
   o.source = r.optional_string("source").value_or("");
@@ -142,6 +143,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   put_fraction("gemm_width_half", o.gemm_width_half);
   if (o.decode_step_overhead) efficiency["decode_step_overhead_ms"] = detail::file_units(*o.decode_step_overhead / core::kMillisecond);
   if (o.decode_allreduce) efficiency["decode_allreduce_ms"] = detail::file_units(*o.decode_allreduce / core::kMillisecond);
+  put_fraction("tp_wait", o.tp_wait);
   if (!efficiency.empty()) out["efficiency"] = std::move(efficiency);
   if (!o.source.empty()) out["source"] = o.source;
   return out;

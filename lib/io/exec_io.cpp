@@ -76,8 +76,8 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                         {"seconds", std::move(seconds)},
                         {"replica_seconds", std::move(replicas)},
                         {"tokens", std::move(tokens)}};
-    // A generation or training task's parts: the prediction's and, per iteration, the slowest
-    // replica's.
+    // A generation, scoring or training task's parts: the prediction's and, per iteration, the
+    // slowest replica's.
     const std::vector<exec::TaskPart> parts = exec::task_parts(graph.tasks[t].kind, predicted.tasks[t].terms, run, t);
     if (!parts.empty()) {
       OrderedJson by_part = OrderedJson::object();
@@ -228,6 +228,10 @@ ExecRecord parse_exec_report(std::string_view text, std::string_view file) {
       if (parts->has("prefill")) task.prefills = part_seconds(*parts, "prefill", task.seconds);
       if (parts->has("decode_all_reduce")) {
         task.decode_all_reduce = part_seconds(*parts, "decode_all_reduce", task.seconds, &task.decode_all_reduces);
+      }
+      if (parts->has("tp_all_reduce")) {
+        std::vector<long long> calls;
+        task.pass_all_reduce = part_seconds(*parts, "tp_all_reduce", task.seconds, &calls);
       }
     }
   }

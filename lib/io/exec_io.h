@@ -54,6 +54,9 @@ struct ExecRecord {
     // steps' TP all-reduces and their count; empty where the report has none (not timed).
     std::vector<double> decode_all_reduce;
     std::vector<long long> decode_all_reduces;
+    // Per measured iteration, a scoring or training task's slowest replica's seconds in its
+    // passes' TP all-reduces; empty where the report has none.
+    std::vector<double> pass_all_reduce;
   };
   std::vector<Task> tasks;
 };

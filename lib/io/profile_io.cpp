@@ -178,6 +178,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   if (auto ms = f.optional_number("decode_allreduce_ms", Range::kNonNegative)) {
     p.decode_allreduce = *ms * core::kMillisecond;
   }
+  p.tp_wait = f.optional_number("tp_wait", Range::kNonNegative);
   if (auto c = f.optional_object("calibration")) {
     hw::GpuProfile::Calibration calibration;
     calibration.plan = c->string("plan");
@@ -349,6 +350,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("prefill_efficiency", p.prefill_efficiency, 1.0);
   put("decode_step_overhead_ms", p.decode_step_overhead, core::kMillisecond);
   put("decode_allreduce_ms", p.decode_allreduce, core::kMillisecond);
+  put("tp_wait", p.tp_wait, 1.0);
   if (p.calibration) {
     OrderedJson tasks = OrderedJson::array();
     for (const hw::GpuProfile::CalibrationRow& row : p.calibration->tasks) {

@@ -96,7 +96,7 @@ std::string transfer_matrix(const hw::GpuProfile& m) {
 // What a run fitted (hetrl-exec --fit-profile), and each task's seconds before and after.
 std::string calibration_table(const hw::GpuProfile& m) {
   if (!m.pass_efficiency && !m.optimizer_efficiency && !m.copy_efficiency && !m.prefill_efficiency &&
-      !m.decode_step_overhead && !m.decode_allreduce) return "";
+      !m.decode_step_overhead && !m.decode_allreduce && !m.tp_wait) return "";
   std::string out = "\nfitted on a run";
   if (m.calibration) {
     out += fmt::format(" of {} ({} iteration{})", m.calibration->plan, m.calibration->iterations,
@@ -112,6 +112,7 @@ std::string calibration_table(const hw::GpuProfile& m) {
   figure("prefill efficiency", m.prefill_efficiency, 1.0, "{:.3f}");
   figure("decode step overhead (ms)", m.decode_step_overhead, core::kMillisecond, "{:.3g}");
   figure("decode TP all-reduce (ms)", m.decode_allreduce, core::kMillisecond, "{:.3g}");
+  figure("TP passes' wait (of the compute)", m.tp_wait, 1.0, "{:.3f}");
   if (m.calibration && !m.calibration->tasks.empty()) {
     out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "task (seconds)", "measured", "before", "after");
     for (const hw::GpuProfile::CalibrationRow& row : m.calibration->tasks) {

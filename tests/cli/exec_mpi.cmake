@@ -163,6 +163,40 @@ endif()
 set(TRAIN2 --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo.json --plan ${DATA}/plan_exec_train_tp2.json
     --layers 1 --hidden 896 --vocab 512 --backend cpu --iterations 2 --seed 5 --dtype fp32)
 alone_and_over(exec_train 2 "TP 2 training" ${TRAIN2})
+# Its passes' TP all-reduces, timed between the processes: four a layer each micro-batch (two
+# in the forward, two in the backward), a part of the passes; none in one process, and none
+# for the scoring replicas of TP 1.
+file(READ ${OUT}/exec_train_one.json train_one)
+file(READ ${OUT}/exec_train_many.json train_two)
+string(JSON kind ERROR_VARIABLE absent TYPE "${train_one}" tasks actor_train parts tp_all_reduce)
+if(NOT absent)
+  message(FATAL_ERROR "one process: actor_train has a TP all-reduce part (${kind}); it has no all-reduce to time")
+endif()
+string(JSON kind ERROR_VARIABLE absent TYPE "${train_two}" tasks ref_logprob parts)
+if(NOT absent)
+  message(FATAL_ERROR "2 processes: ref_logprob at TP 1 has parts (${kind})")
+endif()
+string(JSON predicted GET "${train_two}" tasks actor_train parts tp_all_reduce predicted_seconds)
+foreach(i 0 1)
+  string(JSON calls GET "${train_two}" tasks actor_train parts tp_all_reduce calls ${i})
+  string(JSON seconds GET "${train_two}" tasks actor_train parts tp_all_reduce seconds ${i})
+  string(JSON passes GET "${train_two}" tasks actor_train parts passes seconds ${i})
+  math(EXPR rest "${calls} % 4")
+  if(NOT calls GREATER 0 OR NOT rest EQUAL 0 OR NOT seconds GREATER 0 OR NOT seconds LESS passes OR
+     NOT predicted GREATER 0)
+    message(FATAL_ERROR "2 processes, iteration ${i}: ${calls} TP all-reduces in the passes of 1 layer (4 a "
+                        "micro-batch expected), ${seconds} s of the passes' ${passes} s, predicted ${predicted} s")
+  endif()
+endforeach()
+# A fit on them gives the type's TP wait.
+file(REMOVE ${OUT}/exec_fit_train_tp2.json)
+run(${MPI} 2 ${EXEC} ${TRAIN2} --fit-profile ${OUT}/exec_fit_train_tp2.json)
+file(READ ${OUT}/exec_fit_train_tp2.json profile)
+string(JSON figure ERROR_VARIABLE missing GET "${profile}" fitted tp_wait)
+string(FIND "${out}" "of the passes' compute (on the TP all-reduces of 1 scoring or training task)" said)
+if(missing OR said EQUAL -1)
+  message(FATAL_ERROR "the fit on TP 2 training: TP wait ${figure} (${missing}):\n${out}")
+endif()
 
 # The two groups at a learning rate that moves the weights far in a step, so that the second
 # iteration's tokens tell whether each of generation's shards took the trained weights from

@@ -84,7 +84,7 @@ TEST_CASE("calibration: figures the runs were made with are fitted back from oth
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.gpu_type == 0);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
@@ -138,7 +138,7 @@ TEST_CASE("calibration: runs pooled, each iteration set against the simulator's 
   REQUIRE(three[0][g] != hetrl::testing::approx(three[1][g]).epsilon(0.02));
   REQUIRE(three[0][g] != hetrl::testing::approx(three[2][g]).epsilon(0.02));
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       {three[0], three[1], three[2], three[0]}, warmup, seed, {}, {}, {0, 1, 2, 0}, {}, {}};
+                       {three[0], three[1], three[2], three[0]}, warmup, seed, {}, {}, {0, 1, 2, 0}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
   CHECK(fit.decode_step_overhead == hetrl::testing::approx(overhead).epsilon(0.02));
@@ -165,7 +165,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&measured, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.optimizer_held);
   CHECK(fit.optimizer_efficiency == held);
@@ -209,7 +209,7 @@ TEST_CASE("calibration: the decode steps' timed TP all-reduces give their second
   const int warmup = 1;
   const unsigned long long seed = 5;
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
-                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}};
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}, {}};
   // Without the all-reduces timed, the step overhead takes them in: well above the truth.
   const Calibration blind = calibrate(in);
   CHECK_FALSE(blind.decode_allreduce);
@@ -236,6 +236,66 @@ TEST_CASE("calibration: the decode steps' timed TP all-reduces give their second
   }
 }
 
+TEST_CASE("calibration: the passes' timed TP all-reduces give the TP wait, and the pass efficiency the compute's") {
+  Run run = load();
+  // The reference's scoring and the critic's training as one replica of TP 2 over the node's
+  // two GPUs; the rest at TP 1.
+  const auto tp2 = [&](const char* name) {
+    const int task = run.in.graph.find(name);
+    REQUIRE(task >= 0);
+    for (plan::Group& g : run.plan.groups) {
+      for (plan::TaskPlacement& t : g.tasks) {
+        if (t.task != task) continue;
+        plan::Replica one = t.replicas.front();
+        one.share = 1.0;
+        one.stages.front().devices = {0, 1};
+        t.replicas = {one};
+      }
+    }
+    return static_cast<std::size_t>(task);
+  };
+  const std::size_t ref = tp2("ref_logprob"), critic = tp2("critic_train");
+  hw::Cluster truth = run.in.cluster;
+  hw::Efficiency& e = truth.gpu_types[0].efficiency;
+  REQUIRE_FALSE(e.tp_wait);
+  const double pass = 0.43, wait = 0.12;
+  e.training = pass;
+  e.tp_wait = wait;
+  const int warmup = 1;
+  const unsigned long long seed = 5;
+  CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &run.plan,
+                       simulate(run, truth, warmup, 3, seed), warmup, seed, {}, {}, {}, {}, {}, {}};
+  // Without the all-reduces timed, no wait is fitted (nor priced: the TP 1 tasks and the TP 2
+  // ones share one pass efficiency, which misses both).
+  const Calibration blind = calibrate(in);
+  CHECK_FALSE(blind.tp_wait);
+  CHECK(blind.tp_passes == 0);
+  CHECK(blind.pass_efficiency != hetrl::testing::approx(pass).epsilon(0.01));
+  // Timed as the truth prices them (transfer and wait), the wait comes back, and the pass
+  // efficiency with it.
+  const cost::CostModel model(truth, run.in.workload.workload, run.in.graph, run.in.workload.models,
+                              executor_cost_params());
+  plan::Evaluator evaluator(model);
+  const plan::Prediction& predicted = evaluator.evaluate(run.plan, /*explain=*/true);
+  std::vector<double> all_reduce(run.in.graph.tasks.size(), 0.0);
+  for (const std::size_t t : {ref, critic}) {
+    all_reduce[t] = predicted_pass_all_reduce(predicted.tasks[t].terms);
+    REQUIRE(all_reduce[t] > 0);
+  }
+  // (the TP 1 tasks have none to time)
+  CHECK(predicted_pass_all_reduce(predicted.tasks[static_cast<std::size_t>(run.in.graph.find("actor_train"))].terms) == 0);
+  in.pass_all_reduce.assign(3, all_reduce);
+  const Calibration fit = calibrate(in);
+  REQUIRE(fit.tp_wait);
+  CHECK(*fit.tp_wait == hetrl::testing::approx(wait).epsilon(0.03));
+  CHECK(fit.tp_passes == 2);
+  CHECK(fit.pass_efficiency == hetrl::testing::approx(pass).epsilon(0.02));
+  for (const CalibrationRow& row : fit.rows) {
+    CAPTURE(row.task);
+    CHECK(row.after == hetrl::testing::approx(row.measured).epsilon(0.01));
+  }
+}
+
 TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes one)") {
   const Run run = load();
   hw::Cluster two = run.in.cluster;
@@ -251,7 +311,7 @@ TEST_CASE("calibration: a plan on two GPU types is refused (a profile describes 
   REQUIRE(p.groups[0].gpus.size() == 2);
   p.groups[0].gpus[1].node = 1;
   CalibrationInputs in{&two, &run.in.workload.workload, &run.in.graph, &run.in.workload.models, &p,
-                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}, {}, {}, {}};
+                       {std::vector<double>(run.in.graph.tasks.size(), 1.0)}, 0, 1, {}, {}, {}, {}, {}, {}};
   CHECK_THROWS_WITH_AS(calibrate(in), doctest::Contains("2 GPU types"), core::InputError);
 }
 
@@ -308,6 +368,42 @@ TEST_CASE("generation's parts: a measured task's are its slowest replica's, its 
   m.replica_prefill_seconds.clear();
   CHECK(slowest_generation_parts(m).prefill == 0);
   CHECK(slowest_generation_parts(m).decode == 0);
+}
+
+TEST_CASE("task parts: a scoring or training task's passes' TP all-reduces where the run timed them") {
+  RunResult run;
+  run.iterations.resize(2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    run.iterations[i].tasks.resize(1);
+    TaskMeasurement& m = run.iterations[i].tasks[0];
+    m.ran = true;
+    // The second replica the slowest: its all-reduces count, not the first's.
+    m.replica_seconds = {1.0, 2.0 + static_cast<double>(i)};
+    m.replica_tp_collective_seconds = {0.9, 0.2 + 0.1 * static_cast<double>(i)};
+    m.replica_tp_collective_calls = {48, 96};
+    m.replica_parts.resize(2);
+  }
+  const std::vector<cost::Breakdown::Term> terms = {
+      {"forward compute", 2.0}, {cost::kPassAllReduceTerm, 0.125}, {cost::kTpWaitTerm, 0.0625}};
+  CHECK(predicted_pass_all_reduce(terms) == 0.1875);
+  CHECK(slowest_tp_collectives(run.iterations[1].tasks[0]).seconds == hetrl::testing::approx(0.3));
+  // Not timed (one process, or not on MPI): no part.
+  CHECK(task_parts(workload::TaskKind::kForward, terms, run, 0).empty());
+  run.collectives_timed = true;
+  for (const workload::TaskKind kind : {workload::TaskKind::kForward, workload::TaskKind::kTrain}) {
+    const std::vector<TaskPart> parts = task_parts(kind, terms, run, 0);
+    REQUIRE_FALSE(parts.empty());
+    const TaskPart& tp = parts.back();
+    CHECK(std::string(tp.key) == "tp_all_reduce");
+    CHECK(tp.predicted == 0.1875);
+    REQUIRE(tp.measured.size() == 2);
+    CHECK(tp.measured[0] == hetrl::testing::approx(0.2));
+    CHECK(tp.measured[1] == hetrl::testing::approx(0.3));
+    CHECK(tp.calls == std::vector<long long>{96, 96});
+  }
+  // An estimate with none (TP 1) has no part to set them against.
+  const std::vector<cost::Breakdown::Term> alone = {{"forward compute", 2.0}};
+  CHECK(task_parts(workload::TaskKind::kForward, alone, run, 0).empty());
 }
 
 TEST_CASE("task parts: a training task's four, two of them data-parallel, measured where the task ran") {
@@ -399,7 +495,7 @@ TEST_CASE("calibration: the prefill efficiency is fitted on the run's timed pref
   CalibrationInputs in{&run.in.cluster, &run.in.workload.workload, &run.in.graph, &run.in.workload.models,
                        &run.plan, simulate(run, truth, warmup, 3, seed), warmup, seed,
                        priced_parts(run, truth, 3, workload::TaskKind::kTrain),
-                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate), {}, {}, {}};
+                       priced_parts(run, truth, 3, workload::TaskKind::kGenerate), {}, {}, {}, {}};
   const Calibration fit = calibrate(in);
   CHECK(fit.prefills == 1);
   REQUIRE(fit.prefill_efficiency);

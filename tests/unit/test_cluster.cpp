@@ -218,7 +218,7 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
       "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
   };
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
-      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4,
+      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
       "collectives": {"reduce_scatter": {"fp32": 0.25}, "all_gather": {"bf16": 0.6, "fp32": 0.55}}})"), "x.json", catalog());
   const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
   CHECK(e.collective_share(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.25));
@@ -234,6 +234,8 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(*e.decode_step_overhead == hetrl::testing::approx(2.5e-3));
   REQUIRE(e.decode_allreduce);
   CHECK(*e.decode_allreduce == hetrl::testing::approx(0.4e-3));
+  REQUIRE(e.tp_wait);
+  CHECK(*e.tp_wait == hetrl::testing::approx(0.07));
   const std::string json = io::cluster_to_json(c);
   CHECK(io::cluster_to_json(io::parse_cluster(json, "y.json", catalog())) == json);
   // Without them, the catalogue's (no optimizer figure of its own, the params' width half and overhead).
@@ -243,6 +245,7 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK_FALSE(p.gemm_width_half);
   CHECK_FALSE(p.decode_step_overhead);
   CHECK_FALSE(p.decode_allreduce);
+  CHECK_FALSE(p.tp_wait);
   CHECK(p.collective_share(hw::Collective::kReduceScatter, true) == p.collective);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"collectives": {"all_gather": {"bf16": 1.5}}})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/collectives/all_gather/bf16"), core::InputError);
@@ -252,6 +255,10 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
                        doctest::Contains("fp16"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_allreduce_ms": -0.5})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/decode_allreduce_ms"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"tp_wait": -0.1})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/tp_wait"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"tp_wait": 12})"), "x.json", catalog()),
+                       doctest::Contains("tp_wait must be at least 0 and below 10"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 1.5})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/optimizer"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_step_overhead_ms": -1})"), "x.json", catalog()),

@@ -709,6 +709,49 @@ TEST_CASE("a GPU type's measured decode all-reduce: each of a decode step's 2 x 
   CHECK(term_or_zero(priced(1).second, cost::kDecodeAllReduceTerm) == 0);
 }
 
+TEST_CASE("a GPU type's measured TP wait: a share of a tensor-parallel pass's compute, at TP 2 and not at TP 1") {
+  // Qwen2.5-0.5B (24 layers) PPO on an A100 node: the actor's training, the reference's
+  // scoring and generation's prefill.
+  hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
+  const auto priced = [&](const char* task, int tp) {
+    const Fixture f(cluster, w);
+    const std::vector<cost::Stage> stages{{0, tp, 24}};
+    const std::vector<double> budget{60 * core::kGiB};
+    cost::Breakdown b(true);
+    const double seconds =
+        f.model.replica_seconds(f.task(task), stages, 64, 1, {1, cost::Recompute::kNone}, budget, b);
+    return std::pair{seconds, b};
+  };
+  const auto [train_before, train_b0] = priced("actor_train", 2);
+  const auto [score_before, score_b0] = priced("ref_logprob", 2);
+  const auto [generate_before, generate_b0] = priced("generate", 2);
+  CHECK(term_or_zero(train_b0, cost::kTpWaitTerm) == 0);  // none without the figure
+  hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+  const double share = 0.08;
+  e.tp_wait = share;
+  const auto [train, train_b] = priced("actor_train", 2);
+  const auto [score, score_b] = priced("ref_logprob", 2);
+  const auto [generate, generate_b] = priced("generate", 2);
+  // The passes: the share of their compute, a term of its own beside the all-reduces' transfer,
+  // which stays; the totals move by it alone.
+  const double train_wait = term(train_b, cost::kTpWaitTerm);
+  CHECK(train_wait == hetrl::testing::approx(share * term(train_b, "forward + backward compute")).epsilon(1e-9));
+  CHECK(term(train_b, cost::kPassAllReduceTerm) == hetrl::testing::approx(term(train_b0, cost::kPassAllReduceTerm)).epsilon(1e-12));
+  CHECK(train - train_before == hetrl::testing::approx(train_wait).epsilon(1e-9));
+  const double score_wait = term(score_b, cost::kTpWaitTerm);
+  CHECK(score_wait == hetrl::testing::approx(share * term(score_b, "forward compute")).epsilon(1e-9));
+  CHECK(score - score_before == hetrl::testing::approx(score_wait).epsilon(1e-9));
+  // The prefill, a forward pass too: its all-reduce term takes the share of its compute.
+  CHECK(term(generate_b, cost::kPrefillAllReduceTerm) - term(generate_b0, cost::kPrefillAllReduceTerm) ==
+        hetrl::testing::approx(share * term(generate_b, cost::kPrefillComputeTerm)).epsilon(1e-9));
+  CHECK(generate > generate_before);
+  // TP 1 has no shard to wait for.
+  CHECK(term_or_zero(priced("actor_train", 1).second, cost::kTpWaitTerm) == 0);
+  CHECK(term_or_zero(priced("ref_logprob", 1).second, cost::kTpWaitTerm) == 0);
+  CHECK(term_or_zero(priced("generate", 1).second, cost::kPrefillAllReduceTerm) == 0);
+}
+
 TEST_CASE("what roles keep on a shared GPU: a trained role its state and generation layout, others the larger layout") {
   cost::StageMemory train{2, 2, 12, 5, 0};
   cost::StageMemory forward{4, 0, 0, 1, 0};

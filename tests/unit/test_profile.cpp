@@ -286,6 +286,7 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   p.optimizer_efficiency = 0.2;
   p.decode_step_overhead = 4e-3;
   p.decode_allreduce = 0.35e-3;
+  p.tp_wait = 0.06;
   p.calibration = hw::GpuProfile::Calibration{"plan.json", 5, 2, {{"generate", 1.5, 0.7, 1.4}, {"actor_train", 2.0, 1.0, 1.9}}};
   const std::string json = io::profile_to_json(p);
   const hw::GpuProfile q = io::parse_profile(json, "p.json");
@@ -296,6 +297,8 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   CHECK(*q.decode_step_overhead == hetrl::testing::approx(4e-3));
   REQUIRE(q.decode_allreduce);
   CHECK(*q.decode_allreduce == hetrl::testing::approx(0.35e-3));
+  REQUIRE(q.tp_wait);
+  CHECK(*q.tp_wait == hetrl::testing::approx(0.06));
   for (const char* type : {"cpu-test", "L4"}) {
     CAPTURE(type);
     hw::GpuProfile typed = q;
@@ -309,6 +312,8 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
     CHECK(*spec.efficiency.decode_step_overhead == hetrl::testing::approx(4e-3));
     REQUIRE(spec.efficiency.decode_allreduce);
     CHECK(*spec.efficiency.decode_allreduce == hetrl::testing::approx(0.35e-3));
+    REQUIRE(spec.efficiency.tp_wait);
+    CHECK(*spec.efficiency.tp_wait == hetrl::testing::approx(0.06));
     REQUIRE(spec.efficiency.gemm_width_half);
     CHECK(*spec.efficiency.gemm_width_half == 0.0);
   }
@@ -321,6 +326,10 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   slow.decode_allreduce = 2e3;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(slow, testing::catalogs().hardware, "p.json"),
                        doctest::Contains("decode all-reduce must be between 0 and 1000 s"), core::InputError);
+  hw::GpuProfile waits = q;
+  waits.tp_wait = 10;
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(waits, testing::catalogs().hardware, "p.json"),
+                       doctest::Contains("TP wait must be at least 0 and below 10"), core::InputError);
   std::string text = json;
   text.replace(text.find("\"optimizer_efficiency\": 0.2"), 27, "\"optimizer_efficiency\": 0.0");
   CHECK_THROWS_WITH_AS(io::parse_profile(text, "p.json"), doctest::Contains("p.json: /fitted/optimizer_efficiency"),
