@@ -72,6 +72,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   for (const workload::Task& task : graph_.tasks) {
     shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
     shapes_.back().vocab_parallel = params_.vocab_parallel;
+    shapes_.back().sequence_parallel = params_.sequence_parallel;
     lm_head_.push_back(has_lm_head(task));
   }
   for (const hw::GpuSpec& g : cluster_.gpu_types) {
@@ -355,7 +356,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     const double compute =
         std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens) * share), weights) +
         tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention * share) +
-        tokens * stage.layers * shape.elementwise_bytes / stage.tp / bandwidth +
+        tokens * stage.layers * shape.shard_elementwise_bytes(false, stage.tp) / bandwidth +
         chunks * stage.layers * params_.prefill_layer_overhead;
     const double tp = stage.tp > 1
                           ? 2.0 * stage.layers *
@@ -458,9 +459,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   const double attention_factor = training ? (full ? 4.5 : 3.5) : 1.0;
   const double elementwise_factor = training ? (full || selective ? 4.0 : 3.0) : 1.0;
   const double allreduces_per_layer = training ? (full ? 6.0 : 4.0) : 2.0;
-  const double elementwise_bytes = workload_.trainer_kernels == workload::TrainerKernels::kEager
-                                       ? shape.eager_elementwise_bytes
-                                       : shape.elementwise_bytes;
+  const bool eager = workload_.trainer_kernels == workload::TrainerKernels::kEager;
 
   // ZeRO-3 (FSDP) gathers every layer's weights (bf16) for the forward and again for the
   // backward and reduce-scatters its gradients (fp32), each micro-batch; prefetching the next
@@ -475,7 +474,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     const bool last = s == pp - 1;
     // GEMMs at their efficiency, fused attention at its own (its backward is 2.5 forwards:
     // FlashAttention recomputes the scores), and the memory-bound element-wise work at the
-    // memory bandwidth, split by TP (and sequence parallelism).
+    // memory bandwidth, split by TP (the norms and residual adds only with sequence
+    // parallelism).
     double linear = micro * shape.linear_flops(stage.layers);
     // The language head runs over the scored rows only (the responses'), a GEMM of that many
     // rows at their own efficiency; a value head is a GEMV with the layers'.
@@ -495,7 +495,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
         factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
         (head > 0 ? head_factor * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows)) : 0.0) +
         attention_factor * attention / (rate * g.efficiency.attention) +
-        elementwise_factor * micro * stage.layers * elementwise_bytes / stage.tp / (g.memory_bandwidth * g.efficiency.memory);
+        elementwise_factor * micro * stage.layers * shape.shard_elementwise_bytes(eager, stage.tp) /
+            (g.memory_bandwidth * g.efficiency.memory);
     double tp = allreduces_per_layer * stage.layers *
                 node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     if (params_.tp_overlap) tp = std::max(0.0, tp - compute);  // overlapped with the GEMMs

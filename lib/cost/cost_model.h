@@ -144,6 +144,11 @@ struct CostParams {
   // and vLLM do (ModelShape::vocab_parallel). hetrl-exec's tensor-parallel shards hold them
   // whole, and its cost model says so.
   bool vocab_parallel = true;
+  // Tensor parallelism's shards split the norms' and residual adds' tokens too, as Megatron's
+  // sequence parallelism does (ModelShape::sequence_parallel; the all-reduces become a
+  // reduce-scatter and an all-gather of the same volume). hetrl-exec's shards do them whole
+  // for every token, and its cost model says so.
+  bool sequence_parallel = true;
   // The training backward computes the language head's logits again instead of keeping them
   // (rows x vocab), as chunked and fused cross-entropy kernels do and hetrl-exec does: the
   // head's GEMMs then run four times a step, not three.

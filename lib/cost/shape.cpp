@@ -17,9 +17,11 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
       kv_heads(arch.kv_heads) {
   layer_linear_params =
       hidden * q_dim * 2 + hidden * kv_dim * 2 + (arch.gated_mlp ? 3.0 : 2.0) * hidden * arch.ffn_hidden;
-  elementwise_bytes = 2.0 * (10 * hidden + 2 * (q_dim + kv_dim) + (arch.gated_mlp ? 3.0 : 2.0) * arch.ffn_hidden);
+  elementwise_hidden_bytes = 2.0 * 10 * hidden;
+  elementwise_bytes = elementwise_hidden_bytes + 2.0 * (2 * (q_dim + kv_dim) + (arch.gated_mlp ? 3.0 : 2.0) * arch.ffn_hidden);
+  eager_elementwise_hidden_bytes = 2 * 36 * hidden + 2 * 6 * hidden;
   eager_elementwise_bytes =
-      2 * 36 * hidden + 2 * 6 * hidden + 24 * (q_dim + kv_dim) + (arch.gated_mlp ? 10.0 : 4.0) * arch.ffn_hidden;
+      eager_elementwise_hidden_bytes + 24 * (q_dim + kv_dim) + (arch.gated_mlp ? 10.0 : 4.0) * arch.ffn_hidden;
   const double gemm_outputs = q_dim + 2 * kv_dim + 2 * hidden + (arch.gated_mlp ? 2.0 : 1.0) * arch.ffn_hidden;
   selective_activation_bytes = 2.0 * (hidden + q_dim + gemm_outputs / 2);
 }

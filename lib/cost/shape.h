@@ -46,6 +46,11 @@ struct ModelShape {
   // their sum (24 against 4 per q and k element), the gated activation and its product are two
   // operators (10 against 6 per ffn element); the residual adds are the same.
   double eager_elementwise_bytes = 0;
+  // Of each, the hidden-wide part: the norms and the residual adds, which every tensor-parallel
+  // shard does for every token unless sequence parallelism splits the tokens; the rest (rotary
+  // over the heads, the MLP activation over the columns) each shard does for its own share.
+  double elementwise_hidden_bytes = 0;
+  double eager_elementwise_hidden_bytes = 0;
   // Bytes per token and layer a training pass under selective recompute keeps for the backward
   // (bf16): the layer's input, the fused attention's output, and every second GEMM output of
   // q, k, v, o, gate, up, down (torchtitan's per-op policy saves alternate matmuls).
@@ -56,8 +61,17 @@ struct ModelShape {
   // Tensor parallelism splits the embedding and the LM head over the vocabulary (Megatron's
   // and vLLM's vocab-parallel layers); false: every shard holds and runs them whole.
   bool vocab_parallel = true;
+  // Tensor parallelism's shards split the norms' and residual adds' tokens (Megatron's
+  // sequence parallelism); false: every shard does them whole.
+  bool sequence_parallel = true;
 
   explicit ModelShape(const workload::ModelArch& arch);
+  // Element-wise bytes per token and layer on one of `tp` shards, fused or eager.
+  double shard_elementwise_bytes(bool eager, int tp) const {
+    const double all = eager ? eager_elementwise_bytes : elementwise_bytes;
+    const double whole = eager ? eager_elementwise_hidden_bytes : elementwise_hidden_bytes;
+    return sequence_parallel ? all / tp : whole + (all - whole) / tp;
+  }
   ModelShape() = default;
 
   double total_params() const;

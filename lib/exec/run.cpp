@@ -1826,6 +1826,7 @@ std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches) 
 cost::CostParams executor_cost_params() {
   cost::CostParams params;
   params.vocab_parallel = false;
+  params.sequence_parallel = false;  // a shard's norms and residual adds run over every token
   params.head_recompute = true;  // Transformer's backward computes the logits again, chunk by chunk
   params.zero3_prefetch = false;  // a unit's gathers run in line before its compute
   return params;

@@ -1060,6 +1060,45 @@ TEST_CASE("the language head's logits computed again in the backward (hetrl-exec
   CHECK(compute(kept, "actor_logprob") > 0);
 }
 
+TEST_CASE("without sequence parallelism every TP shard does the norms and residual adds for every token (hetrl-exec's), by hand") {
+  cost::CostParams whole_params;
+  whole_params.sequence_parallel = false;
+  const hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  const Fixture split(cluster, w);
+  const Fixture whole(cluster, w, whole_params);
+  const int actor = split.task("actor_train"), reference = split.task("ref_logprob");
+  // Qwen2.5-0.5B: hidden 896, 14 heads and 2 kv heads of 64, ffn 4864, gated. Fused, bf16:
+  // norms and residual adds 10 x 896 elements, rotary 2 x (896 + 128), the activation 3 x 4864.
+  const cost::ModelShape& shape = whole.model.shape(actor);
+  const double hidden_bytes = 2.0 * 10 * 896, rest = 2.0 * (2 * (896 + 128) + 3 * 4864);
+  CHECK(shape.elementwise_bytes == hetrl::testing::approx(hidden_bytes + rest));
+  CHECK(shape.shard_elementwise_bytes(false, 1) == hetrl::testing::approx(hidden_bytes + rest));
+  CHECK(shape.shard_elementwise_bytes(false, 2) == hetrl::testing::approx(hidden_bytes + rest / 2));
+  CHECK(split.model.shape(actor).shard_elementwise_bytes(false, 2) == hetrl::testing::approx((hidden_bytes + rest) / 2));
+  // Eager: RMSNorm's 36 bytes an element twice and the residual adds' 6 twice stay whole.
+  CHECK(shape.shard_elementwise_bytes(true, 4) ==
+        hetrl::testing::approx(84 * 896 + (shape.eager_elementwise_bytes - 84 * 896) / 4));
+
+  const auto compute = [](const Fixture& f, int task, int tp, const char* name) {
+    cost::Breakdown out(true);
+    const std::vector<cost::Stage> stages{{0, tp, 24}};
+    f.model.replica_seconds(task, stages, 64, 1, {0, cost::Recompute::kNone}, {}, out);
+    return term(out, name);
+  };
+  // At TP 1 nothing differs. At TP 2 the passes' compute grows by the hidden-wide half each
+  // shard no longer splits: 64 x 1024 tokens x 24 layers, forward only (scoring) or forward,
+  // backward and its twice (training, 3x), at the A100's memory bandwidth and efficiency.
+  const hw::GpuSpec& g = cluster.gpu_types[cluster.nodes[0].gpu_type];
+  const double bandwidth = g.memory_bandwidth * g.efficiency.memory;
+  const double extra = 64.0 * 1024 * 24 * hidden_bytes / 2 / bandwidth;
+  CHECK(compute(whole, reference, 1, "forward compute") == compute(split, reference, 1, "forward compute"));
+  CHECK(compute(whole, reference, 2, "forward compute") - compute(split, reference, 2, "forward compute") ==
+        hetrl::testing::approx(extra).epsilon(1e-9));
+  CHECK(compute(whole, actor, 2, "forward + backward compute") - compute(split, actor, 2, "forward + backward compute") ==
+        hetrl::testing::approx(3 * extra).epsilon(1e-9));
+}
+
 TEST_CASE("TP splits the embedding and the LM head over the vocabulary, or every shard holds them whole (hetrl-exec's)") {
   cost::CostParams whole_params;
   whole_params.vocab_parallel = false;
