@@ -124,9 +124,9 @@ class Fit {
     Figures v;
     for (int k = 0; k < kFigures; ++k) v[k] = start_[k] * std::exp(x[k]);
     v[0] = std::clamp(v[0], 1e-3, 1.0);
-    v[1] = std::clamp(v[1], 1e-3, 1.0);
+    v[1] = std::clamp(v[1], 1e-3, hw::kMostReadWriteShare);
     v[2] = std::clamp(v[2], 0.0, 1.0);
-    v[3] = std::clamp(v[3], 1e-3, 1.0);
+    v[3] = std::clamp(v[3], 1e-3, hw::kMostReadWriteShare);
     v[4] = std::clamp(v[4], 1e-3, 1.0);
     v[5] = std::clamp(v[5], 1e-4, 5.0);
     return v;

@@ -33,10 +33,10 @@ void require_positive(double value, std::string_view field, std::string_view gpu
   }
 }
 
-void require_fraction(double value, std::string_view field, std::string_view gpu) {
-  if (!(value > 0 && value <= 1)) {
-    throw core::InputError(fmt::format("GPU type {}: efficiency {} must be in (0, 1], found {}",
-                                       core::quoted(gpu), field, value));
+void require_fraction(double value, std::string_view field, std::string_view gpu, double most = 1.0) {
+  if (!(value > 0 && value <= most)) {
+    throw core::InputError(fmt::format("GPU type {}: efficiency {} must be in (0, {}], found {}",
+                                       core::quoted(gpu), field, most, value));
   }
 }
 
@@ -111,8 +111,8 @@ void validate_gpu_spec(const GpuSpec& spec) {
   }
   require_fraction(spec.efficiency.attention, "attention", spec.name);
   require_fraction(spec.efficiency.training, "training", spec.name);
-  if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name);
-  if (spec.efficiency.copy != 0) require_fraction(spec.efficiency.copy, "copy", spec.name);
+  if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name, kMostReadWriteShare);
+  if (spec.efficiency.copy != 0) require_fraction(spec.efficiency.copy, "copy", spec.name, kMostReadWriteShare);
   if (spec.efficiency.prefill != 0) require_fraction(spec.efficiency.prefill, "prefill", spec.name);
   if (spec.efficiency.gemm_width_half && !(*spec.efficiency.gemm_width_half >= 0 && std::isfinite(*spec.efficiency.gemm_width_half))) {
     throw core::InputError(fmt::format("GPU type {}: gemm_width_half must be a finite number at least 0, found {}",

@@ -94,6 +94,12 @@ const char* collective_name(Collective op);  // all_reduce, reduce_scatter, all_
 // Sets every share `from` has (not 0) in `into`.
 void overlay(CollectiveShares& into, const CollectiveShares& from);
 
+// The most of a device's memory bandwidth (as hetrl-profile measures it on a new type: one
+// stream of reads) that work counting what it reads and what it writes can reach: twice, its
+// writes going beside its reads (an optimizer step, a copy). A catalogue type's datasheet
+// bandwidth is already reads and writes together, and a measurement of one cannot pass it.
+inline constexpr double kMostReadWriteShare = 2.0;
+
 struct Efficiency {
   double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak
   double gemm_small = 0;  // GEMMs of about kGemmSmallTokens tokens, of the dense tensor peak
@@ -106,11 +112,12 @@ struct Efficiency {
   // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
   // reach the kernel rates (cost::CostParams::megatron).
   double training = 0;
-  // Of the memory bandwidth, what the optimizer's step reaches; 0: `memory`'s (a run measures
-  // its own, hetrl-exec --fit-profile).
+  // Of the memory bandwidth, what the optimizer's step reaches (what it reads and writes
+  // counted: up to kMostReadWriteShare); 0: `memory`'s (a run measures its own, hetrl-exec
+  // --fit-profile).
   double optimizer = 0;
-  // Of the memory bandwidth (what it reads and writes counted), what a copy of weights on the
-  // device reaches, as a weight sync copies the trained shard into the engine's; 0: `memory`'s
+  // Of the memory bandwidth (what it reads and writes counted: up to kMostReadWriteShare), what
+  // a copy of weights on the device reaches, as a weight sync copies the trained shard into the engine's; 0: `memory`'s
   // (a run measures its own, hetrl-exec --fit-profile, with every device of the node copying).
   double copy = 0;
   // Of the kernel rates (GEMMs and attention), what an engine's prefill pass reaches; 0: all of

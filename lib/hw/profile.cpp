@@ -51,16 +51,17 @@ std::optional<CollectiveShares> collective_shares(const GpuProfile& profile, Sha
 
 // What a run calibrated (hetrl-exec --fit-profile), each checked as a cluster file's would be.
 void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
-  const auto fraction = [&](const std::optional<double>& value, std::string_view what) -> std::optional<double> {
-    if (value && !(*value > 0 && *value <= 1)) {
-      throw core::InputError(fmt::format("the profile's {} must be in (0, 1], found {}", what, *value));
+  const auto fraction = [&](const std::optional<double>& value, std::string_view what,
+                            double most = 1.0) -> std::optional<double> {
+    if (value && !(*value > 0 && *value <= most)) {
+      throw core::InputError(fmt::format("the profile's {} must be in (0, {}], found {}", what, most, *value));
     }
     return value;
   };
   o.training = fraction(profile.pass_efficiency, "pass efficiency");
   // A fitted figure replaces one the profile measured.
-  take(o.optimizer_efficiency, fraction(profile.optimizer_efficiency, "optimizer efficiency"));
-  take(o.copy_efficiency, fraction(profile.copy_efficiency, "copy efficiency"));
+  take(o.optimizer_efficiency, fraction(profile.optimizer_efficiency, "optimizer efficiency", kMostReadWriteShare));
+  take(o.copy_efficiency, fraction(profile.copy_efficiency, "copy efficiency", kMostReadWriteShare));
   o.prefill_efficiency = fraction(profile.prefill_efficiency, "prefill efficiency");
   if (profile.decode_step_overhead) {
     if (!(*profile.decode_step_overhead >= 0 && *profile.decode_step_overhead < 1e3)) {
@@ -116,18 +117,20 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       o.gemm_curve = std::move(curve);
     }
     o.memory_efficiency = 1.0;
-    // The optimizer step's share of reading memory: on a CPU it may be bound by its arithmetic
-    // instead, and the cost model cannot price it faster than reading.
+    // The optimizer step's share of reading memory, what it reads and writes counted: on a CPU
+    // it may be bound by its arithmetic instead, or run its writes beside its reads past what
+    // one stream of reads reaches (one core keeps too few reads in flight to fill the memory's
+    // bandwidth), up to twice it (hw::kMostReadWriteShare).
     if (profile.optimizer_bandwidth) {
       if (!(*profile.optimizer_bandwidth > 0)) {
         throw core::InputError("the measured optimizer step rate must be positive");
       }
-      o.optimizer_efficiency = std::min(1.0, *profile.optimizer_bandwidth / *profile.memory_bandwidth);
+      o.optimizer_efficiency = std::min(kMostReadWriteShare, *profile.optimizer_bandwidth / *profile.memory_bandwidth);
     }
-    // A copy's share likewise (a CPU may write faster than it reads: then as fast as reading).
+    // A copy's share likewise.
     if (profile.copy_bandwidth) {
       if (!(*profile.copy_bandwidth > 0)) throw core::InputError("the measured copy rate must be positive");
-      o.copy_efficiency = std::min(1.0, *profile.copy_bandwidth / *profile.memory_bandwidth);
+      o.copy_efficiency = std::min(kMostReadWriteShare, *profile.copy_bandwidth / *profile.memory_bandwidth);
     }
     // The link between two such devices in a node: nominally PCIe 4, at the measured rate when
     // the profile has one.

@@ -70,8 +70,9 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     }
     o.training = e->optional_number("training", Range::kFraction);
     o.attention = e->optional_number("attention", Range::kFraction);
-    o.optimizer_efficiency = e->optional_number("optimizer", Range::kFraction);
-    o.copy_efficiency = e->optional_number("copy", Range::kFraction);
+    // Shares of what they read and write: checked against hw::kMostReadWriteShare with the type.
+    o.optimizer_efficiency = e->optional_number("optimizer", Range::kPositive);
+    o.copy_efficiency = e->optional_number("copy", Range::kPositive);
     o.prefill_efficiency = e->optional_number("prefill", Range::kFraction);
     o.gemm_width_half = e->optional_number("gemm_width_half", Range::kNonNegative);
     if (auto ms = e->optional_number("decode_step_overhead_ms", Range::kNonNegative)) {

@@ -169,8 +169,9 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.copy_bandwidth = f.optional_quantity("copy_gb_per_s", core::kGBps);
   p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
   p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
-  p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kFraction);
-  p.copy_efficiency = f.optional_number("copy_efficiency", Range::kFraction);
+  // Shares of what they read and write, up to hw::kMostReadWriteShare (checked on adoption).
+  p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kPositive);
+  p.copy_efficiency = f.optional_number("copy_efficiency", Range::kPositive);
   p.prefill_efficiency = f.optional_number("prefill_efficiency", Range::kFraction);
   if (auto ms = f.optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
     p.decode_step_overhead = *ms * core::kMillisecond;

@@ -259,8 +259,14 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
                        doctest::Contains("/gpu_types/L4/efficiency/tp_wait"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"tp_wait": 12})"), "x.json", catalog()),
                        doctest::Contains("tp_wait must be at least 0 and below 10"), core::InputError);
-  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 1.5})"), "x.json", catalog()),
-                       doctest::Contains("/gpu_types/L4/efficiency/optimizer"), core::InputError);
+  // The optimizer step's and a copy's shares count reads and writes: up to twice a read stream.
+  const hw::Cluster fast = io::parse_cluster(cluster_with(R"({"optimizer": 1.5, "copy": 1.25})"), "x.json", catalog());
+  CHECK(fast.gpu_types[fast.nodes[0].gpu_type].efficiency.optimizer == hetrl::testing::approx(1.5));
+  CHECK(fast.gpu_types[fast.nodes[0].gpu_type].efficiency.copy == hetrl::testing::approx(1.25));
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"optimizer": 2.5})"), "x.json", catalog()),
+                       doctest::Contains("efficiency optimizer must be in (0, 2]"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"copy": 0})"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/L4/efficiency/copy"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_step_overhead_ms": -1})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/decode_step_overhead_ms"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"gemm_width_half": -3})"), "x.json", catalog()),

@@ -326,6 +326,14 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
   slow.decode_allreduce = 2e3;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(slow, testing::catalogs().hardware, "p.json"),
                        doctest::Contains("decode all-reduce must be between 0 and 1000 s"), core::InputError);
+  // An optimizer step's share counts its reads and writes: past 1, not past 2.
+  hw::GpuProfile beside = q;
+  beside.optimizer_efficiency = 1.6;
+  CHECK(hw::override_from_profile(beside, testing::catalogs().hardware, "p.json").optimizer_efficiency == 1.6);
+  CHECK(io::parse_profile(io::profile_to_json(beside), "p.json").optimizer_efficiency == 1.6);
+  beside.optimizer_efficiency = 2.5;
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(beside, testing::catalogs().hardware, "p.json"),
+                       doctest::Contains("optimizer efficiency must be in (0, 2]"), core::InputError);
   hw::GpuProfile waits = q;
   waits.tp_wait = 10;
   CHECK_THROWS_WITH_AS(hw::override_from_profile(waits, testing::catalogs().hardware, "p.json"),
@@ -469,10 +477,12 @@ TEST_CASE("profile: the optimizer step's rate over the most parameters and the l
   };
   // A new type: of its measured read rate.
   CHECK(adopted(p).efficiency.optimizer == hetrl::testing::approx(0.75));
-  // A step faster than reading is priced as fast as reading.
+  // A step faster than one stream of reads (its writes beside them) is priced so, up to twice it.
   hw::GpuProfile fast = p;
   fast.optimizer_bandwidth = 25e9;
-  CHECK(adopted(fast).efficiency.optimizer == 1.0);
+  CHECK(adopted(fast).efficiency.optimizer == hetrl::testing::approx(1.25));
+  fast.optimizer_bandwidth = 50e9;
+  CHECK(adopted(fast).efficiency.optimizer == hw::kMostReadWriteShare);
   // A figure fitted on a run replaces the measured one.
   hw::GpuProfile fitted = p;
   fitted.optimizer_efficiency = 0.4;
