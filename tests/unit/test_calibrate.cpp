@@ -68,6 +68,24 @@ std::vector<std::vector<double>> priced_parts(const Run& run, const hw::Cluster&
   return std::vector<std::vector<double>>(static_cast<std::size_t>(iterations), out);
 }
 
+// Task `name` of the run's plan as one replica of TP 2 over the node's two GPUs; its index.
+std::size_t one_tp2_replica(Run& run, const char* name) {
+  const int task = run.in.graph.find(name);
+  REQUIRE(task >= 0);
+  plan::TaskPlacement* placement = nullptr;
+  for (plan::Group& g : run.plan.groups) {
+    for (plan::TaskPlacement& t : g.tasks) {
+      if (t.task == task) placement = &t;
+    }
+  }
+  REQUIRE(placement != nullptr);
+  plan::Replica one = placement->replicas.front();
+  one.share = 1.0;
+  one.stages.front().devices = {0, 1};
+  placement->replicas = {one};
+  return static_cast<std::size_t>(task);
+}
+
 TEST_CASE("calibration: figures the runs were made with are fitted back from others") {
   const Run run = load();
   hw::Cluster truth = run.in.cluster;
@@ -187,19 +205,7 @@ TEST_CASE("calibration: an optimizer efficiency the type has is held without the
 TEST_CASE("calibration: the decode steps' timed TP all-reduces give their seconds, and the step overhead the rest") {
   Run run = load();
   // Generation as one replica of TP 2 over the node's two GPUs.
-  const int generate = run.in.graph.find("generate");
-  REQUIRE(generate >= 0);
-  plan::TaskPlacement* placement = nullptr;
-  for (plan::Group& g : run.plan.groups) {
-    for (plan::TaskPlacement& t : g.tasks) {
-      if (t.task == generate) placement = &t;
-    }
-  }
-  REQUIRE(placement != nullptr);
-  plan::Replica one = placement->replicas.front();
-  one.share = 1.0;
-  one.stages.front().devices = {0, 1};
-  placement->replicas = {one};
+  const std::size_t g = one_tp2_replica(run, "generate");
   hw::Cluster truth = run.in.cluster;
   hw::Efficiency& e = truth.gpu_types[0].efficiency;
   const double pass = 0.43, overhead = 5e-3, all_reduce = 0.4e-3;
@@ -217,7 +223,6 @@ TEST_CASE("calibration: the decode steps' timed TP all-reduces give their second
   CHECK(blind.decode_step_overhead > 1.5 * overhead);
   // Timed (iterations of 200, 300 and 0 all-reduces: one at 1.1 times the figure, one at 0.9
   // and one not timed), their seconds over their count give it, and the overhead comes back.
-  const auto g = static_cast<std::size_t>(generate);
   in.decode_all_reduce.assign(3, std::vector<double>(run.in.graph.tasks.size(), 0.0));
   in.decode_all_reduces.assign(3, std::vector<long long>(run.in.graph.tasks.size(), 0));
   in.decode_all_reduce[0][g] = 200 * 1.1 * all_reduce;
@@ -240,21 +245,7 @@ TEST_CASE("calibration: the passes' timed TP all-reduces give the TP wait, and t
   Run run = load();
   // The reference's scoring and the critic's training as one replica of TP 2 over the node's
   // two GPUs; the rest at TP 1.
-  const auto tp2 = [&](const char* name) {
-    const int task = run.in.graph.find(name);
-    REQUIRE(task >= 0);
-    for (plan::Group& g : run.plan.groups) {
-      for (plan::TaskPlacement& t : g.tasks) {
-        if (t.task != task) continue;
-        plan::Replica one = t.replicas.front();
-        one.share = 1.0;
-        one.stages.front().devices = {0, 1};
-        t.replicas = {one};
-      }
-    }
-    return static_cast<std::size_t>(task);
-  };
-  const std::size_t ref = tp2("ref_logprob"), critic = tp2("critic_train");
+  const std::size_t ref = one_tp2_replica(run, "ref_logprob"), critic = one_tp2_replica(run, "critic_train");
   hw::Cluster truth = run.in.cluster;
   hw::Efficiency& e = truth.gpu_types[0].efficiency;
   REQUIRE_FALSE(e.tp_wait);

@@ -318,26 +318,21 @@ TEST_CASE("profile: figures fitted on a run are read, written and adopted as the
     CHECK(*spec.efficiency.gemm_width_half == 0.0);
   }
   // Out of range: named.
-  hw::GpuProfile bad = q;
-  bad.pass_efficiency = 1.5;
-  CHECK_THROWS_WITH_AS(hw::override_from_profile(bad, testing::catalogs().hardware, "p.json"),
-                       doctest::Contains("pass efficiency must be in (0, 1]"), core::InputError);
-  hw::GpuProfile slow = q;
-  slow.decode_allreduce = 2e3;
-  CHECK_THROWS_WITH_AS(hw::override_from_profile(slow, testing::catalogs().hardware, "p.json"),
-                       doctest::Contains("decode all-reduce must be between 0 and 1000 s"), core::InputError);
+  const auto refused = [&](auto set, const char* message) {
+    hw::GpuProfile bad = q;
+    set(bad);
+    CHECK_THROWS_WITH_AS(hw::override_from_profile(bad, testing::catalogs().hardware, "p.json"),
+                         doctest::Contains(message), core::InputError);
+  };
+  refused([](hw::GpuProfile& b) { b.pass_efficiency = 1.5; }, "pass efficiency must be in (0, 1]");
+  refused([](hw::GpuProfile& b) { b.decode_allreduce = 2e3; }, "decode all-reduce must be between 0 and 1000 s");
+  refused([](hw::GpuProfile& b) { b.tp_wait = 10; }, "TP wait must be at least 0 and below 10");
   // An optimizer step's share counts its reads and writes: past 1, not past 2.
   hw::GpuProfile beside = q;
   beside.optimizer_efficiency = 1.6;
   CHECK(hw::override_from_profile(beside, testing::catalogs().hardware, "p.json").optimizer_efficiency == 1.6);
   CHECK(io::parse_profile(io::profile_to_json(beside), "p.json").optimizer_efficiency == 1.6);
-  beside.optimizer_efficiency = 2.5;
-  CHECK_THROWS_WITH_AS(hw::override_from_profile(beside, testing::catalogs().hardware, "p.json"),
-                       doctest::Contains("optimizer efficiency must be in (0, 2]"), core::InputError);
-  hw::GpuProfile waits = q;
-  waits.tp_wait = 10;
-  CHECK_THROWS_WITH_AS(hw::override_from_profile(waits, testing::catalogs().hardware, "p.json"),
-                       doctest::Contains("TP wait must be at least 0 and below 10"), core::InputError);
+  refused([](hw::GpuProfile& b) { b.optimizer_efficiency = 2.5; }, "optimizer efficiency must be in (0, 2]");
   std::string text = json;
   text.replace(text.find("\"optimizer_efficiency\": 0.2"), 27, "\"optimizer_efficiency\": 0.0");
   CHECK_THROWS_WITH_AS(io::parse_profile(text, "p.json"), doctest::Contains("p.json: /fitted/optimizer_efficiency"),
