@@ -403,15 +403,16 @@ Calibration calibrate(const CalibrationInputs& in) {
   }
   if (tasks.empty()) throw core::JobError("the run measured no GPU task to fit the profile on");
 
-  // Parts of the tasks of a kind the run timed apart (training tasks' optimizer steps,
-  // generation tasks' prefills), each its median over the iterations into `medians`.
-  const auto timed = [&](workload::TaskKind kind, const std::vector<std::vector<double>>& per_iteration,
-                         std::vector<double>& medians) {
+  // Parts of the tasks of some kinds the run timed apart (training tasks' optimizer steps,
+  // generation tasks' prefills, scoring and training tasks' TP all-reduces), each its median
+  // over the iterations into `medians`.
+  const auto timed = [&](std::initializer_list<workload::TaskKind> kinds,
+                         const std::vector<std::vector<double>>& per_iteration, std::vector<double>& medians) {
     std::vector<int> out;
     medians.assign(graph.tasks.size(), -1.0);
     for (int t : tasks) {
       const auto i = static_cast<std::size_t>(t);
-      if (graph.tasks[i].kind != kind) continue;
+      if (std::find(kinds.begin(), kinds.end(), graph.tasks[i].kind) == kinds.end()) continue;
       std::vector<double> seconds;
       for (const std::vector<double>& it : per_iteration) {
         if (i < it.size() && it[i] > 0) seconds.push_back(it[i]);
@@ -422,15 +423,11 @@ Calibration calibrate(const CalibrationInputs& in) {
     }
     return out;
   };
-  std::vector<double> measured_steps, measured_prefills, measured_tp, measured_scoring_tp;
-  const std::vector<int> steps = timed(workload::TaskKind::kTrain, in.optimizer_steps, measured_steps);
-  const std::vector<int> prefills = timed(workload::TaskKind::kGenerate, in.prefills, measured_prefills);
-  // The passes' TP all-reduces: of training and scoring tasks.
-  std::vector<int> tp_tasks = timed(workload::TaskKind::kTrain, in.pass_all_reduce, measured_tp);
-  for (int t : timed(workload::TaskKind::kForward, in.pass_all_reduce, measured_scoring_tp)) {
-    tp_tasks.push_back(t);
-    measured_tp[static_cast<std::size_t>(t)] = measured_scoring_tp[static_cast<std::size_t>(t)];
-  }
+  std::vector<double> measured_steps, measured_prefills, measured_tp;
+  const std::vector<int> steps = timed({workload::TaskKind::kTrain}, in.optimizer_steps, measured_steps);
+  const std::vector<int> prefills = timed({workload::TaskKind::kGenerate}, in.prefills, measured_prefills);
+  const std::vector<int> tp_tasks =
+      timed({workload::TaskKind::kTrain, workload::TaskKind::kForward}, in.pass_all_reduce, measured_tp);
 
   const bool sync_measured =
       copies && std::find(tasks.begin(), tasks.end(), graph.weight_sync().task) != tasks.end();
