@@ -168,7 +168,7 @@ class CpuBackend final : public Backend {
     const bool c_wide = g.dtype == DType::kF32 || g.c_fp32;
     float* out = c_wide ? typed<float>(c) : nullptr;
     if (!c_wide) {
-      wide_c_.resize(c_count);
+      grow(wide_c_, c_count);
       if (g.accumulate) cast(g.dtype, c, DType::kF32, wide_c_.data(), c_count);
       out = wide_c_.data();
     }
@@ -177,8 +177,8 @@ class CpuBackend final : public Backend {
     } else {
       const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
       const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
-      wide_a_.resize(a_count);
-      wide_b_.resize(b_count);
+      grow(wide_a_, a_count);
+      grow(wide_b_, b_count);
       cast(g.dtype, a, DType::kF32, wide_a_.data(), a_count);
       cast(g.dtype, b, DType::kF32, wide_b_.data(), b_count);
       cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, wide_a_.data(), lda, wide_b_.data(), ldb, beta, out, g.n);
@@ -525,6 +525,12 @@ class CpuBackend final : public Backend {
     for (const auto& [bytes, block] : cached_) std::free(block);
     cached_.clear();
     cached_bytes_ = 0;
+  }
+
+  // The GEMMs' fp32 scratch only ever grows: a resize to a larger size would zero the new
+  // part, and a step alternating small and large weights would pay that every call.
+  static void grow(std::vector<float>& scratch, std::size_t count) {
+    if (scratch.size() < count) scratch.resize(count);
   }
 
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
