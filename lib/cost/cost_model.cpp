@@ -93,6 +93,21 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     const hw::Efficiency& e = cluster_.gpu_types[g].efficiency;
     double best = std::max(e.gemm_large, e.gemm_small);
     for (const auto& point : e.gemm_curve) best = std::max(best, point.second);
+    width_curves_.emplace_back();
+    if (e.gemm_curves.size() >= 2) {
+      for (const hw::WidthCurve& w : e.gemm_curves) {
+        for (const auto& point : w.curve) best = std::max(best, point.second);
+      }
+      auto& curves = width_curves_.back();
+      curves.resize(graph_.tasks.size() * kWidthScales);
+      for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
+        if (shapes_[t].hidden <= 0) continue;
+        for (int tp = 1; tp < kWidthScales; ++tp) {
+          curves[t * kWidthScales + static_cast<std::size_t>(tp)] =
+              make_width_curve(static_cast<int>(g), static_cast<int>(t), tp);
+        }
+      }
+    }
     max_gemm_.push_back(std::max(params_.max_gemm_efficiency, best));
   }
   samples_ = workload_.samples_per_iteration();
@@ -175,19 +190,45 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
                          params_.large_collective_latency, gpu(node).efficiency.collective);
 }
 
+hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp) const {
+  // At every token count either curve has a point: the type's rate there, moved by the
+  // measured widths' ratio (none where fewer than two reach it).
+  const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
+  std::vector<double> tokens;
+  for (const auto& point : e.gemm_curve) tokens.push_back(point.first);
+  for (const hw::WidthCurve& w : e.gemm_curves) {
+    for (const auto& point : w.curve) tokens.push_back(point.first);
+  }
+  if (e.gemm_curve.empty()) tokens.insert(tokens.end(), {static_cast<double>(hw::kGemmSmallTokens),
+                                                         static_cast<double>(hw::kGemmLargeTokens)});
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  const double width = gemm_width(task, tp);
+  hw::GemmCurve curve;
+  for (const double t : tokens) {
+    const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, width, hw::kGemmReferenceWidth);
+    curve.emplace_back(t, std::clamp(e.gemm(t) * ratio, 1e-6, 1.0));
+  }
+  return hw::gemm_curve_envelope(std::move(curve));
+}
+
 double CostModel::gemm_width_scale(int task, int tp, int gpu_type) const {
   // Tensor parallelism splits one of a GEMM's two weight dimensions (the output of a column-
   // parallel GEMM, the input of a row-parallel one) and keeps the other whole: the geometric
   // mean of the two is the width.
-  const double width = shapes_[task].hidden / std::sqrt(static_cast<double>(tp));
-  const double d0 = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency.gemm_width_half.value_or(
-      params_.gemm_width_half);
+  const double width = gemm_width(task, tp);
+  const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
+  if (e.gemm_curves.size() >= 2) return 1.0;  // its width curves say it (width_curve)
+  const double d0 = e.gemm_width_half.value_or(params_.gemm_width_half);
   if (d0 <= 0) return 1.0;
   return (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
 }
 
 double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
   const int type = cluster_.nodes[node].gpu_type;
+  if (const hw::GemmCurve* curve = width_curve(type, task, tp)) {
+    return std::min(max_gemm_[static_cast<std::size_t>(type)], hw::gemm_curve_efficiency(*curve, tokens));
+  }
   const double scale =
       tp < kWidthScales
           ? width_scale_[(static_cast<std::size_t>(type) * graph_.tasks.size() + static_cast<std::size_t>(task)) *
@@ -242,6 +283,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
     if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
+    if (const hw::GemmCurve* curve = width_curve(cluster_.nodes[stage.node].gpu_type, task, stage.tp)) d.gemm_curve = curve;
     d.weight_seconds = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp) /
                        (g.memory_bandwidth * g.efficiency.memory);
     d.overhead = decode_overhead(cluster_.nodes[stage.node].gpu_type);

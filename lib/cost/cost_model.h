@@ -38,6 +38,7 @@
 // Units: seconds, bytes, FLOP. All rates are per GPU.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -628,10 +629,23 @@ class CostModel {
     return 34.0 * shapes_[task].hidden / tp;
   }
   // The GEMM efficiency of `tokens` rows on a stage of TP `tp` on `node`'s GPUs (see
-  // CostParams::gemm_width_half; a GPU type measured at its own width half has it), at most
-  // the larger of CostParams::max_gemm_efficiency and the best the type was measured to reach.
+  // CostParams::gemm_width_half; a GPU type measured at its own width half has it, and one
+  // measured at several widths its curve at the stage's width, width_curve), at most the
+  // larger of CostParams::max_gemm_efficiency and the best the type was measured to reach.
   double gemm_efficiency(int task, int node, int tp, double tokens) const;
   double gemm_width_scale(int task, int tp, int gpu_type) const;
+  // A GPU type measured at several widths (hw::Efficiency::gemm_curves): its GEMM curve at the
+  // width of a task's GEMMs on a stage of TP `tp` (as gemm_width_scale takes it), the type's
+  // curve moved by hw::gemm_width_ratio at each token count; null for other types, and at a
+  // TP of kWidthScales or more (the type's curve then as it is).
+  const hw::GemmCurve* width_curve(int gpu_type, int task, int tp) const {
+    const auto& curves = width_curves_[static_cast<std::size_t>(gpu_type)];
+    if (curves.empty() || tp < 1 || tp >= kWidthScales) return nullptr;
+    const hw::GemmCurve& curve = curves[static_cast<std::size_t>(task) * kWidthScales + static_cast<std::size_t>(tp)];
+    return curve.empty() ? nullptr : &curve;
+  }
+  hw::GemmCurve make_width_curve(int gpu_type, int task, int tp) const;
+  double gemm_width(int task, int tp) const { return shapes_[task].hidden / std::sqrt(static_cast<double>(tp)); }
   static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task and GPU type
   // Seconds of one decode step outside the kernels on a GPU type (CostParams's, or the type's
   // measured engine).
@@ -650,6 +664,8 @@ class CostModel {
   std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)
   // Per GPU type, task and TP below kWidthScales: gemm_width_scale.
   std::vector<double> width_scale_;
+  // Per GPU type measured at several widths, per task and TP below kWidthScales: width_curve.
+  std::vector<std::vector<hw::GemmCurve>> width_curves_;
   std::vector<double> max_gemm_;  // per GPU type: the cap of gemm_efficiency
   double samples_ = 0;
   double prompt_ = 0;

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "core/error.h"
 
 namespace hetrl::hw {
@@ -132,15 +136,65 @@ void validate_gpu_spec(const GpuSpec& spec) {
     throw core::InputError(fmt::format("GPU type {}: tp_wait must be at least 0 and below 10 (of the compute), found {}",
                                        core::quoted(spec.name), *spec.efficiency.tp_wait));
   }
-  double previous = 0;
-  for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) {
-    if (!(tokens > previous)) {
-      throw core::InputError(fmt::format("GPU type {}: the GEMM curve's tokens must be positive and ascending, found {} "
-                                         "after {}", core::quoted(spec.name), tokens, previous));
+  const auto require_curve = [&](const GemmCurve& curve, const std::string& what) {
+    double previous = 0;
+    for (const auto& [tokens, fraction] : curve) {
+      if (!(tokens > previous)) {
+        throw core::InputError(fmt::format("GPU type {}: the {}'s tokens must be positive and ascending, found {} after {}",
+                                           core::quoted(spec.name), what, tokens, previous));
+      }
+      require_fraction(fraction, what, spec.name);
+      previous = tokens;
     }
-    require_fraction(fraction, "GEMM curve", spec.name);
-    previous = tokens;
+  };
+  require_curve(spec.efficiency.gemm_curve, "GEMM curve");
+  double previous_width = 0;
+  for (const WidthCurve& w : spec.efficiency.gemm_curves) {
+    if (!(w.width > previous_width) || !std::isfinite(w.width)) {
+      throw core::InputError(fmt::format("GPU type {}: the GEMM curves' widths must be positive and ascending, found {} "
+                                         "after {}", core::quoted(spec.name), w.width, previous_width));
+    }
+    if (w.curve.empty()) {
+      throw core::InputError(fmt::format("GPU type {}: the GEMM curve at width {:g} has no points", core::quoted(spec.name),
+                                         w.width));
+    }
+    require_curve(w.curve, fmt::format("GEMM curve at width {:g}", w.width));
+    previous_width = w.width;
   }
+}
+
+double gemm_width_ratio(const WidthCurves& curves, double tokens, double width, double reference) {
+  // The widths measured this far, and each one's rate at `tokens`.
+  std::vector<std::pair<double, double>> reach;  // (log width, log rate)
+  for (const WidthCurve& w : curves) {
+    if (w.curve.empty() || w.curve.back().first < tokens) continue;
+    reach.emplace_back(std::log(w.width), std::log(gemm_curve_efficiency(w.curve, tokens)));
+  }
+  if (reach.size() < 2) return 1.0;
+  // Against the measured width closest to the reference (the wider of two as close): the one
+  // hetrl-profile takes a type's curve from at this token count.
+  const double target = std::log(reference);
+  double base = reach.front().second, best = std::abs(reach.front().first - target);
+  for (const auto& [x, y] : reach) {
+    const double distance = std::abs(x - target);
+    if (distance <= best + 1e-12) {
+      best = std::min(best, distance);
+      base = y;
+    }
+  }
+  const auto log_rate = [&](double at) {
+    const double x = std::log(at);
+    if (x <= reach.front().first) return reach.front().second;
+    for (std::size_t i = 1; i < reach.size(); ++i) {
+      if (x <= reach[i].first) {
+        const auto& [x0, y0] = reach[i - 1];
+        const auto& [x1, y1] = reach[i];
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+      }
+    }
+    return reach.back().second;
+  };
+  return std::exp(log_rate(width) - base);
 }
 
 GemmCurve gemm_curve_envelope(GemmCurve curve) {
@@ -191,11 +245,15 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
     spec.price_per_hour = *o.price_per_hour;
     spec.price_source = o.source;
   }
-  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.memory_efficiency ||
+  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
                                   o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead ||
                                   o.decode_allreduce || o.tp_wait || o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
+  if (o.gemm_curves) {
+    spec.efficiency.gemm_curves = *o.gemm_curves;
+    for (WidthCurve& w : spec.efficiency.gemm_curves) w.curve = gemm_curve_envelope(std::move(w.curve));
+  }
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;

@@ -72,6 +72,22 @@ inline double gemm_curve_efficiency(const GemmCurve& curve, double tokens) {
   return curve.back().second;
 }
 
+// GEMM curves measured at several widths (square GEMMs, n = k = width; hetrl-profile's), widths
+// ascending: how a GEMM's rate depends on its width at each token count. On a GPU a narrow GEMM
+// of a few rows leaves streaming multiprocessors idle; on a CPU a narrow one's weights stay in
+// its caches between the cast and the multiply, and it runs faster than a wide one.
+struct WidthCurve {
+  double width = 0;
+  GemmCurve curve;  // as Efficiency::gemm_curve: (tokens, fraction of the tensor peak)
+};
+using WidthCurves = std::vector<WidthCurve>;
+// The rate of a GEMM of `tokens` rows at `width` over one at the measured width closest to
+// `reference` (in the logarithm, the wider of two as close: the width a profile's curve is
+// taken at), from the curves measured up to `tokens` rows or more (a width's curve says
+// nothing past its last point): the rate's logarithm linear in the width's between two measured
+// widths, and the nearest one's beyond them. 1 where fewer than two widths reach `tokens`.
+double gemm_width_ratio(const WidthCurves& curves, double tokens, double width, double reference);
+
 // The curve a cost model uses from a measured one: a GEMM of fewer rows takes no longer than
 // one of more (an engine can pad its rows to the larger size), so a point measured slower than
 // a larger token count's takes that count's time. Such points come from a backend's own path
@@ -125,8 +141,8 @@ struct Efficiency {
   // hetrl-exec --fit-profile, on the prefill it timed).
   double prefill = 0;
   // Where a device was measured: how its GEMMs' efficiency depends on their width (the half
-  // width of cost::CostParams::gemm_width_half; 0: not at all, as on a CPU, whose GEMMs are as
-  // fast narrow as wide), and the seconds one decode step of the engine that ran on it takes
+  // width of cost::CostParams::gemm_width_half; 0: not at all; gemm_curves, where given, say it
+  // instead), and the seconds one decode step of the engine that ran on it takes
   // outside its kernels (cost::CostParams::decode_step_overhead). Unset: the params'.
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;
@@ -143,6 +159,10 @@ struct Efficiency {
   // A measured profile's GEMM curve (hw/profile.h) through gemm_curve_envelope; where it is
   // given, GEMMs follow it instead of the two-point line between gemm_small and gemm_large.
   GemmCurve gemm_curve;
+  // A measured profile's curves at each width it measured (each through gemm_curve_envelope):
+  // where two or more are given, a GEMM's width moves its rate by their ratio
+  // (gemm_width_ratio) instead of by gemm_width_half, at the token counts both reach.
+  WidthCurves gemm_curves;
   std::string source;
 
   // The figures in effect where a type has none of its own (0): the memory efficiency's for the
@@ -236,6 +256,7 @@ struct GpuTypeOverride {
   std::optional<double> gemm_large;
   std::optional<double> gemm_small;
   std::optional<GemmCurve> gemm_curve;  // (tokens, fraction of the tensor peak)
+  std::optional<WidthCurves> gemm_curves;  // by width, each as gemm_curve
   std::optional<double> memory_efficiency;
   std::optional<double> collective;
   std::optional<CollectiveShares> collectives;  // entries of 0 keep the type's own

@@ -109,12 +109,15 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     o.fp32_flops = profile.fp32_flops.value_or(*profile.gemm_large_flops);
     o.gemm_large = 1.0;
     if (profile.gemm_small_flops) o.gemm_small = std::clamp(*profile.gemm_small_flops / *profile.gemm_large_flops, 1e-3, 1.0);
-    if (!profile.gemm_curve.empty()) {
+    const auto fractions = [&](const GemmCurve& rates) {
       GemmCurve curve;
-      for (const auto& [tokens, flops] : profile.gemm_curve) {
-        curve.emplace_back(tokens, std::clamp(flops / *profile.gemm_large_flops, 1e-3, 1.0));
-      }
-      o.gemm_curve = std::move(curve);
+      for (const auto& [tokens, flops] : rates) curve.emplace_back(tokens, std::clamp(flops / *profile.gemm_large_flops, 1e-3, 1.0));
+      return curve;
+    };
+    if (!profile.gemm_curve.empty()) o.gemm_curve = fractions(profile.gemm_curve);
+    if (!profile.gemm_curves.empty()) {
+      o.gemm_curves.emplace();
+      for (const WidthCurve& w : profile.gemm_curves) o.gemm_curves->push_back({w.width, fractions(w.curve)});
     }
     o.memory_efficiency = 1.0;
     // The optimizer step's share of reading memory, what it reads and writes counted: on a CPU
@@ -160,13 +163,20 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
                        core::kTflops, spec.name);
   o.gemm_small = ratio(profile.gemm_small_flops, peak, "measured small-GEMM rate", "TFLOP/s",
                        core::kTflops, spec.name);
-  if (!profile.gemm_curve.empty()) {
+  const auto fractions = [&](const GemmCurve& rates, const std::string& where) {
     GemmCurve curve;
-    for (const auto& [tokens, flops] : profile.gemm_curve) {
-      curve.emplace_back(tokens, *ratio(flops, peak, fmt::format("measured GEMM rate at {:g} tokens", tokens), "TFLOP/s",
-                                        core::kTflops, spec.name));
+    for (const auto& [tokens, flops] : rates) {
+      curve.emplace_back(tokens, *ratio(flops, peak, fmt::format("measured GEMM rate at {:g} tokens{}", tokens, where),
+                                        "TFLOP/s", core::kTflops, spec.name));
     }
-    o.gemm_curve = std::move(curve);
+    return curve;
+  };
+  if (!profile.gemm_curve.empty()) o.gemm_curve = fractions(profile.gemm_curve, "");
+  if (!profile.gemm_curves.empty()) {
+    o.gemm_curves.emplace();
+    for (const WidthCurve& w : profile.gemm_curves) {
+      o.gemm_curves->push_back({w.width, fractions(w.curve, fmt::format(" and width {:g}", w.width))});
+    }
   }
   o.memory_efficiency = ratio(profile.memory_bandwidth, spec.memory_bandwidth,
                               "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
@@ -202,6 +212,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   }
   take(earlier.intra_node_link, later.intra_node_link);
   take(earlier.gemm_curve, later.gemm_curve);
+  take(earlier.gemm_curves, later.gemm_curves);
   if (later.collectives) {
     CollectiveShares merged = earlier.collectives.value_or(CollectiveShares{});
     overlay(merged, *later.collectives);
@@ -225,6 +236,11 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
     }
   } else {
     for (const auto& [tokens, fraction] : spec.efficiency.gemm_curve) p.gemm_curve.emplace_back(tokens, peak * fraction);
+  }
+  for (const WidthCurve& w : spec.efficiency.gemm_curves) {
+    WidthCurve rates{w.width, {}};
+    for (const auto& [tokens, fraction] : w.curve) rates.curve.emplace_back(tokens, peak * fraction);
+    p.gemm_curves.push_back(std::move(rates));
   }
   p.gemm_width_half = spec.efficiency.gemm_width_half;
   p.fp32_flops = spec.fp32_flops;

@@ -131,6 +131,10 @@ struct GpuProfile {
   // v2 only.
   std::optional<double> fp32_flops;                      // large fp32 GEMMs
   std::vector<std::pair<double, double>> gemm_curve;     // (tokens, FLOP/s), tokens ascending
+  // The GEMMs measured at each width (square, n = k), as their own curves of (tokens, FLOP/s):
+  // how the rate depends on the width (hw::gemm_width_ratio). gemm_curve is the reference
+  // width's where it was measured far enough.
+  WidthCurves gemm_curves;
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read

@@ -42,9 +42,9 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
   if (auto e = r.optional_object("efficiency")) {
     o.gemm_large = e->optional_number("gemm_large", Range::kFraction);
     o.gemm_small = e->optional_number("gemm_small", Range::kFraction);
-    if (e->has("gemm_curve")) {
+    const auto read_curve = [](ObjectReader& from) {
       hw::GemmCurve curve;
-      for (ObjectReader& point : e->object_array("gemm_curve", false)) {
+      for (ObjectReader& point : from.object_array("gemm_curve", false)) {
         const double tokens = point.number("tokens", Range::kPositive);
         if (!curve.empty() && tokens <= curve.back().first) {
           throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
@@ -52,7 +52,20 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
         curve.emplace_back(tokens, point.number("efficiency", Range::kFraction));
         point.finish();
       }
-      o.gemm_curve = std::move(curve);
+      return curve;
+    };
+    if (e->has("gemm_curve")) o.gemm_curve = read_curve(*e);
+    if (e->has("gemm_curves")) {
+      hw::WidthCurves curves;
+      for (ObjectReader& at : e->object_array("gemm_curves", false)) {
+        const double width = at.number("width", Range::kPositive);
+        if (!curves.empty() && width <= curves.back().width) {
+          throw core::InputError(core::located(at.where("width"), "expected widths in ascending order"));
+        }
+        curves.push_back({width, read_curve(at)});
+        at.finish();
+      }
+      o.gemm_curves = std::move(curves);
     }
     o.memory_efficiency = e->optional_number("memory", Range::kFraction);
     o.collective = e->optional_number("collective", Range::kFraction);
@@ -115,12 +128,23 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   };
   put_fraction("gemm_large", o.gemm_large);
   put_fraction("gemm_small", o.gemm_small);
-  if (o.gemm_curve) {
+  const auto curve_json = [](const hw::GemmCurve& points) {
     OrderedJson curve = OrderedJson::array();
-    for (const auto& [tokens, fraction] : *o.gemm_curve) {
+    for (const auto& [tokens, fraction] : points) {
       curve.push_back({{"tokens", tokens}, {"efficiency", detail::file_units(fraction)}});
     }
-    efficiency["gemm_curve"] = std::move(curve);
+    return curve;
+  };
+  if (o.gemm_curve) efficiency["gemm_curve"] = curve_json(*o.gemm_curve);
+  if (o.gemm_curves) {
+    OrderedJson curves = OrderedJson::array();
+    for (const hw::WidthCurve& w : *o.gemm_curves) {
+      OrderedJson at = OrderedJson::object();
+      at["width"] = w.width;
+      at["gemm_curve"] = curve_json(w.curve);
+      curves.push_back(std::move(at));
+    }
+    efficiency["gemm_curves"] = std::move(curves);
   }
   put_fraction("memory", o.memory_efficiency);
   put_fraction("collective", o.collective);

@@ -192,14 +192,31 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
     c->finish();
     p.calibration = std::move(calibration);
   }
-  double previous = 0;
-  read_rows(f, "gemm_curve", [&](ObjectReader& point) {
-    const double tokens = point.number("tokens", Range::kPositive);
-    if (tokens <= previous) {
-      throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
+  // The fitted curve may be absent (an empty one is none); a width's must have points.
+  const auto read_curve = [](ObjectReader& from, bool required, std::vector<std::pair<double, double>>& curve) {
+    if (!required && !from.has("gemm_curve")) return;
+    double previous = 0;
+    for (ObjectReader& point : from.object_array("gemm_curve", !required)) {
+      const double tokens = point.number("tokens", Range::kPositive);
+      if (tokens <= previous) {
+        throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
+      }
+      previous = tokens;
+      curve.emplace_back(tokens, point.number("tflops", Range::kPositive) * core::kTflops);
+      point.finish();
     }
-    previous = tokens;
-    p.gemm_curve.emplace_back(tokens, point.number("tflops", Range::kPositive) * core::kTflops);
+  };
+  read_curve(f, false, p.gemm_curve);
+  double previous_width = 0;
+  read_rows(f, "gemm_curves", [&](ObjectReader& at) {
+    const double width = at.number("width", Range::kPositive);
+    if (width <= previous_width) {
+      throw core::InputError(core::located(at.where("width"), "expected widths in ascending order"));
+    }
+    previous_width = width;
+    hw::WidthCurve w{width, {}};
+    read_curve(at, true, w.curve);
+    p.gemm_curves.push_back(std::move(w));
   });
 }
 
@@ -321,12 +338,23 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("gemm_large_tflops", p.gemm_large_flops, core::kTflops);
   put("gemm_small_tflops", p.gemm_small_flops, core::kTflops);
   put("fp32_tflops", p.fp32_flops, core::kTflops);
-  if (!p.gemm_curve.empty()) {
+  const auto curve_json = [](const std::vector<std::pair<double, double>>& points) {
     OrderedJson curve = OrderedJson::array();
-    for (const auto& [tokens, flops] : p.gemm_curve) {
+    for (const auto& [tokens, flops] : points) {
       curve.push_back({{"tokens", tokens}, {"tflops", detail::file_units(flops / core::kTflops)}});
     }
-    f["gemm_curve"] = std::move(curve);
+    return curve;
+  };
+  if (!p.gemm_curve.empty()) f["gemm_curve"] = curve_json(p.gemm_curve);
+  if (!p.gemm_curves.empty()) {
+    OrderedJson curves = OrderedJson::array();
+    for (const hw::WidthCurve& w : p.gemm_curves) {
+      OrderedJson at = OrderedJson::object();
+      at["width"] = w.width;
+      at["gemm_curve"] = curve_json(w.curve);
+      curves.push_back(std::move(at));
+    }
+    f["gemm_curves"] = std::move(curves);
   }
   put("memory_bandwidth_gb_per_s", p.memory_bandwidth, core::kGBps);
   put("intra_node_bandwidth_gb_per_s", p.intra_node_bandwidth, core::kGBps);

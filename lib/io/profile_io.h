@@ -10,6 +10,7 @@
 //                     "collectives": [...]},
 //    "fitted": {"gemm_large_tflops": 710, "gemm_small_tflops": 520, "fp32_tflops": 51,
 //               "gemm_curve": [{"tokens": 1, "tflops": 9.5}, ...],
+//               "gemm_curves": [{"width": 1024, "gemm_curve": [...]}, ...],
 //               "memory_bandwidth_gb_per_s": 4100, "launch_overhead_us": 4.1, ...}}
 //
 // Times are in milliseconds (launch overhead in microseconds), each as the median, minimum and

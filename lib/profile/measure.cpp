@@ -522,6 +522,16 @@ void fit(hw::GpuProfile& p) {
     double& rate = by_tokens[g.tokens][g.n];
     rate = std::max(rate, g.flops() / g.seconds.median);
   }
+  // Each width's own curve, where more than one was measured: the cost model moves a GEMM's
+  // rate by its width with them (hw::gemm_width_ratio).
+  std::map<int, hw::GemmCurve> by_width;
+  for (const auto& [tokens, widths] : by_tokens) {
+    for (const auto& [width, rate] : widths) by_width[width].emplace_back(tokens, rate);
+  }
+  p.gemm_curves.clear();
+  if (by_width.size() >= 2) {
+    for (auto& [width, curve] : by_width) p.gemm_curves.push_back({static_cast<double>(width), std::move(curve)});
+  }
   p.gemm_width_half.reset();
   for (auto it = by_tokens.rbegin(); it != by_tokens.rend(); ++it) {
     const std::map<int, double>& widths = it->second;

@@ -33,6 +33,29 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.0f} B", bytes);
 }
 
+// The GEMMs' rates at each width measured, by tokens: how the width moves them.
+std::string width_table(const hw::GpuProfile& m) {
+  if (m.gemm_curves.empty()) return "";
+  std::string out = fmt::format("\n{:<34}", "GEMM by width (TFLOP/s)");
+  std::vector<double> tokens;
+  for (const hw::WidthCurve& w : m.gemm_curves) {
+    out += fmt::format(" {:>10}", fmt::format("{:g}", w.width));
+    for (const auto& point : w.curve) tokens.push_back(point.first);
+  }
+  out += "\n";
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  for (const double t : tokens) {
+    out += fmt::format("{:<34}", fmt::format("  {:.0f} tokens", t));
+    for (const hw::WidthCurve& w : m.gemm_curves) {
+      const auto at = std::find_if(w.curve.begin(), w.curve.end(), [&](const auto& point) { return point.first == t; });
+      out += fmt::format(" {:>10}", at == w.curve.end() ? std::string("-") : fmt::format("{:.3g}", at->second / core::kTflops));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 // Each collective's bus bandwidth by type at its smallest message, at 1 MiB, at its best and
 // at its largest (the rate a data-parallel ring's large messages are priced at).
 std::string collectives_table(const hw::GpuProfile& m) {
@@ -173,6 +196,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
                          sheet ? fmt::format("{:.2f}", flops / *sheet) : std::string("-"));
     }
   }
+  out += width_table(m);
   out += collectives_table(m);
   out += transfer_matrix(m);
   out += calibration_table(m);

@@ -210,6 +210,66 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
                        doctest::Contains("gemm_curve/0/efficiency"), core::InputError);
 }
 
+TEST_CASE("a GPU type's GEMM curves by width in a cluster file are read, checked and written back") {
+  const auto cluster_with = [](const std::string& curves) {
+    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
+      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
+      "gpu_types": {"L4": {"efficiency": {"gemm_curves": )" + curves + "}}}}";
+  };
+  const hw::Cluster c = io::parse_cluster(cluster_with(R"([
+      {"width": 1024, "gemm_curve": [{"tokens": 1, "efficiency": 0.04}, {"tokens": 64, "efficiency": 0.1}]},
+      {"width": 4096, "gemm_curve": [{"tokens": 1, "efficiency": 0.01}, {"tokens": 8, "efficiency": 0.1},
+                                     {"tokens": 64, "efficiency": 0.2}]}])"),
+                                          "x.json", catalog());
+  const hw::WidthCurves& curves = c.gpu_types[c.nodes[0].gpu_type].efficiency.gemm_curves;
+  REQUIRE(curves.size() == 2);
+  CHECK(curves[0].width == 1024);
+  CHECK(curves[1].curve.size() == 3);
+  // Through the envelope: 1 token at 4096 takes 100 row-times, 8 tokens 80: 1 token takes 80.
+  CHECK(curves[1].curve[0].second == hetrl::testing::approx(1.0 / 80));
+  // Four times as fast at a quarter of the width at 1 token, half as fast at 64.
+  CHECK(hw::gemm_width_ratio(curves, 1, 1024, 4096) == hetrl::testing::approx(0.04 * 80));
+  CHECK(hw::gemm_width_ratio(curves, 64, 1024, 4096) == hetrl::testing::approx(0.5));
+  const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
+  const hw::WidthCurves& read_back = again.gpu_types[again.nodes[0].gpu_type].efficiency.gemm_curves;
+  REQUIRE(read_back.size() == 2);
+  CHECK(read_back[1].curve == curves[1].curve);
+  CHECK(io::cluster_to_json(c).find(R"("efficiency": 0.01)") != std::string::npos);  // as measured
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": 4096, "gemm_curve": [{"tokens": 1, "efficiency": 0.1}]},
+      {"width": 1024, "gemm_curve": [{"tokens": 1, "efficiency": 0.1}]}])"), "x.json", catalog()),
+      "x.json: /gpu_types/L4/efficiency/gemm_curves/1/width: expected widths in ascending order", core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": 1024, "gemm_curve": []}])"), "x.json", catalog()),
+                       doctest::Contains("gemm_curves/0/gemm_curve"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": 1024}])"), "x.json", catalog()),
+                       doctest::Contains("gemm_curves/0: missing required field \"gemm_curve\""), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": -2, "gemm_curve": [{"tokens": 1, "efficiency": 0.1}]}])"),
+                                         "x.json", catalog()),
+                       doctest::Contains("gemm_curves/0/width"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": 1024, "gemm_curve": [{"tokens": 1, "efficiency": 1.5}]}])"),
+                                         "x.json", catalog()),
+                       doctest::Contains("gemm_curves/0/gemm_curve/0/efficiency"), core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"width": 1024, "gemm_curve": [{"tokens": 1, "efficiency": 0.1}],
+      "bandwidth": 3}])"), "x.json", catalog()),
+                       doctest::Contains("gemm_curves/0/bandwidth"), core::InputError);
+}
+
+TEST_CASE("the ratio of GEMM rates between widths: interpolated in the logarithms, none where one width reaches") {
+  const hw::WidthCurves curves{{1024, {{1, 0.04}, {4096, 0.8}}}, {4096, {{1, 0.01}, {64, 0.2}}}, {8192, {{1, 0.005}, {64, 0.1}}}};
+  CHECK(hw::gemm_width_ratio(curves, 1, 4096, 4096) == hetrl::testing::approx(1.0));
+  CHECK(hw::gemm_width_ratio(curves, 1, 1024, 4096) == hetrl::testing::approx(4.0));
+  // Half way between 1024 and 4096 in the logarithm: half way in the rate's, twice.
+  CHECK(hw::gemm_width_ratio(curves, 1, 2048, 4096) == hetrl::testing::approx(2.0));
+  CHECK(hw::gemm_width_ratio(curves, 1, 512, 4096) == hetrl::testing::approx(4.0));     // the narrowest's beyond it
+  CHECK(hw::gemm_width_ratio(curves, 1, 16384, 4096) == hetrl::testing::approx(0.5));   // the widest's beyond it
+  // Against the measured width closest to the reference: 8192 for 6000, 4096 for 3000.
+  CHECK(hw::gemm_width_ratio(curves, 1, 1024, 6000) == hetrl::testing::approx(8.0));
+  CHECK(hw::gemm_width_ratio(curves, 1, 1024, 3000) == hetrl::testing::approx(4.0));
+  // 128 tokens: only 1024 reaches so far: nothing said about the width.
+  CHECK(hw::gemm_width_ratio(curves, 128, 1024, 4096) == 1.0);
+  CHECK(hw::gemm_width_ratio({}, 1, 1024, 4096) == 1.0);
+}
+
 TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and written back") {
   const auto cluster_with = [](const std::string& efficiency) {
     return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],

@@ -624,6 +624,54 @@ TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in
   CHECK(seconds(cluster, "generate") > 1.2 * generate);
 }
 
+TEST_CASE("a GPU type measured at several widths prices each model's GEMMs at its own width") {
+  // PPO on one A100 of a type measured at widths 1024 and 4096 (slow: decode's GEMMs bound by
+  // their compute): GEMMs of a few rows four times as fast at 1024 as at 4096 (a CPU's
+  // caches), as fast from 2048 rows on.
+  const hw::GemmCurve wide{{1, 0.0005}, {64, 0.025}, {hw::kGemmLargeTokens, 0.8}};
+  const hw::GemmCurve narrow{{1, 0.002}, {64, 0.05}, {hw::kGemmLargeTokens, 0.8}};
+  const auto priced = [&](const char* model, int layers, int tp, const hw::GemmCurve& curve, const hw::WidthCurves& curves) {
+    hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+    hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+    e.gemm_curve = curve;
+    e.gemm_curves = curves;
+    e.gemm_width_half = 0.0;
+    e.decode_step_overhead = 0.0;  // the steps' kernels alone
+    const workload::Workload w = ppo(model, 64, 512, 512, 2);
+    const Fixture f(cluster, w);
+    const std::vector<cost::Stage> stages{{0, tp, layers}};
+    const std::vector<double> budget{60 * core::kGiB};
+    std::vector<double> out;
+    for (const char* task : {"generate", "actor_train"}) {
+      cost::Breakdown b(true);
+      out.push_back(f.model.replica_seconds(f.task(task), stages, 64, 1, {1, cost::Recompute::kNone}, budget, b));
+    }
+    return out;
+  };
+  const hw::WidthCurves measured{{1024, narrow}, {4096, wide}};
+  // Qwen2.5-0.5B (hidden 896), at TP 1 and TP 2 (width 634): narrower than 1024, so at the
+  // narrow curve, as if it were the type's own.
+  for (int tp : {1, 2}) {
+    CAPTURE(tp);
+    const std::vector<double> by_width = priced("Qwen2.5-0.5B", 24, tp, wide, measured);
+    const std::vector<double> as_narrow = priced("Qwen2.5-0.5B", 24, tp, narrow, {});
+    const std::vector<double> as_wide = priced("Qwen2.5-0.5B", 24, tp, wide, {});
+    CHECK(by_width[0] == hetrl::testing::approx(as_narrow[0]).epsilon(1e-9));
+    CHECK(by_width[1] == hetrl::testing::approx(as_narrow[1]).epsilon(1e-9));
+    CHECK(by_width[0] < 0.9 * as_wide[0]);  // its decode steps' GEMMs of a few rows
+  }
+  // Qwen2.5-32B (hidden 5120; a stage of 8 of its layers at TP 1): wider than 4096, at the
+  // wide curve, which is the type's.
+  const std::vector<double> big = priced("Qwen2.5-32B", 8, 1, wide, measured);
+  const std::vector<double> big_plain = priced("Qwen2.5-32B", 8, 1, wide, {});
+  CHECK(big[0] == hetrl::testing::approx(big_plain[0]).epsilon(1e-9));
+  CHECK(big[1] == hetrl::testing::approx(big_plain[1]).epsilon(1e-9));
+  // One width measured says nothing about the width: the type's curve and its width half.
+  const std::vector<double> single = priced("Qwen2.5-0.5B", 24, 1, wide, {{1024, narrow}});
+  const std::vector<double> plain = priced("Qwen2.5-0.5B", 24, 1, wide, {});
+  CHECK(single[0] == hetrl::testing::approx(plain[0]).epsilon(1e-12));
+}
+
 TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as the cap, optimizer, decode overhead and prefill") {
   // Qwen2.5-0.5B (hidden 896) PPO on one A100: the actor's training pass and generation.
   hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});

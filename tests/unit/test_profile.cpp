@@ -275,6 +275,51 @@ TEST_CASE("profile: the GEMM width half from two widths: none where the wider is
   CHECK_FALSE(one.gemm_width_half);
 }
 
+TEST_CASE("profile: each width's GEMMs make a curve of their own where two widths were measured, read, written, adopted") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  // The narrow GEMMs faster at a few rows (a CPU's caches), as fast at many; 1024 rows only at
+  // the narrow width; fp32 and a GEMM not square are no width's.
+  p.gemms = {gemm("bf16", 1, 1024, 2), gemm("bf16", 1, 4096, 1), gemm("bf16", 64, 1024, 30), gemm("bf16", 64, 4096, 20),
+             gemm("bf16", 1024, 1024, 40), gemm("fp32", 2048, 1024, 35)};
+  hw::GemmMeasurement oblong = gemm("bf16", 64, 1024, 90);
+  oblong.k = 4096;
+  p.gemms.push_back(oblong);
+  p.memory_bandwidth = 3e10;
+  profile::fit(p);
+  REQUIRE(p.gemm_curves.size() == 2);
+  CHECK(p.gemm_curves[0].width == 1024);
+  REQUIRE(p.gemm_curves[0].curve.size() == 3);
+  CHECK(p.gemm_curves[0].curve[0].second == hetrl::testing::approx(2e12));
+  CHECK(p.gemm_curves[0].curve[2].first == 1024);
+  REQUIRE(p.gemm_curves[1].curve.size() == 2);
+  CHECK(p.gemm_curves[1].curve[1].second == hetrl::testing::approx(20e12));
+  // Written and read back as they were.
+  const std::string json = io::profile_to_json(p);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  CHECK(io::profile_to_json(q) == json);
+  REQUIRE(q.gemm_curves.size() == 2);
+  CHECK(q.gemm_curves[1].curve == p.gemm_curves[1].curve);
+  // Adopted as fractions of the large-GEMM rate (40 TFLOP/s): the cost model's width ratio.
+  const hw::GpuSpec spec =
+      hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(q, testing::catalogs().hardware, "p.json"));
+  REQUIRE(spec.efficiency.gemm_curves.size() == 2);
+  CHECK(spec.efficiency.gemm_curves[0].curve[0].second == hetrl::testing::approx(2.0 / 40));
+  CHECK(hw::gemm_width_ratio(spec.efficiency.gemm_curves, 1, 1024, 4096) == hetrl::testing::approx(2.0));
+  CHECK(hw::gemm_width_ratio(spec.efficiency.gemm_curves, 64, 1024, 4096) == hetrl::testing::approx(1.5));
+  // And written again with the type's figures (hetrl-exec --fit-profile's profile).
+  const hw::GpuProfile again = hw::datasheet_profile(spec);
+  REQUIRE(again.gemm_curves.size() == 2);
+  CHECK(again.gemm_curves[0].curve[0].second == hetrl::testing::approx(2e12));
+  // One width only: no curves of its own (the reference curve says it all).
+  hw::GpuProfile one;
+  one.gemms = {gemm("bf16", 1, 1024, 2), gemm("bf16", 64, 1024, 30)};
+  profile::fit(one);
+  CHECK(one.gemm_curves.empty());
+  CHECK(io::profile_to_json(one).find("gemm_curves") == std::string::npos);
+}
+
 TEST_CASE("profile: figures fitted on a run are read, written and adopted as the type's") {
   hw::GpuProfile p;
   p.gpu_type = "cpu-test";
@@ -518,6 +563,15 @@ TEST_CASE("profile: a v2 file with a range out of order or a curve not ascending
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curve": [{"tokens": 8, "tflops": 1},
       {"tokens": 4, "tflops": 2}]}})", "p.json"), "p.json: /fitted/gemm_curve/1/tokens: expected tokens in ascending order",
                        core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curves": [
+      {"width": 4096, "gemm_curve": [{"tokens": 1, "tflops": 1}]},
+      {"width": 1024, "gemm_curve": [{"tokens": 1, "tflops": 2}]}]}})", "p.json"),
+      "p.json: /fitted/gemm_curves/1/width: expected widths in ascending order", core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curves": [{"width": 1024}]}})", "p.json"),
+                       "p.json: /fitted/gemm_curves/0: missing required field \"gemm_curve\"", core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_curves": [{"width": 1024, "gemm_curve": [
+      {"tokens": 4, "tflops": 1}, {"tokens": 2, "tflops": 1}]}]}})", "p.json"),
+      "p.json: /fitted/gemm_curves/0/gemm_curve/1/tokens: expected tokens in ascending order", core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("settings": {"dtype": "bf16", "repeats": 2, "passes": 3}})", "p.json"),
                        doctest::Contains("p.json: /settings/passes"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_profile(head + R"("fitted": {"gemm_large_tflop": 5}})", "p.json"),
