@@ -19,6 +19,14 @@ namespace {
 
 const hw::Catalog& catalog() { return io::builtin_catalogs().hardware; }
 
+// A cluster file of one node of L4s whose type has the efficiency object `efficiency`.
+std::string l4_cluster(const std::string& efficiency) {
+  return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
+      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
+      "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
+}
+
 hw::Cluster build(const std::vector<std::string>& nodes, const std::vector<std::string>& links = {}) {
   hw::ClusterBuildParams params = hw::default_build_params(catalog());
   for (const std::string& spec : nodes) {
@@ -177,12 +185,7 @@ TEST_CASE("a new GPU type can be defined in the cluster file") {
 }
 
 TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and written back") {
-  const auto cluster_with = [](const std::string& curve) {
-    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
-      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
-      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
-      "gpu_types": {"L4": {"efficiency": {"gemm_curve": )" + curve + "}}}}";
-  };
+  const auto cluster_with = [](const std::string& curve) { return l4_cluster(R"({"gemm_curve": )" + curve + "}"); };
   const hw::Cluster c = io::parse_cluster(
       cluster_with(R"([{"tokens": 1, "efficiency": 0.02}, {"tokens": 4096, "efficiency": 0.5}])"), "x.json", catalog());
   const hw::GpuSpec& l4 = c.gpu_types[c.nodes[0].gpu_type];
@@ -211,12 +214,7 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
 }
 
 TEST_CASE("a GPU type's GEMM curves by width in a cluster file are read, checked and written back") {
-  const auto cluster_with = [](const std::string& curves) {
-    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
-      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
-      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
-      "gpu_types": {"L4": {"efficiency": {"gemm_curves": )" + curves + "}}}}";
-  };
+  const auto cluster_with = [](const std::string& curves) { return l4_cluster(R"({"gemm_curves": )" + curves + "}"); };
   const hw::Cluster c = io::parse_cluster(cluster_with(R"([
       {"width": 1024, "gemm_curve": [{"tokens": 1, "efficiency": 0.04}, {"tokens": 64, "efficiency": 0.1}]},
       {"width": 4096, "gemm_curve": [{"tokens": 1, "efficiency": 0.01}, {"tokens": 8, "efficiency": 0.1},
@@ -271,12 +269,7 @@ TEST_CASE("the ratio of GEMM rates between widths: interpolated in the logarithm
 }
 
 TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and written back") {
-  const auto cluster_with = [](const std::string& efficiency) {
-    return R"({"schema": "hetrl.cluster/v1", "name": "x", "regions": [{"name": "r", "zones": ["z"]}],
-      "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
-      "nodes": [{"name": "n", "zone": "z", "gpu": "L4", "gpus": 8, "nic_gbps": 100}],
-      "gpu_types": {"L4": {"efficiency": )" + efficiency + "}}}";
-  };
+  const auto cluster_with = l4_cluster;
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
       "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
       "collectives": {"reduce_scatter": {"fp32": 0.25}, "all_gather": {"bf16": 0.6, "fp32": 0.55}}})"), "x.json", catalog());
