@@ -83,16 +83,11 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     }
   }
   for (std::size_t g = 0; g < cluster_.gpu_types.size(); ++g) {
-    for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
-      for (int tp = 0; tp < kWidthScales; ++tp) {
-        width_scale_.push_back(shapes_[t].hidden > 0 && tp > 0
-                                   ? gemm_width_scale(static_cast<int>(t), tp, static_cast<int>(g))
-                                   : 1.0);
-      }
-    }
     const hw::Efficiency& e = cluster_.gpu_types[g].efficiency;
     double best = std::max(e.gemm_large, e.gemm_small);
     for (const auto& point : e.gemm_curve) best = std::max(best, point.second);
+    // A type measured at two widths or more prices each task's GEMMs on its width's curve
+    // (width_curve); the others by the width half (gemm_width_scale, which asks this first).
     width_curves_.emplace_back();
     if (e.gemm_curves.size() >= 2) {
       for (const hw::WidthCurve& w : e.gemm_curves) {
@@ -109,6 +104,13 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
       }
     }
     max_gemm_.push_back(std::max(params_.max_gemm_efficiency, best));
+    for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
+      for (int tp = 0; tp < kWidthScales; ++tp) {
+        width_scale_.push_back(shapes_[t].hidden > 0 && tp > 0
+                                   ? gemm_width_scale(static_cast<int>(t), tp, static_cast<int>(g))
+                                   : 1.0);
+      }
+    }
   }
   samples_ = workload_.samples_per_iteration();
   prompt_ = workload_.prompt_length_tokens;
@@ -216,10 +218,10 @@ double CostModel::gemm_width_scale(int task, int tp, int gpu_type) const {
   // Tensor parallelism splits one of a GEMM's two weight dimensions (the output of a column-
   // parallel GEMM, the input of a row-parallel one) and keeps the other whole: the geometric
   // mean of the two is the width.
+  if (!width_curves_[static_cast<std::size_t>(gpu_type)].empty()) return 1.0;  // its curves by width say it
   const double width = gemm_width(task, tp);
-  const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
-  if (e.gemm_curves.size() >= 2) return 1.0;  // its width curves say it (width_curve)
-  const double d0 = e.gemm_width_half.value_or(params_.gemm_width_half);
+  const double d0 = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency.gemm_width_half.value_or(
+      params_.gemm_width_half);
   if (d0 <= 0) return 1.0;
   return (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
 }
