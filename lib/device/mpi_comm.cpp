@@ -126,11 +126,34 @@ class MpiCommunicator final : public Communicator {
     const int n = mpi_count(count, "all-gather");
     check(MPI_Allgather(send, n, mpi_type(t), recv, n, mpi_type(t), comm_), "MPI_Allgather");
   }
+  // A ring, as NCCL's: in step s each process passes the partial sum of block rank - s - 1 to
+  // the next and adds its own part of block rank - s - 2 to what the previous passes it, so that
+  // after size - 1 steps it holds the whole sum of its own block. Open MPI 4.1's algorithms
+  // took 1.6 to 2.3 times as long as this ring for 297 MB of fp32 between two processes on a
+  // 2-core VM (a stand-alone test, the heap kept as below: MPI_Reduce_scatter_block and
+  // MPI_Reduce_scatter with each of the tuned component's choices 0.117 to 0.168 s, the ring
+  // 0.065 to 0.081 s): ZeRO's gradient sync reduce-scatters the whole gradient.
   void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) override {
-    (void)mpi_count(count * static_cast<std::size_t>(size_), "reduce-scatter");
-    check(MPI_Reduce_scatter_block(send, recv, mpi_count(count, "reduce-scatter"), mpi_type(t), world_.sum(t),
-                                   comm_),
-          "MPI_Reduce_scatter_block");
+    const int n = mpi_count(count, "reduce-scatter");
+    const std::size_t block = count * dtype_bytes(t);
+    const auto* whole = static_cast<const std::byte*>(send);
+    const auto part = [&](int b) { return whole + static_cast<std::size_t>((b % size_ + size_) % size_) * block; };
+    if (size_ == 1) {
+      std::copy_n(whole, block, static_cast<std::byte*>(recv));
+      return;
+    }
+    if (scratch_.size() < block) scratch_.resize(block);
+    const int next = (rank_ + 1) % size_, previous = (rank_ + size_ - 1) % size_;
+    const void* passed = part(rank_ - 1);
+    for (int s = 0; s < size_ - 1; ++s) {
+      // The steps receive into the two buffers in turn, the last into recv.
+      void* into = (size_ - 2 - s) % 2 == 0 ? recv : static_cast<void*>(scratch_.data());
+      check(MPI_Sendrecv(passed, n, mpi_type(t), next, kTag, into, n, mpi_type(t), previous, kTag, comm_,
+                         MPI_STATUS_IGNORE),
+            "MPI_Sendrecv");
+      add_block(t, into, part(rank_ - s - 2), count);
+      passed = into;
+    }
   }
   void broadcast(DType t, void* data, std::size_t count, int root) override {
     check(MPI_Bcast(data, mpi_count(count, "broadcast"), mpi_type(t), root, comm_), "MPI_Bcast");
@@ -226,12 +249,24 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  static void add_block(DType t, void* into, const void* from, std::size_t count) {
+    const auto n = static_cast<long>(count);
+    if (t == DType::kF32) {
+      add_into(static_cast<float*>(into), static_cast<const float*>(from), n);
+    } else if (t == DType::kBf16) {
+      add_into(static_cast<Bf16*>(into), static_cast<const Bf16*>(from), n);
+    } else {
+      add_into(static_cast<Half*>(into), static_cast<const Half*>(from), n);
+    }
+  }
+
   struct Posted {
     std::vector<std::byte> bytes;
     MPI_Request request = MPI_REQUEST_NULL;
   };
   static constexpr int kTag = 7;
   std::list<Posted> posted_;
+  std::vector<std::byte> scratch_;  // a reduce-scatter's block in flight
   World& world_;
   MPI_Comm comm_ = MPI_COMM_WORLD;
   int rank_ = 0, size_ = 1;
