@@ -176,11 +176,18 @@ class Backend {
   virtual double sum_squares(const float* x, std::size_t count) = 0;
 };
 
-// A device allocation released with its owner.
+// A device allocation released with its owner, or a view of part of another that it does not
+// release (which must outlive it).
 class Buffer {
  public:
   Buffer() = default;
   Buffer(Backend& backend, std::size_t bytes) : backend_(&backend), data_(backend.allocate(bytes)), bytes_(bytes) {}
+  static Buffer view(void* data, std::size_t bytes) {
+    Buffer out;
+    out.data_ = data;
+    out.bytes_ = bytes;
+    return out;
+  }
   Buffer(Buffer&& other) noexcept { *this = std::move(other); }
   Buffer& operator=(Buffer&& other) noexcept {
     if (this != &other) {
@@ -206,7 +213,7 @@ class Buffer {
 
  private:
   void reset() noexcept {
-    if (data_) backend_->release(data_);
+    if (data_ && backend_) backend_->release(data_);
     data_ = nullptr;
   }
   Backend* backend_ = nullptr;

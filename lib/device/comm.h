@@ -39,10 +39,12 @@ class Communicator {
 
   // recv = the sum over processes of send (count elements each); send may be recv.
   virtual void all_reduce(DType t, const void* send, void* recv, std::size_t count) = 0;
-  // recv (size() * count elements) = every process's send (count elements), in rank order.
+  // recv (size() * count elements) = every process's send (count elements), in rank order. In
+  // place where send is this rank's block of recv (recv + rank() * count elements), as NCCL's.
   virtual void all_gather(DType t, const void* send, void* recv, std::size_t count) = 0;
   // recv (count elements) = this rank's block of count elements of the sum of send
-  // (size() * count elements).
+  // (size() * count elements). In place where recv is that block of send (send + rank() *
+  // count elements), as NCCL's: the other blocks of send are then left undefined.
   virtual void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) = 0;
   virtual void broadcast(DType t, void* data, std::size_t count, int root) = 0;
   // Point to point: a send to `peer` matches peer's recv from this rank, in order.

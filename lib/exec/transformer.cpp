@@ -1187,6 +1187,53 @@ void Transformer::copy_gradients(Stretch stretch, float* flat, bool into_model) 
   });
 }
 
+namespace {
+
+// Makes each tensor `buffer(p)` a view of its place in one flat buffer of `bytes` in
+// parameters() order, `element` bytes an element: `flat`, replaced by a new one of zeros where
+// its size differs, which takes each tensor's contents before the one they were views of goes;
+// a tensor with none gets zeros.
+template <typename Place>
+void* into_flat(device::Backend& b, device::Buffer& flat, std::size_t bytes, std::size_t element,
+                const std::vector<Transformer::Tensor>& tensors, Place buffer) {
+  Buffer fresh;
+  if (flat.bytes() != bytes) fresh = device::zeros(b, bytes);
+  auto* start = static_cast<std::byte*>((fresh.data() ? fresh : flat).data());
+  std::size_t at = 0;
+  for (const Transformer::Tensor& p : tensors) {
+    std::byte* place = start + at;
+    const std::size_t size = p.count * element;
+    Buffer& held = buffer(p);
+    if (held.data() != place) {
+      if (held.data()) {
+        b.copy(place, held.data(), size);
+      } else {
+        b.fill_zero(place, size);
+      }
+      held = Buffer::view(place, size);
+    }
+    at += size;
+  }
+  if (fresh.data()) flat = std::move(fresh);
+  return start;
+}
+
+}  // namespace
+
+float* Transformer::flat_gradients(std::size_t elements) {
+  check_whole("flat_gradients");
+  if (elements < parameter_count()) throw std::logic_error("transformer: a flat gradient shorter than the parameters");
+  return static_cast<float*>(into_flat(b_, flat_gradients_, elements * sizeof(float), sizeof(float), parameters(),
+                                       [&](const Tensor& p) -> Buffer& { return optimizer_[p.name].grad; }));
+}
+
+void* Transformer::flat_weights(std::size_t elements) {
+  check_whole("flat_weights");
+  if (elements < parameter_count()) throw std::logic_error("transformer: a flat weight buffer shorter than the parameters");
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  return into_flat(b_, flat_weights_, elements * e, e, parameters(), [](const Tensor& p) -> Buffer& { return *p.buffer; });
+}
+
 void Transformer::copy_weights(Stretch stretch, void* flat, bool into_model) {
   check_whole("copy_weights");
   const std::size_t e = device::dtype_bytes(options_.dtype);

@@ -237,6 +237,15 @@ class Transformer {
   // The gradients (fp32) or the weights (the model's dtype) over a stretch from or into a flat
   // device buffer of its length.
   void copy_gradients(Stretch stretch, float* flat, bool into_model);
+  // Every parameter's gradient kept in one flat fp32 buffer of `elements` (at least
+  // parameter_count(); zeros past the last parameter), in parameters() order, as Megatron's
+  // gradient buffer: the backward passes accumulate into it and a sharded optimiser's
+  // reduce-scatter sums it in place, without copying the gradients out and back. Gradients
+  // accumulated so far are kept; a parameter no backward reached has zeros.
+  float* flat_gradients(std::size_t elements);
+  // The weights the same way (the model's dtype; Megatron's parameter buffer): a sharded
+  // optimiser's step updates its stretch there and the all-gather fills the rest in place.
+  void* flat_weights(std::size_t elements);
   void copy_weights(Stretch stretch, void* flat, bool into_model);
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
   // backward pass.
@@ -463,6 +472,8 @@ class Transformer {
   std::deque<Pass> passes_;  // training forwards awaiting their backward, oldest first
   std::vector<Pass> spare_;  // passes done, their buffers to reuse
   std::map<std::string, Optimizer> optimizer_;
+  // Where the gradients, or the weights, are views of one buffer (flat_gradients, flat_weights).
+  device::Buffer flat_gradients_, flat_weights_;
   int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
   // ZeRO-3: the units (the embedding's, the layers' from layer_units_ on, the tail's; -1 where
   // this model holds none), whether the weights are sharded now, and the flat buffers of the

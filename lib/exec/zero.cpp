@@ -5,30 +5,30 @@ namespace hetrl::exec {
 ShardedOptimizer::ShardedOptimizer(device::Backend& backend, Transformer& model, device::Communicator& group,
                                    device::DType reduce)
     : b_(backend), model_(model), group_(group), reduce_(reduce) {
-  count_ = model_.parameter_count();
   chunk_ = model_.partition(0, group_.size()).last;
   own_ = model_.partition(group_.rank(), group_.size());
+  model_.flat_gradients(whole());
+  model_.flat_weights(whole());
 }
 
 void ShardedOptimizer::reduce_scatter_gradients() {
-  if (!gradients_.data()) {
-    gradients_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * sizeof(float));
-    mine_ = device::zeros(b_, chunk_ * sizeof(float));
-  }
-  model_.copy_gradients({0, count_}, gradients_.as<float>(), false);
+  // The model's gradients are one flat buffer (again, where it dropped them since), its
+  // stretches in the group's order: the sum is reduce-scattered in place in fp32, and in the
+  // reduce type through a cast copy whose sum is cast back into this process's stretch.
+  float* flat = model_.flat_gradients(whole());
+  float* mine = flat + chunk_ * static_cast<std::size_t>(group_.rank());
   if (reduce_ == device::DType::kF32) {
-    group_.reduce_scatter(device::DType::kF32, gradients_.data(), mine_.data(), chunk_);
-  } else {
-    const std::size_t e = device::dtype_bytes(reduce_);
-    if (!sent_.data()) {
-      sent_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
-      received_ = device::zeros(b_, chunk_ * e);
-    }
-    b_.cast(device::DType::kF32, gradients_.data(), reduce_, sent_.data(), chunk_ * static_cast<std::size_t>(group_.size()));
-    group_.reduce_scatter(reduce_, sent_.data(), received_.data(), chunk_);
-    b_.cast(reduce_, received_.data(), device::DType::kF32, mine_.data(), chunk_);
+    group_.reduce_scatter(device::DType::kF32, flat, mine, chunk_);
+    return;
   }
-  model_.copy_gradients(own_, mine_.as<float>(), true);
+  const std::size_t e = device::dtype_bytes(reduce_);
+  if (!sent_.data()) {
+    sent_ = device::zeros(b_, whole() * e);
+    received_ = device::zeros(b_, chunk_ * e);
+  }
+  b_.cast(device::DType::kF32, flat, reduce_, sent_.data(), whole());
+  group_.reduce_scatter(reduce_, sent_.data(), received_.data(), chunk_);
+  b_.cast(reduce_, received_.data(), device::DType::kF32, mine, chunk_);
 }
 
 double ShardedOptimizer::gradient_norm() {
@@ -38,14 +38,11 @@ double ShardedOptimizer::gradient_norm() {
 }
 
 void ShardedOptimizer::gather_weights() {
+  // This process's stretch was updated in place in the model's flat weights; the all-gather
+  // fills in the others'.
+  auto* flat = static_cast<std::byte*>(model_.flat_weights(whole()));
   const std::size_t e = device::dtype_bytes(model_.dtype());
-  if (!weights_.data()) {
-    weights_ = device::zeros(b_, chunk_ * static_cast<std::size_t>(group_.size()) * e);
-    own_weights_ = device::zeros(b_, chunk_ * e);
-  }
-  model_.copy_weights(own_, own_weights_.data(), false);
-  group_.all_gather(model_.dtype(), own_weights_.data(), weights_.data(), chunk_);
-  model_.copy_weights({0, count_}, weights_.data(), true);
+  group_.all_gather(model_.dtype(), flat + chunk_ * static_cast<std::size_t>(group_.rank()) * e, flat, chunk_);
 }
 
 void all_reduce_gradients(device::Backend& backend, device::Communicator& comm, device::DType type, float* data,

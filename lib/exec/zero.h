@@ -4,8 +4,11 @@
 // gradients are reduce-scattered, so each process holds the sum over its own stretch of the
 // flattened parameters (Transformer::partition); it updates that stretch alone, keeping the
 // fp32 master weights and moments of it only, and the processes all-gather each other's
-// updated weights. What crosses the group per step: the gradients once, the weights once
-// (the cost model's kGradientReduceScatterTerm). The gradients cross in the precision the
+// updated weights. The model keeps its gradients and weights in one flat buffer each
+// (Transformer::flat_gradients, flat_weights), as Megatron's gradient and parameter buffers,
+// so that both collectives run in place, nothing copied out or back. What crosses the group
+// per step: the gradients once, the weights once (the cost model's
+// kGradientReduceScatterTerm). The gradients cross in the precision the
 // workload's gradient_reduce names: fp32 as they are held, or bf16 (each process's cast, the
 // sum in fp32 rounded to bf16 at each step, as NCCL's bf16 reduce-scatter, and cast back).
 
@@ -36,12 +39,13 @@ class ShardedOptimizer {
   Transformer& model_;
   device::Communicator& group_;
   device::DType reduce_;
-  std::size_t count_ = 0, chunk_ = 0;
+  // Every stretch's elements, the last padded to the others' length.
+  std::size_t whole() const { return chunk_ * static_cast<std::size_t>(group_.size()); }
+  std::size_t chunk_ = 0;
   Transformer::Stretch own_;
-  // The flat buffers, made as zeros at the first use (every page touched then): every
-  // gradient (zeros past the last parameter, to even parts), this process's part of their sum,
-  // both again in the reduce type where it is not fp32; every weight, this process's stretch.
-  device::Buffer gradients_, mine_, sent_, received_, weights_, own_weights_;
+  // In the reduce type where it is not fp32, made as zeros at the first use (every page touched
+  // then): every gradient and this process's part of their sum.
+  device::Buffer sent_, received_;
 };
 
 // comm's all-reduce of `count` fp32 values in place, in pieces of at most `bucket`, crossing in

@@ -73,7 +73,7 @@ TEST_CASE("comm: all-reduce sums every process's buffer, in place, apart and in 
   CHECK_THROWS_AS(all_reduce_in_buckets(comm, DType::kF32, nullptr, 0, 0), DeviceError);
 }
 
-TEST_CASE("comm: all-gather puts each process's block at its rank") {
+TEST_CASE("comm: all-gather puts each process's block at its rank, apart and in place") {
   Run run;
   Backend& b = *run.backend;
   Communicator& comm = *run.comm;
@@ -88,10 +88,17 @@ TEST_CASE("comm: all-gather puts each process's block at its rank") {
     for (int r = 0; r < comm.size(); ++r) {
       for (std::size_t i = 0; i < count; ++i) CHECK(gathered[r * count + i] == input(r, i));
     }
+    // In place: this process's block already at its rank in the whole, the others' around it.
+    std::vector<double> mine(count * comm.size(), 0.0);
+    for (std::size_t i = 0; i < count; ++i) mine[comm.rank() * count + i] = input(comm.rank(), i);
+    const Buffer whole = put(b, t, mine);
+    comm.all_gather(t, whole.as<std::byte>() + comm.rank() * count * dtype_bytes(t), whole.data(), count);
+    b.synchronize();
+    CHECK(get(b, t, whole, count * comm.size()) == gathered);
   }
 }
 
-TEST_CASE("comm: reduce-scatter gives each process its block of the sum") {
+TEST_CASE("comm: reduce-scatter gives each process its block of the sum, apart and in place") {
   Run run;
   Backend& b = *run.backend;
   Communicator& comm = *run.comm;
@@ -104,6 +111,14 @@ TEST_CASE("comm: reduce-scatter gives each process its block of the sum") {
     b.synchronize();
     const std::vector<double> block = get(b, t, recv, count);
     for (std::size_t i = 0; i < count; ++i) CHECK(block[i] == total(comm.size(), comm.rank() * count + i));
+    // Apart, the input is as it was.
+    CHECK(get(b, t, send, count * comm.size()) == inputs(comm.rank(), count * comm.size()));
+    // In place: the sum lands in this process's own block of the input.
+    const std::size_t own = count * static_cast<std::size_t>(comm.rank());
+    comm.reduce_scatter(t, send.data(), send.as<std::byte>() + own * dtype_bytes(t), count);
+    b.synchronize();
+    const std::vector<double> whole = get(b, t, send, count * comm.size());
+    for (std::size_t i = 0; i < count; ++i) CHECK(whole[own + i] == total(comm.size(), own + i));
   }
 }
 

@@ -519,6 +519,83 @@ TEST_CASE("ZeRO's stretches: updating each in turn is one step, and a stretch's 
   }
 }
 
+TEST_CASE("flat gradients and weights: what was there moves into one buffer each in parameter order, the passes "
+          "add into it and the steps update it, as the model kept apart") {
+  auto b = device::test_backend();
+  const workload::ModelArch a = tiny(true, true, false);
+  TransformerOptions o;
+  o.dtype = DType::kF32;
+  Transformer apart(*b, a, Head::kLanguage, o), flat(*b, a, Head::kLanguage, o);
+  const std::size_t count = flat.parameter_count(), padded = count + 5;
+  const int batch = 1, length = 6;
+  const std::vector<float> dout(static_cast<std::size_t>(batch * (length - 1)), -0.1f);
+  const auto all_gradients = [&](Transformer& m) {
+    std::vector<float> all;
+    for (const Transformer::Tensor& p : m.parameters()) {
+      const std::vector<float> g = m.gradient(p.name);
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  const auto read = [&](const float* data, std::size_t n) {
+    std::vector<float> out(n);
+    b->download(out.data(), data, n * sizeof(float));
+    return out;
+  };
+  device::AdamW adam;
+  adam.lr = 1e-2f;
+  const float* weights = static_cast<const float*>(flat.flat_weights(padded));
+  const auto all_weights = [&](Transformer& m) {
+    std::vector<float> all;
+    for (const Transformer::Tensor& p : m.parameters()) {
+      std::vector<float> w(p.count);
+      b->download(w.data(), p.buffer->data(), p.count * sizeof(float));
+      all.insert(all.end(), w.begin(), w.end());
+    }
+    all.resize(padded, 0.0f);
+    return all;
+  };
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (Transformer* m : {&apart, &flat}) {
+        m->forward(some_tokens(length, a.vocab, 3 + pass), batch, length);
+        m->backward(dout);
+      }
+      // Taken after the first pass of the first step (gradients to move), then again (views).
+      const float* data = flat.flat_gradients(padded);
+      std::vector<float> expected = all_gradients(apart);
+      REQUIRE(expected.size() == count);
+      CHECK(std::any_of(expected.begin(), expected.end(), [](float g) { return g != 0.0f; }));
+      expected.resize(padded, 0.0f);
+      CHECK(read(data, padded) == expected);
+      CHECK(all_gradients(flat) == all_gradients(apart));
+    }
+    apart.step(adam);
+    flat.step(adam);
+    CHECK(read(flat.flat_gradients(padded), padded) == std::vector<float>(padded, 0.0f));
+    CHECK(flat.flat_weights(padded) == weights);
+    CHECK(read(weights, padded) == all_weights(apart));
+    const std::vector<Transformer::Tensor> expected = apart.parameters(), found = flat.parameters();
+    for (std::size_t t = 0; t < found.size(); ++t) {
+      CAPTURE(found[t].name);
+      std::vector<float> x(found[t].count), y(expected[t].count);
+      b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
+      b->download(y.data(), expected[t].buffer->data(), y.size() * sizeof(float));
+      CHECK(x == y);
+    }
+  }
+  // A longer buffer keeps what was accumulated; a shorter one than the parameters is refused.
+  flat.forward(some_tokens(length, a.vocab, 9), batch, length);
+  flat.backward(dout);
+  const std::vector<float> before = all_gradients(flat);
+  const float* longer = flat.flat_gradients(padded + 64);
+  std::vector<float> moved = read(longer, count);
+  CHECK(moved == before);
+  CHECK(all_gradients(flat) == before);
+  CHECK_THROWS_AS(flat.flat_gradients(count - 1), std::logic_error);
+}
+
 TEST_CASE("tensor parallelism: two shards in one process give one shard's outputs, gradients and training") {
   auto b = device::test_backend();
   for (const bool variant : {false, true}) {
