@@ -813,6 +813,18 @@ std::vector<float> Transformer::forward(const std::vector<int>& tokens, int batc
 
 Buffer& Transformer::grad(const std::string& name) {
   Optimizer& o = optimizer_[name];
+  if (!o.grad.data() && sharded_) {
+    // Under ZeRO-3 a unit's gradients are views of one buffer of the unit's, reduce-scattered
+    // whole (scatter_gradients).
+    for (Unit& unit : units_) {
+      for (const UnitTensor& t : unit.tensors) {
+        if (t.name != name) continue;
+        if (!unit.grads.data()) unit.grads = device::zeros(b_, unit.chunk * static_cast<std::size_t>(sharding_.size) * sizeof(float));
+        o.grad = Buffer::view(unit.grads.as<float>() + t.at, t.count * sizeof(float));
+        return o.grad;
+      }
+    }
+  }
   if (!o.grad.data()) {
     const std::size_t count = parameter_elements(name);
     if (count == 0) throw std::logic_error("transformer: no parameter " + name);

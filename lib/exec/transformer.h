@@ -441,6 +441,9 @@ class Transformer {
     std::size_t count = 0, chunk = 0;
     bool gathered = true;
     device::Buffer own, own_grad, master, m, v;
+    // While a pass uses them: the gathered weights, and the gradients of the pass (the unit's
+    // tensors views of them).
+    device::Buffer whole, grads;
   };
   // The elements of a unit's stretch here that are parameters (the last stretch may be short).
   std::size_t own_count(const Unit& unit) const;
@@ -476,14 +479,14 @@ class Transformer {
   device::Buffer flat_gradients_, flat_weights_;
   int steps_ = 0;  // optimiser steps taken (AdamW's bias correction)
   // ZeRO-3: the units (the embedding's, the layers' from layer_units_ on, the tail's; -1 where
-  // this model holds none), whether the weights are sharded now, and the flat buffers of the
-  // gathers and the gradients' reduce-scatter, sized to the largest unit.
+  // this model holds none), whether the weights are sharded now, and the buffers of a
+  // reduce-scatter in another type than fp32, sized to the largest unit.
   std::vector<Unit> units_;
   int embedding_unit_ = -1, layer_units_ = 0, tail_unit_ = -1;
   WeightSharding sharding_;
   bool sharded_ = false;
   CollectiveTime sharding_time_;
-  device::Buffer gathered_, flat_grad_, sent_, received_, mine_;
+  device::Buffer sent_, received_, mine_;
 };
 
 }  // namespace hetrl::exec

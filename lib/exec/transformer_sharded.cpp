@@ -66,10 +66,8 @@ void Transformer::shard_weights(const WeightSharding& sharding) {
       largest = std::max(largest, unit.chunk);
     }
     const std::size_t all = largest * static_cast<std::size_t>(sharding_.size);
-    gathered_ = Buffer(b_, all * e);
-    flat_grad_ = Buffer(b_, all * sizeof(float));
-    mine_ = Buffer(b_, largest * sizeof(float));
     if (sharding_.reduce != DType::kF32) {
+      mine_ = Buffer(b_, largest * sizeof(float));
       const std::size_t r = device::dtype_bytes(sharding_.reduce);
       sent_ = Buffer(b_, all * r);
       received_ = Buffer(b_, largest * r);
@@ -95,7 +93,19 @@ void Transformer::shard_weights(const WeightSharding& sharding) {
 
 void Transformer::gather_weights() {
   if (!sharded_) return;
-  for (int u = 0; u < static_cast<int>(units_.size()); ++u) gather_unit(u);
+  const std::size_t e = device::dtype_bytes(options_.dtype);
+  for (int u = 0; u < static_cast<int>(units_.size()); ++u) {
+    gather_unit(u);
+    // Whole again for good: each tensor its own buffer, not a view of the unit's.
+    Unit& unit = units_[static_cast<std::size_t>(u)];
+    for (const UnitTensor& t : unit.tensors) {
+      Buffer own(b_, t.count * e);
+      b_.copy(own.data(), t.buffer->data(), t.count * e);
+      *t.buffer = std::move(own);
+    }
+    b_.synchronize();
+    unit.whole = Buffer();
+  }
   sharded_ = false;
 }
 
@@ -105,10 +115,11 @@ void Transformer::gather_unit(int u) {
   if (unit.gathered) return;
   const std::size_t e = device::dtype_bytes(options_.dtype);
   timed_call(sharding_time_, sharding_.timed, [&] {
-    sharding_.all_gather(options_.dtype, unit.own.data(), gathered_.data(), unit.chunk);
+    // Gathered into one buffer of the unit's, its tensors views of it (FSDP's flat parameter).
+    unit.whole = Buffer(b_, unit.chunk * static_cast<std::size_t>(sharding_.size) * e);
+    sharding_.all_gather(options_.dtype, unit.own.data(), unit.whole.data(), unit.chunk);
     for (const UnitTensor& t : unit.tensors) {
-      *t.buffer = Buffer(b_, t.count * e);
-      b_.copy(t.buffer->data(), static_cast<const char*>(gathered_.data()) + t.at * e, t.count * e);
+      *t.buffer = Buffer::view(unit.whole.as<std::byte>() + t.at * e, t.count * e);
     }
   });
   unit.gathered = true;
@@ -120,6 +131,7 @@ void Transformer::release_unit(int u) {
   if (!unit.gathered) return;
   b_.synchronize();  // the pass's last reads of them done
   for (const UnitTensor& t : unit.tensors) *t.buffer = Buffer();
+  unit.whole = Buffer();
   unit.gathered = false;
 }
 
@@ -128,24 +140,24 @@ void Transformer::scatter_gradients(int u) {
   Unit& unit = units_[static_cast<std::size_t>(u)];
   timed_call(sharding_time_, sharding_.timed, [&] {
     const std::size_t all = unit.chunk * static_cast<std::size_t>(sharding_.size);
-    float* flat = flat_grad_.as<float>();
-    b_.fill_zero(flat, all * sizeof(float));
-    // The unit's gradients of this pass, flattened (none where the pass reached none), then
-    // freed: between passes a process holds its stretch's sum only.
-    for (const UnitTensor& t : unit.tensors) {
-      const auto found = optimizer_.find(t.name);
-      if (found == optimizer_.end() || !found->second.grad.data()) continue;
-      b_.copy(flat + t.at, found->second.grad.data(), t.count * sizeof(float));
-      optimizer_.erase(found);
-    }
+    // The unit's gradients of this pass are views of one buffer (grad), zeros where the pass
+    // reached none; summed in place, then freed: between passes a process holds its
+    // stretch's sum only.
+    if (!unit.grads.data()) unit.grads = device::zeros(b_, all * sizeof(float));
+    for (const UnitTensor& t : unit.tensors) optimizer_.erase(t.name);
+    float* flat = unit.grads.as<float>();
+    float* mine = flat + unit.chunk * static_cast<std::size_t>(sharding_.rank);
     if (sharding_.reduce == DType::kF32) {
-      sharding_.reduce_scatter(DType::kF32, flat, mine_.data(), unit.chunk);
+      sharding_.reduce_scatter(DType::kF32, flat, mine, unit.chunk);
     } else {
       b_.cast(DType::kF32, flat, sharding_.reduce, sent_.data(), all);
       sharding_.reduce_scatter(sharding_.reduce, sent_.data(), received_.data(), unit.chunk);
       b_.cast(sharding_.reduce, received_.data(), DType::kF32, mine_.data(), unit.chunk);
+      mine = mine_.as<float>();
     }
-    b_.add(DType::kF32, unit.own_grad.data(), mine_.data(), unit.chunk);
+    b_.add(DType::kF32, unit.own_grad.data(), mine, unit.chunk);
+    b_.synchronize();  // the sum's reads of the unit's gradients done
+    unit.grads = Buffer();
   });
 }
 
