@@ -136,12 +136,13 @@ class MpiCommunicator final : public Communicator {
   }
   // A ring, as NCCL's: in step s each process passes the partial sum of block rank - s - 1 to
   // the next and adds its own part of block rank - s - 2 to what the previous passes it, so that
-  // after size - 1 steps it holds the whole sum of its own block. Open MPI 4.1's algorithms
-  // took 1.6 to 2.3 times as long as this ring for 297 MB of fp32 between two processes on a
-  // 2-core VM (a stand-alone test, the heap kept as below: MPI_Reduce_scatter_block and
-  // MPI_Reduce_scatter with each of the tuned component's choices 0.117 to 0.168 s, the ring
-  // 0.065 to 0.081 s): ZeRO's gradient sync reduce-scatters the whole gradient. In place the
-  // partial sums gather in send's own blocks; apart, in recv and a scratch block in turn.
+  // after size - 1 steps it holds the whole sum of its own block. Open MPI 4.1's
+  // MPI_Reduce_scatter_block and MPI_Reduce_scatter took 2.0 and 2.8 times as long as this ring
+  // for 297 MiB of fp32 between two processes on a 2-core VM, 1.7 and 2.1 times among four
+  // (benchmarks/reduce_scatter, benchmarks/RESULTS.md), and with each of its tuned component's
+  // algorithms forced 2.2 to 2.8 times between two: ZeRO's gradient sync reduce-scatters the
+  // whole gradient. In place the partial sums gather in send's own blocks; apart, in recv and a
+  // scratch block in turn.
   void reduce_scatter(DType t, const void* send, void* recv, std::size_t count) override {
     const int n = mpi_count(count, "reduce-scatter");
     const std::size_t block = count * dtype_bytes(t);

@@ -1187,18 +1187,6 @@ void Transformer::for_each_piece(Stretch stretch,
   }
 }
 
-void Transformer::copy_gradients(Stretch stretch, float* flat, bool into_model) {
-  check_whole("copy_gradients");
-  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
-    float* g = grad(p.name).as<float>() + first;
-    if (into_model) {
-      b_.copy(g, flat + at, count * sizeof(float));
-    } else {
-      b_.copy(flat + at, g, count * sizeof(float));
-    }
-  });
-}
-
 namespace {
 
 // Makes each tensor `buffer(p)` a view of its place in one flat buffer of `bytes` in
@@ -1244,20 +1232,6 @@ void* Transformer::flat_weights(std::size_t elements) {
   if (elements < parameter_count()) throw std::logic_error("transformer: a flat weight buffer shorter than the parameters");
   const std::size_t e = device::dtype_bytes(options_.dtype);
   return into_flat(b_, flat_weights_, elements * e, e, parameters(), [](const Tensor& p) -> Buffer& { return *p.buffer; });
-}
-
-void Transformer::copy_weights(Stretch stretch, void* flat, bool into_model) {
-  check_whole("copy_weights");
-  const std::size_t e = device::dtype_bytes(options_.dtype);
-  for_each_piece(stretch, [&](const Tensor& p, std::size_t first, std::size_t count, std::size_t at) {
-    char* w = static_cast<char*>(p.buffer->data()) + first * e;
-    char* f = static_cast<char*>(flat) + at * e;
-    if (into_model) {
-      b_.copy(w, f, count * e);
-    } else {
-      b_.copy(f, w, count * e);
-    }
-  });
 }
 
 void Transformer::reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum) {

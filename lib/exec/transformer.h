@@ -222,9 +222,9 @@ class Transformer {
   // data-parallel process, which keeps the fp32 master weights and moments of its stretch
   // only. step() is begin_step (the sums the shards of a tensor-parallel split share, and the
   // step's count), update over every stretch, end_step (the gradients cleared); a process of a
-  // sharded optimiser updates its own stretch, after its gradients' sum came to it
-  // (copy_gradients from a reduce-scatter's result), and takes the others' updated weights
-  // (copy_weights from an all-gather's).
+  // sharded optimiser updates its own stretch, after its gradients' sum came to it (a
+  // reduce-scatter of flat_gradients), and takes the others' updated weights (an all-gather of
+  // flat_weights).
   struct Stretch {
     std::size_t first = 0, last = 0;  // elements of the flattened parameters
   };
@@ -234,9 +234,6 @@ class Transformer {
   void begin_step();
   void update(const device::AdamW& options, Stretch stretch);
   void end_step();
-  // The gradients (fp32) or the weights (the model's dtype) over a stretch from or into a flat
-  // device buffer of its length.
-  void copy_gradients(Stretch stretch, float* flat, bool into_model);
   // Every parameter's gradient kept in one flat fp32 buffer of `elements` (at least
   // parameter_count(); zeros past the last parameter), in parameters() order, as Megatron's
   // gradient buffer: the backward passes accumulate into it and a sharded optimiser's
@@ -246,7 +243,6 @@ class Transformer {
   // The weights the same way (the model's dtype; Megatron's parameter buffer): a sharded
   // optimiser's step updates its stretch there and the all-gather fills the rest in place.
   void* flat_weights(std::size_t elements);
-  void copy_weights(Stretch stretch, void* flat, bool into_model);
   // The accumulated gradient of a parameter (fp32, as parameters() names it); empty before any
   // backward pass.
   std::vector<float> gradient(const std::string& name);

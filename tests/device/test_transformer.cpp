@@ -438,8 +438,7 @@ TEST_CASE("transformer: training lowers the loss of a fixed language-modelling t
   }
 }
 
-TEST_CASE("ZeRO's stretches: updating each in turn is one step, and a stretch's gradients and weights go out and "
-          "back in parameter order") {
+TEST_CASE("ZeRO's stretches: updating each in turn is one step") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(true, true, false);
   TransformerOptions o;
@@ -468,41 +467,6 @@ TEST_CASE("ZeRO's stretches: updating each in turn is one step, and a stretch's 
     for (Transformer* m : {&stepped, &in_parts}) {
       m->forward(tokens, batch, length);
       m->backward(dout);
-    }
-    if (step == 0) {
-      // Stretch 1's gradients, flat, are the parameters' own in order; written back doubled,
-      // they are doubled there and nowhere else.
-      const Transformer::Stretch s = in_parts.partition(1, 3);
-      device::Buffer flat(*b, (s.last - s.first) * sizeof(float));
-      in_parts.copy_gradients(s, flat.as<float>(), false);
-      std::vector<float> got(s.last - s.first), all;
-      b->download(got.data(), flat.data(), got.size() * sizeof(float));
-      for (const Transformer::Tensor& p : in_parts.parameters()) {
-        const std::vector<float> g = in_parts.gradient(p.name);
-        all.insert(all.end(), g.begin(), g.end());
-      }
-      REQUIRE(all.size() == count);
-      CHECK(std::equal(got.begin(), got.end(), all.begin() + static_cast<long>(s.first)));
-      CHECK(std::any_of(got.begin(), got.end(), [](float g) { return g != 0.0f; }));
-      for (float& g : got) g *= 2;
-      b->upload(flat.data(), got.data(), got.size() * sizeof(float));
-      in_parts.copy_gradients(s, flat.as<float>(), true);
-      std::vector<float> after;
-      for (const Transformer::Tensor& p : in_parts.parameters()) {
-        const std::vector<float> g = in_parts.gradient(p.name);
-        after.insert(after.end(), g.begin(), g.end());
-      }
-      for (std::size_t i = 0; i < count; ++i) {
-        CHECK(after[i] == (i >= s.first && i < s.last ? 2 * all[i] : all[i]));
-      }
-      // Halved again, and the weights of stretch 2 out and back unchanged.
-      for (float& g : got) g /= 2;
-      b->upload(flat.data(), got.data(), got.size() * sizeof(float));
-      in_parts.copy_gradients(s, flat.as<float>(), true);
-      const Transformer::Stretch w = in_parts.partition(2, 3);
-      device::Buffer weights(*b, (w.last - w.first) * sizeof(float));
-      in_parts.copy_weights(w, weights.data(), false);
-      in_parts.copy_weights(w, weights.data(), true);
     }
     stepped.step(adam);
     in_parts.begin_step();
