@@ -540,14 +540,7 @@ TEST_CASE("flat gradients and weights: what was there moves into one buffer each
     CHECK(read(flat.flat_gradients(padded), padded) == std::vector<float>(padded, 0.0f));
     CHECK(flat.flat_weights(padded) == weights);
     CHECK(read(weights, padded) == all_weights(apart));
-    const std::vector<Transformer::Tensor> expected = apart.parameters(), found = flat.parameters();
-    for (std::size_t t = 0; t < found.size(); ++t) {
-      CAPTURE(found[t].name);
-      std::vector<float> x(found[t].count), y(expected[t].count);
-      b->download(x.data(), found[t].buffer->data(), x.size() * sizeof(float));
-      b->download(y.data(), expected[t].buffer->data(), y.size() * sizeof(float));
-      CHECK(x == y);
-    }
+    CHECK(all_weights(flat) == all_weights(apart));
   }
   // A longer buffer keeps what was accumulated; a shorter one than the parameters is refused.
   flat.forward(some_tokens(length, a.vocab, 9), batch, length);
