@@ -12,12 +12,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "device/backend.h"
 #include "exec/transformer.h"
 #include "io/catalog_io.h"
@@ -27,12 +27,7 @@ using namespace hetrl;
 namespace {
 
 int number(const std::string& text, const char* what) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < 1 || value > 1 << 20) {
-    throw core::InputError(fmt::format("{} must be a whole number from 1, found \"{}\"", what, text));
-  }
-  return static_cast<int>(value);
+  return static_cast<int>(core::parse_integer(text, what, 1, 1 << 20));
 }
 
 }  // namespace

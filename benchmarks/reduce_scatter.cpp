@@ -12,7 +12,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "device/backend.h"
 #include "device/comm.h"
 
@@ -28,12 +28,7 @@ using namespace hetrl;
 namespace {
 
 int number(const std::string& text, const char* what) {
-  char* end = nullptr;
-  const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < 1 || value > 1 << 14) {
-    throw core::InputError(fmt::format("{} must be a whole number from 1 to 16384, found \"{}\"", what, text));
-  }
-  return static_cast<int>(value);
+  return static_cast<int>(core::parse_integer(text, what, 1, 1 << 14));
 }
 
 void check(int status, const char* what) {
