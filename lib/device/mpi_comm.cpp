@@ -137,8 +137,8 @@ class MpiCommunicator final : public Communicator {
   // A ring, as NCCL's: in step s each process passes the partial sum of block rank - s - 1 to
   // the next and adds its own part of block rank - s - 2 to what the previous passes it, so that
   // after size - 1 steps it holds the whole sum of its own block. Open MPI 4.1's
-  // MPI_Reduce_scatter_block and MPI_Reduce_scatter took 2.0 and 2.8 times as long as this ring
-  // for 297 MiB of fp32 between two processes on a 2-core VM, 1.7 and 2.1 times among four
+  // MPI_Reduce_scatter_block and MPI_Reduce_scatter took 2.8 and 2.0 times as long as this ring
+  // for 297 MiB of fp32 between two processes on a 2-core VM, 2.1 and 1.7 times among four
   // (benchmarks/reduce_scatter, benchmarks/RESULTS.md), and with each of its tuned component's
   // algorithms forced 2.2 to 2.8 times between two: ZeRO's gradient sync reduce-scatters the
   // whole gradient. In place the partial sums gather in send's own blocks; apart, in recv and a
