@@ -267,14 +267,10 @@ class MpiCommunicator final : public Communicator {
   }
 
   static void add_block(DType t, void* into, const void* from, std::size_t count) {
-    const auto n = static_cast<long>(count);
-    if (t == DType::kF32) {
-      add_into(static_cast<float*>(into), static_cast<const float*>(from), n);
-    } else if (t == DType::kBf16) {
-      add_into(static_cast<Bf16*>(into), static_cast<const Bf16*>(from), n);
-    } else {
-      add_into(static_cast<Half*>(into), static_cast<const Half*>(from), n);
-    }
+    with_dtype(t, [&](auto tag) {
+      using T = decltype(tag);
+      add_into(static_cast<T*>(into), static_cast<const T*>(from), static_cast<long>(count));
+    });
   }
 
   struct Posted {

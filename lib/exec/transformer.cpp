@@ -816,13 +816,9 @@ Buffer& Transformer::grad(const std::string& name) {
   if (!o.grad.data() && sharded_) {
     // Under ZeRO-3 a unit's gradients are views of one buffer of the unit's, reduce-scattered
     // whole (scatter_gradients).
-    for (Unit& unit : units_) {
-      for (const UnitTensor& t : unit.tensors) {
-        if (t.name != name) continue;
-        if (!unit.grads.data()) unit.grads = device::zeros(b_, unit.chunk * static_cast<std::size_t>(sharding_.size) * sizeof(float));
-        o.grad = Buffer::view(unit.grads.as<float>() + t.at, t.count * sizeof(float));
-        return o.grad;
-      }
+    if (const auto [unit, t] = unit_of(name); unit) {
+      o.grad = Buffer::view(unit_gradients(*unit) + t->at, t->count * sizeof(float));
+      return o.grad;
     }
   }
   if (!o.grad.data()) {
@@ -1155,12 +1151,8 @@ std::size_t Transformer::parameter_elements(const std::string& name) {
     if (p.name == name) return p.count;
   }
   // A unit ZeRO-3 holds only a stretch of now.
-  for (const Unit& unit : units_) {
-    for (const UnitTensor& t : unit.tensors) {
-      if (t.name == name) return t.count;
-    }
-  }
-  return 0;
+  const auto [unit, t] = unit_of(name);
+  return unit ? t->count : 0;
 }
 
 std::size_t Transformer::parameter_count() {

@@ -443,6 +443,12 @@ class Transformer {
   };
   // The elements of a unit's stretch here that are parameters (the last stretch may be short).
   std::size_t own_count(const Unit& unit) const;
+  // Every stretch of a unit, the last padded to the others' length: what a gather fills.
+  std::size_t whole_count(const Unit& unit) const { return unit.chunk * static_cast<std::size_t>(sharding_.size); }
+  // The unit holding the parameter `name`, and its place there; nulls where none does.
+  std::pair<Unit*, const UnitTensor*> unit_of(const std::string& name);
+  // The unit's gradients of the pass, made as zeros at the first that comes.
+  float* unit_gradients(Unit& unit);
   int layer_unit(std::size_t local) const { return layer_units_ + static_cast<int>(local); }
   // No-ops unless the weights are sharded; a unit of -1 is none.
   void gather_unit(int unit);

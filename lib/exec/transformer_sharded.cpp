@@ -18,6 +18,20 @@ void Transformer::check_whole(const char* what) const {
   if (sharded_) throw std::logic_error(std::string("transformer: ") + what + " needs the weights whole (gather_weights)");
 }
 
+std::pair<Transformer::Unit*, const Transformer::UnitTensor*> Transformer::unit_of(const std::string& name) {
+  for (Unit& unit : units_) {
+    for (const UnitTensor& t : unit.tensors) {
+      if (t.name == name) return {&unit, &t};
+    }
+  }
+  return {nullptr, nullptr};
+}
+
+float* Transformer::unit_gradients(Unit& unit) {
+  if (!unit.grads.data()) unit.grads = device::zeros(b_, whole_count(unit) * sizeof(float));
+  return unit.grads.as<float>();
+}
+
 std::size_t Transformer::own_count(const Unit& unit) const {
   const std::size_t first = std::min(unit.count, unit.chunk * static_cast<std::size_t>(sharding_.rank));
   return std::min(unit.chunk, unit.count - first);
@@ -116,7 +130,7 @@ void Transformer::gather_unit(int u) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
   timed_call(sharding_time_, sharding_.timed, [&] {
     // Gathered into one buffer of the unit's, its tensors views of it (FSDP's flat parameter).
-    unit.whole = Buffer(b_, unit.chunk * static_cast<std::size_t>(sharding_.size) * e);
+    unit.whole = Buffer(b_, whole_count(unit) * e);
     sharding_.all_gather(options_.dtype, unit.own.data(), unit.whole.data(), unit.chunk);
     for (const UnitTensor& t : unit.tensors) {
       *t.buffer = Buffer::view(unit.whole.as<std::byte>() + t.at * e, t.count * e);
@@ -139,13 +153,12 @@ void Transformer::scatter_gradients(int u) {
   if (!sharded_ || u < 0) return;
   Unit& unit = units_[static_cast<std::size_t>(u)];
   timed_call(sharding_time_, sharding_.timed, [&] {
-    const std::size_t all = unit.chunk * static_cast<std::size_t>(sharding_.size);
+    const std::size_t all = whole_count(unit);
     // The unit's gradients of this pass are views of one buffer (grad), zeros where the pass
     // reached none; summed in place, then freed: between passes a process holds its
     // stretch's sum only.
-    if (!unit.grads.data()) unit.grads = device::zeros(b_, all * sizeof(float));
+    float* flat = unit_gradients(unit);
     for (const UnitTensor& t : unit.tensors) optimizer_.erase(t.name);
-    float* flat = unit.grads.as<float>();
     float* mine = flat + unit.chunk * static_cast<std::size_t>(sharding_.rank);
     if (sharding_.reduce == DType::kF32) {
       sharding_.reduce_scatter(DType::kF32, flat, mine, unit.chunk);
