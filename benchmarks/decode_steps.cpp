@@ -33,6 +33,7 @@ int number(const std::string& text, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  hetrl::device::choose_blas_kernels(argv);  // first: it may run this program again
   if (argc < 2) {
     fmt::print(stderr,
                "usage: decode_steps MODEL [--backend cpu|cuda|auto] [--layers L] [--hidden H] [--vocab V] [--tp T] "

@@ -281,6 +281,7 @@ std::size_t fit_iterations(int iterations, const std::vector<io::ExecRecord>& ea
 }  // namespace
 
 int main(int argc, char** argv) {
+  device::choose_blas_kernels(argv);  // first: it may run this program again
   CLI::App app{"Run a plan's RL iterations with real kernels on this machine and compare each task with the cost "
                "model.",
                "hetrl-exec"};

@@ -63,6 +63,7 @@ std::string table_with_reference(const hw::GpuProfile& p, const std::string& com
 }  // namespace
 
 int main(int argc, char** argv) {
+  device::choose_blas_kernels(argv);  // first: it may run this program again
   CLI::App app{"Measure this machine's GPU (or CPU) and write a device profile (hetrl.profile/v2).", "hetrl-profile"};
   app.set_version_flag("--version", std::string(core::kVersion));
   app.footer(kExamples);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "device/kernels.h"
@@ -240,6 +241,26 @@ std::vector<std::string> built_backends();
 std::unique_ptr<Backend> make_backend(const std::string& name, int index = 0);
 
 std::unique_ptr<Backend> make_cpu_backend();
+
+// OpenBLAS picks its GEMM kernels once, as it loads, from the CPU's model number. A model newer
+// than the library (Debian 12's OpenBLAS 0.3.21 does not know Emerald Rapids) gets its generic
+// x86-64 kernels, "Prescott" (SSE3), which run GEMMs four to five times slower than the AVX-512
+// ones on such a CPU. better_blas_core names the kernels to ask for instead (the value of
+// OPENBLAS_CORETYPE: "SkylakeX" where the CPU has AVX-512, "Haswell" where it has AVX2 and
+// FMA), or "" where OpenBLAS's choice stands.
+struct CpuFeatures {
+  bool avx2_fma = false;
+  bool avx512 = false;  // F, CD, BW, DQ and VL: what OpenBLAS's SkylakeX kernels use
+};
+CpuFeatures cpu_features();
+std::string better_blas_core(std::string_view chosen, const CpuFeatures& features);
+
+// Where better_blas_core has an answer for this CPU and the environment does not set
+// OPENBLAS_CORETYPE already, runs this program again (the same process, arguments and
+// environment) with OPENBLAS_CORETYPE set to it; otherwise, or when that fails, returns. For the
+// main of a tool that computes on the cpu backend, before anything else: under mpirun the
+// process keeps its id, and MPI has not started.
+void choose_blas_kernels(char** argv);
 #if defined(HETRL_HAVE_CUDA)
 std::unique_ptr<Backend> make_cuda_backend(int index);
 int cuda_device_count();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,9 @@ class CpuBackend final : public Backend {
     utsname u{};
     if (uname(&u) == 0) info_.driver = std::string(u.sysname) + " " + u.release;
     info_.runtime = openblas_get_config();
+    if (const char* forced = std::getenv("OPENBLAS_CORETYPE")) {
+      info_.runtime += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
+    }
   }
 
   const DeviceInfo& info() const override { return info_; }
@@ -545,5 +549,37 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+CpuFeatures cpu_features() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  f.avx512 = f.avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl");
+#endif
+  return f;
+}
+
+std::string better_blas_core(std::string_view chosen, const CpuFeatures& features) {
+  // OpenBLAS's names are case-insensitive; its fallback for a model it does not know.
+  std::string name(chosen);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name != "prescott") return "";
+  if (features.avx512) return "SkylakeX";
+  if (features.avx2_fma) return "Haswell";
+  return "";
+}
+
+void choose_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const char* chosen = openblas_get_corename();
+  const std::string better = better_blas_core(chosen ? chosen : "", cpu_features());
+  if (better.empty()) return;
+  if (setenv("OPENBLAS_CORETYPE", better.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");  // exec failed: go on with OpenBLAS's own choice
+}
 
 }  // namespace hetrl::device

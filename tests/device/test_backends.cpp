@@ -67,6 +67,21 @@ TEST_CASE("backends: the cpu keeps a released large block for the next allocatio
   b->fill_zero(larger.data(), 2 * kLarge);
 }
 
+TEST_CASE("backends: OpenBLAS's generic kernels give way to the CPU's vector units, nothing else does") {
+  const CpuFeatures avx512{true, true}, avx2{true, false}, neither{};
+  // Its fallback for a CPU model it does not know, in any case.
+  CHECK(better_blas_core("Prescott", avx512) == "SkylakeX");
+  CHECK(better_blas_core("PRESCOTT", avx2) == "Haswell");
+  CHECK(better_blas_core("Prescott", neither).empty());
+  // A choice of its own for a model it knows stands, whatever the CPU has.
+  CHECK(better_blas_core("Haswell", avx512).empty());
+  CHECK(better_blas_core("Zen", avx2).empty());
+  CHECK(better_blas_core("", avx512).empty());
+  // AVX-512 implies AVX2 on every CPU that has it.
+  const CpuFeatures here = cpu_features();
+  CHECK((!here.avx512 || here.avx2_fma));
+}
+
 TEST_CASE("backends: an unknown name is an input error with the closest name") {
   try {
     (void)make_backend("cdua");
