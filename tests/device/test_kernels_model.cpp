@@ -22,6 +22,37 @@
 namespace hetrl::device {
 namespace {
 
+TEST_CASE("kernels: GEMM of 1 to 9 rows (decode steps' products), alone and accumulated, against a direct product") {
+  // The cpu backend sums products of a few rows by a transposed weight in a path of its own:
+  // every row count on either side of it, widths that leave part of a column block and part of
+  // sixteen lanes over.
+  auto b = test_backend();
+  const int n = 7, k = 37;
+  for (DType t : kTypes) {
+    for (int m = 1; m <= 9; ++m) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(m);
+      const std::vector<double> a = random_values(static_cast<std::size_t>(m * k), 1.0, 31, t);
+      const std::vector<double> w = random_values(static_cast<std::size_t>(n * k), 1.0, 32, t);
+      const std::vector<double> c0 = random_values(static_cast<std::size_t>(m * n), 1.0, 33, t);
+      std::vector<double> product(static_cast<std::size_t>(m * n), 0.0), sum(product.size());
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < n; ++j) {
+          for (int p = 0; p < k; ++p) product[i * n + j] += a[i * k + p] * w[j * k + p];
+          sum[i * n + j] = c0[i * n + j] + product[i * n + j];
+        }
+      }
+      const Buffer da = put(*b, t, a), dw = put(*b, t, w), dc = put(*b, t, c0), dacc = put(*b, t, c0);
+      Gemm g{t, m, n, k, true};
+      b->gemm(g, da.data(), dw.data(), dc.data());
+      check_close(get(*b, t, dc, product.size()), product, 2 * precision(t), std::sqrt(k));
+      g.accumulate = true;
+      b->gemm(g, da.data(), dw.data(), dacc.data());
+      check_close(get(*b, t, dacc, sum.size()), sum, 2 * precision(t), std::sqrt(k));
+    }
+  }
+}
+
 TEST_CASE("kernels: GEMM with A transposed, an fp32 result, and accumulation into it") {
   auto b = test_backend();
   const int m = 6, n = 11, k = 29;
