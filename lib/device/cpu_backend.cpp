@@ -56,11 +56,12 @@ int usable_cores() {
 // A product of a few rows (a decode step's, a row a sequence) by a bf16 weight stored
 // transposed, summed straight from the 16-bit weights in fp32: each weight is read once. The
 // sgemm path widens the weight to fp32 first, writing it out and reading it back, and packs it:
-// on a 2-core VM that was half of a decode step's GEMM time (one core: a 896 x 4864 weight
-// took 3.4-3.7 ms at 1 to 8 rows through sgemm, 1.1-2.1 ms here). Sixteen partial sums a row,
-// added in order at the end: the same result every call. Built for AVX-512 and AVX2 beside the
+// on a 2-core VM that was half of a decode step's GEMM time (one core, a 896 x 4864 weight:
+// sgemm 3.4-3.7 ms at 1 to 8 rows and 4.5-4.8 ms at 9 to 16, this loop 1.1-2.1 ms at 1 to 8
+// and 2.1-4.4 ms at 10 to 14; past that sgemm is as fast). Sixteen partial sums a row, added
+// in order at the end: the same result every call. Built for AVX-512 and AVX2 beside the
 // baseline, the CPU's best chosen when the program loads.
-constexpr int kFewRows = 8;
+constexpr int kFewRows = 14;
 
 using Lanes = float __attribute__((vector_size(64)));             // 16 floats
 using WideBits = std::uint32_t __attribute__((vector_size(64)));  // 16 words
@@ -100,7 +101,7 @@ __attribute__((always_inline)) inline void few_rows_block(const float* a, const 
 template <int Rows>
 __attribute__((always_inline)) inline void few_rows(const float* a, const Bf16* bt, float* c, int n, int k,
                                                    bool accumulate) {
-  constexpr int kColumns = Rows <= 2 ? 4 : 2;  // weight rows read together: A's loads shared
+  constexpr int kColumns = Rows <= 2 ? 4 : Rows <= 8 ? 2 : 1;  // weight rows read together: A's loads shared
   int first = 0;
   for (; first + kColumns <= n; first += kColumns) few_rows_block<Rows, kColumns>(a, bt, c, n, k, first, accumulate);
   for (; first < n; ++first) few_rows_block<Rows, 1>(a, bt, c, n, k, first, accumulate);
@@ -119,6 +120,12 @@ void few_rows_gemm(const float* a, const Bf16* bt, float* c, int m, int n, int k
     case 6: few_rows<6>(a, bt, c, n, k, accumulate); break;
     case 7: few_rows<7>(a, bt, c, n, k, accumulate); break;
     case 8: few_rows<8>(a, bt, c, n, k, accumulate); break;
+    case 9: few_rows<9>(a, bt, c, n, k, accumulate); break;
+    case 10: few_rows<10>(a, bt, c, n, k, accumulate); break;
+    case 11: few_rows<11>(a, bt, c, n, k, accumulate); break;
+    case 12: few_rows<12>(a, bt, c, n, k, accumulate); break;
+    case 13: few_rows<13>(a, bt, c, n, k, accumulate); break;
+    case 14: few_rows<14>(a, bt, c, n, k, accumulate); break;
     default: throw std::logic_error("few_rows_gemm: more rows than kFewRows");
   }
 }

@@ -22,14 +22,14 @@
 namespace hetrl::device {
 namespace {
 
-TEST_CASE("kernels: GEMM of 1 to 9 rows (decode steps' products), alone and accumulated, against a direct product") {
+TEST_CASE("kernels: GEMM of 1 to 16 rows (decode steps' products), alone and accumulated, against a direct product") {
   // The cpu backend sums products of a few rows by a transposed weight in a path of its own:
   // every row count on either side of it, widths that leave part of a column block and part of
   // sixteen lanes over.
   auto b = test_backend();
   const int n = 7, k = 37;
   for (DType t : kTypes) {
-    for (int m = 1; m <= 9; ++m) {
+    for (int m = 1; m <= 16; ++m) {
       CAPTURE(dtype_name(t));
       CAPTURE(m);
       const std::vector<double> a = random_values(static_cast<std::size_t>(m * k), 1.0, 31, t);
