@@ -57,8 +57,9 @@ int usable_cores() {
 // transposed, summed straight from the 16-bit weights in fp32: each weight is read once. The
 // sgemm path widens the weight to fp32 first, writing it out and reading it back, and packs it:
 // on a 2-core VM that was half of a decode step's GEMM time (one core, a 896 x 4864 weight:
-// sgemm 3.4-3.7 ms at 1 to 8 rows and 4.5-4.8 ms at 9 to 16, this loop 1.1-2.1 ms at 1 to 8
-// and 2.1-4.4 ms at 10 to 14; past that sgemm is as fast). Sixteen partial sums a row, added
+// sgemm 3.4-3.9 ms at 1 and 8 rows, this loop 1.1-2.1 ms at 1 to 8; in a slower spell sgemm
+// 4.5-4.8 ms at each of 8 to 16 rows, this loop 2.1-4.4 ms at 10 to 14; past that sgemm is as
+// fast). Sixteen partial sums a row, added
 // in order at the end: the same result every call. Built for AVX-512 and AVX2 beside the
 // baseline, the CPU's best chosen when the program loads.
 constexpr int kFewRows = 14;
