@@ -239,14 +239,20 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Laye
   };
   const bool ties = tied_head();
   // A sharded tensor's slice [first, first + count) of the whole one: along its rows (`width`
-  // elements a row), one contiguous run, or along its columns (`width` rows), a run a row.
+  // elements a row), one contiguous run, or along its columns (`width` rows), a run a row;
+  // one run too where both shards hold the same columns (an equal split), so that the
+  // tensor goes straight from one shard's memory to the other's, not through a packed copy
+  // on each side.
   struct Slice {
     std::size_t first, count;
   };
   const auto slice = [&](Weight w, int layer, Slice t, Slice f, bool by_rows, std::size_t width) {
     const std::size_t lo = std::max(t.first, f.first), hi = std::min(t.first + t.count, f.first + f.count);
     if (lo >= hi) return;
-    if (by_rows) {
+    if (!by_rows && hi - lo == f.count && hi - lo == t.count) {
+      const std::size_t run = (hi - lo) * width;
+      out.push_back({w, layer, 0, run, 0, run, run, 1});
+    } else if (by_rows) {
       const std::size_t run = (hi - lo) * width;
       out.push_back({w, layer, (lo - f.first) * width, run, (lo - t.first) * width, run, run, 1});
     } else {

@@ -719,16 +719,28 @@ TEST_CASE("the reshard pair by pair (what the weight sync sends between processe
           // The pieces on their way, as a pair of processes would pass them.
           std::deque<std::vector<char>> wire;
           std::size_t moved = 0;
+          // Between equal splits every piece is a whole tensor, sent from the trained shard's
+          // own memory and received into the engine's, with no packed copy on either side.
+          const std::vector<Transformer::Tensor> sent_from = trained.parameters(), received_into = packed.parameters();
+          const auto inside = [](const std::vector<Transformer::Tensor>& tensors, const void* data, std::size_t bytes) {
+            const char* p = static_cast<const char*>(data);
+            return std::any_of(tensors.begin(), tensors.end(), [&](const Transformer::Tensor& x) {
+              const char* begin = static_cast<const char*>(x.buffer->data());
+              return p >= begin && p + bytes <= begin + x.buffer->bytes();
+            });
+          };
           for (int d = 0; d < to_tp; ++d) {
             // The whole tensors from a shard other than the first where there is one.
             const int whole_from = (d + 1) % from_tp;
             for (int s = 0; s < from_tp; ++s) {
               trained.send_shard(s, to_tp, d, s == whole_from, packed.layers(), [&](const void* data, std::size_t bytes) {
+                if (from_tp == to_tp) CHECK(inside(sent_from, data, bytes));
                 std::vector<char>& piece = wire.emplace_back(bytes);
                 b->download(piece.data(), data, bytes);
                 moved += bytes;
               });
               packed.receive_shard(from_tp, s, trained.layers(), d, s == whole_from, [&](void* data, std::size_t bytes) {
+                if (from_tp == to_tp) CHECK(inside(received_into, data, bytes));
                 REQUIRE(!wire.empty());
                 REQUIRE(wire.front().size() == bytes);
                 b->upload(data, wire.front().data(), bytes);
