@@ -19,6 +19,8 @@ using device::DType;
 
 // Llama-3-8B's attention layout (32 query heads, 8 KV heads of 128), the most common one.
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+// The fp32 GEMM point's width (the fp32 peak a new type needs).
+constexpr int kFp32Width = 1024;
 
 double median_of(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -432,9 +434,13 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
   }
   steps.next("GEMM fp32");
   if (params.dtype != DType::kF32) {
-    // One large fp32 point: the fp32 peak a new type needs.
+    // One large fp32 point: the fp32 peak a new type needs, at the listed width nearest
+    // kFp32Width (in the logarithm).
+    const auto off = [](int width) { return std::abs(std::log2(static_cast<double>(width) / kFp32Width)); };
+    const int width = *std::min_element(params.widths.begin(), params.widths.end(),
+                                        [&](int a, int b) { return off(a) < off(b); });
     std::map<int, double> none;
-    measure_gemm_width(backend, timer, params, DType::kF32, params.widths.front(), {2048}, none, p);
+    measure_gemm_width(backend, timer, params, DType::kF32, width, {2048}, none, p);
   }
   steps.next("decode attention");
   measure_attention(backend, timer, params, p);
@@ -450,7 +456,7 @@ ProfileParams ProfileParams::quick_settings() {
   p.repeats = 1;
   p.repeat_seconds = 1e-3;
   p.point_seconds = 0.6;
-  p.widths = {1024, 4096};
+  p.widths = {512, 1024, 4096};
   p.tokens = {1, 4, 8, 16, 64, 256, 1024, 2048, 4096, 8192};
   p.largest_buffer = 256.0 * (1 << 20);
   return p;

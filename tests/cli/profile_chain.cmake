@@ -27,10 +27,10 @@ if(points LESS 2)
   message(FATAL_ERROR "the GEMM curve has ${points} points, expected at least 2 token counts")
 endif()
 
-# --quick measures two widths: each keeps its own curve, and the cluster adopts them.
+# --quick measures three widths: each keeps its own curve, and the cluster adopts them.
 string(JSON widths LENGTH "${profile}" fitted gemm_curves)
-if(NOT widths EQUAL 2)
-  message(FATAL_ERROR "the profile has ${widths} GEMM curves by width, expected 2 (1024 and 4096)")
+if(NOT widths EQUAL 3)
+  message(FATAL_ERROR "the profile has ${widths} GEMM curves by width, expected 3 (512, 1024 and 4096)")
 endif()
 
 run(${CLUSTER} --from-profile ${OUT}/cpu_profile.json --node lab:1x${type} -o ${OUT}/cpu_cluster.json)
@@ -41,8 +41,8 @@ endif()
 file(READ ${OUT}/cpu_cluster.json cluster)
 require_adopted("${cluster}" "${profile}" ${type} bf16_dense_tflops gemm_large_tflops)
 string(JSON adopted_widths LENGTH "${cluster}" gpu_types ${type} efficiency gemm_curves)
-if(NOT adopted_widths EQUAL 2)
-  message(FATAL_ERROR "the cluster's ${type} has ${adopted_widths} GEMM curves by width, expected 2")
+if(NOT adopted_widths EQUAL 3)
+  message(FATAL_ERROR "the cluster's ${type} has ${adopted_widths} GEMM curves by width, expected 3")
 endif()
 
 run(${PLAN} --cluster ${OUT}/cpu_cluster.json --workload ${DATA}/grpo_tiny.json)

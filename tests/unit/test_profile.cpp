@@ -166,6 +166,10 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   CHECK(p.launch);
   CHECK(p.gemms.size() == 5);  // 2 widths x 2 token counts in bf16, one fp32 point
   for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 4);  // 2 repeats in each of 2 passes
+  // The fp32 point at the listed width nearest 1024, not the narrowest.
+  CHECK(std::count_if(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) {
+          return g.dtype == "fp32" && g.n == 64 && g.k == 64;
+        }) == 1);
   CHECK(p.bandwidths.size() >= 5);  // read, write, copy at 1 MiB and 4 MiB; transfers
   CHECK(!p.attention.empty());
   // 64 Ki and 256 Ki parameters fit the 4 MiB budget (18 bytes each held, bf16); 30 moved.
