@@ -363,6 +363,10 @@ TEST_CASE("kernels: the sum of squares of fp32 values, in fp64") {
   // H200); fp32 addition would lose every small term and be off by about 1e-5.
   CHECK(b->sum_squares(d.as<float>(), count) == doctest::Approx(expected).epsilon(1e-10));
   CHECK(b->sum_squares(d.as<float>() + 1, 1) == doctest::Approx(1.0 / 4));  // value 1 is -1/2
+  // From an odd start, a count that leaves a tail after whole blocks of lanes.
+  double some = 0;
+  for (std::size_t i = 3; i < 3 + 101; ++i) some += static_cast<double>(values[i]) * values[i];
+  CHECK(b->sum_squares(d.as<float>() + 3, 101) == doctest::Approx(some).epsilon(1e-12));
   CHECK(b->sum_squares(d.as<float>(), 0) == 0.0);
 }
 
