@@ -577,17 +577,25 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
       worst_p2p = p2p;
     }
     if (training) {
-      const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) /
-                            (train.zero_stage >= 1 ? dp.replicas : 1);
+      const double held = shape.shard_params(stage.layers, s == 0, last, stage.tp);
+      const double params = held / (train.zero_stage >= 1 ? dp.replicas : 1);
+      // Around the update, on the GPU: the gradients' norm over the stretch it updates, and
+      // the gradients it holds zeroed for the next step (ZeRO-2 and 3 hold a stretch); each a
+      // stream one way, at the memory's streaming share (the update reads and writes at once,
+      // which a CPU's memory serves faster than one way: its share of the read bandwidth
+      // there is more than 1).
+      const double grads = train.zero_stage >= 2 ? params : held;
+      const double around = (params * params_.grad_norm_bytes_per_param + grads * params_.grad_zero_bytes_per_param) /
+                            (g.memory_bandwidth * g.efficiency.memory);
       const double step =
-          train.optimizer_offload
-              // Gradients out and weights back over PCIe, Adam in the node's memory, which its
-              // GPUs share.
-              ? 2.0 * kBf16 * params / params_.host_bandwidth +
-                    params * params_.adam_bytes_per_param /
-                        (params_.host_memory_bandwidth / cluster_.nodes[stage.node].gpu_count)
-              : params * params_.adam_bytes_per_param /
-                    (g.memory_bandwidth * g.efficiency.optimizer_share());
+          around + (train.optimizer_offload
+                        // Gradients out and weights back over PCIe, Adam in the node's memory,
+                        // which its GPUs share.
+                        ? 2.0 * kBf16 * params / params_.host_bandwidth +
+                              params * params_.adam_bytes_per_param /
+                                  (params_.host_memory_bandwidth / cluster_.nodes[stage.node].gpu_count)
+                        : params * params_.adam_bytes_per_param /
+                              (g.memory_bandwidth * g.efficiency.optimizer_share()));
       optimizer = std::max(optimizer, step);
     }
   }

@@ -180,6 +180,10 @@ struct CostParams {
   // Bytes the Adam step reads and writes per parameter: fp32 master, momentum and variance
   // read and written (24), fp32 gradient read (4), bf16 weight written (2).
   double adam_bytes_per_param = 30;
+  // Around the update, as Megatron's optimizer step runs it: the fp32 gradients read for
+  // their norm (clipping) and written zero for the next step's accumulation.
+  double grad_norm_bytes_per_param = 4;
+  double grad_zero_bytes_per_param = 4;
   // CPU work: GAE / group normalisation per response token, and a rule-based reward per
   // sample (run by parallel workers; per-sample cost after parallelism).
   double cpu_seconds_per_token = 2e-9;

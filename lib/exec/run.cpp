@@ -1658,12 +1658,18 @@ class Runner {
           loss = sum_over(*dp, loss);
           reduce_seconds += reduce.seconds();
         }
+        // The optimiser step, as Megatron's runs it: the gradients' norm (read for clipping),
+        // the update, and the gradients zeroed for the next step. The norm and the zeroing go
+        // over the whole model in this process; alone, where the replicas share one model,
+        // each replica's GPU would do its own share of them.
+        const Stopwatch norm_watch(b_);
         (role == Role::kCritic ? m.value_grad_norm : m.policy_grad_norm) =
             zero ? zero->gradient_norm() : model.gradient_norm();
-        // The optimiser step: each process its own stretch under ZeRO, then the replicas'
-        // updated weights gathered (timed with the gradients' sync, as the cost model prices
-        // them together). Alone, each replica's stretch is updated and timed in turn, as its
-        // GPU would.
+        double around_step = norm_watch.seconds();
+        // The update: each process its own stretch under ZeRO, then the replicas' updated
+        // weights gathered (timed with the gradients' sync, as the cost model prices them
+        // together). Alone, each replica's stretch is updated and timed in turn, as its GPU
+        // would.
         std::vector<double> step_seconds(parts.size(), 0.0);
         if (sharded && !data_parallel) {
           for (std::size_t r = 0; r < parts.size(); ++r) {
@@ -1687,7 +1693,11 @@ class Runner {
             reduce_seconds += gather.seconds();
           }
         }
+        const Stopwatch zeroing(b_);
         model.end_step();
+        around_step += zeroing.seconds();
+        if (sharded && !data_parallel) around_step /= static_cast<double>(parts.size());
+        for (double& step : step_seconds) step += around_step;
         // The other layouts of this role are behind now.
         ++version_[role_at];
         held_[key(role_at, trainer_layout(role))] = version_[role_at];
