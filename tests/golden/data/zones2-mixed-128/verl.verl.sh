@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl 0.8.0.dev: plan by verl for ppo-qwen2.5-14b-rm on zones2-mixed-128: 5.164 samples/s predicted
+# verl 0.8.0.dev: plan by verl for ppo-qwen2.5-14b-rm on zones2-mixed-128: 5.162 samples/s predicted
 # keys as documented in the reference configurations ppo_trainer.yaml and ppo_megatron_trainer.yaml (docs/examples/config.rst) and the one-step-off-policy recipe (docs/advance/one_step_off.md)
 # give the data as data.train_files and data.val_files
 # run it on a Ray cluster of the plan's 16 nodes: us-east-1a-p4de.24xlarge-0, us-east-1a-p4de.24xlarge-1, us-east-1a-p4de.24xlarge-2, us-east-1a-p4de.24xlarge-3, us-east-1a-p5.48xlarge-0, us-east-1a-p5.48xlarge-1, us-east-1a-p5.48xlarge-2, us-east-1a-p5.48xlarge-3, us-east-1b-g6e.48xlarge-0, us-east-1b-g6e.48xlarge-1, us-east-1b-g6e.48xlarge-2, us-east-1b-g6e.48xlarge-3, us-east-1b-g6e.48xlarge-4, us-east-1b-g6e.48xlarge-5, us-east-1b-g6e.48xlarge-6, us-east-1b-g6e.48xlarge-7
