@@ -191,7 +191,11 @@ class MpiCommunicator final : public Communicator {
   // MPI's blocking calls spin while they wait; a process measuring beside a waiting one would
   // lose a core to it. The host-side calls start a non-blocking operation and poll it: at once
   // for a millisecond (so that processes meeting at a barrier leave it together), then
-  // sleeping between polls, twice as long each time up to 20 ms (a long wait wakes rarely).
+  // sleeping between polls, twice as long each time up to 1 ms. A process that arrives while
+  // its peer sleeps waits for the peer to wake (a collective moves only while both poll): with
+  // sleeps of up to 20 ms the last stage of a two-stage pipeline lost 30-80 ms at the end of
+  // each scoring task, and its iteration as run was 1.08-1.09 times its tasks in turn. Waking
+  // every millisecond took 4% of a waiting core on the 2-core VM of benchmarks/RESULTS.md.
   void barrier() override {
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
@@ -248,7 +252,7 @@ class MpiCommunicator final : public Communicator {
     while (!done()) {
       if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1)) {
         std::this_thread::sleep_for(pause);
-        pause = std::min(2 * pause, std::chrono::microseconds(20000));
+        pause = std::min(2 * pause, std::chrono::microseconds(1000));
       }
     }
   }
