@@ -193,7 +193,7 @@ class MpiCommunicator final : public Communicator {
   // for a millisecond (so that processes meeting at a barrier leave it together), then
   // sleeping between polls, twice as long each time up to 1 ms. A process that arrives while
   // its peer sleeps waits for the peer to wake (a collective moves only while both poll): with
-  // sleeps of up to 20 ms the last stage of a two-stage pipeline lost 30-80 ms at the end of
+  // sleeps of up to 20 ms the last stage of a two-stage pipeline lost 32-83 ms at the end of
   // each scoring task, and its iteration as run was 1.08-1.09 times its tasks in turn. Waking
   // every millisecond took 4% of a waiting core on the 2-core VM of benchmarks/RESULTS.md.
   void barrier() override {

@@ -249,10 +249,7 @@ std::vector<Transformer::Piece> Transformer::pieces(const ShardShape& from, Laye
   const auto slice = [&](Weight w, int layer, Slice t, Slice f, bool by_rows, std::size_t width) {
     const std::size_t lo = std::max(t.first, f.first), hi = std::min(t.first + t.count, f.first + f.count);
     if (lo >= hi) return;
-    if (!by_rows && hi - lo == f.count && hi - lo == t.count) {
-      const std::size_t run = (hi - lo) * width;
-      out.push_back({w, layer, 0, run, 0, run, run, 1});
-    } else if (by_rows) {
+    if (by_rows || (hi - lo == f.count && hi - lo == t.count)) {
       const std::size_t run = (hi - lo) * width;
       out.push_back({w, layer, (lo - f.first) * width, run, (lo - t.first) * width, run, run, 1});
     } else {
