@@ -631,7 +631,9 @@ std::string match_gpu_type(const device::DeviceInfo& info, const hw::Catalog& ca
   int best_words = 0;
   for (const hw::GpuSpec& spec : catalog.gpus) {
     // The model word (the first with a digit: a100, l40s, 4090) must be in the device's name;
-    // the other words (sxm, pcie) break ties.
+    // the other words (sxm, pcie) break ties. A PCIe or NVL board says so in its name, an SXM
+    // one need not ("NVIDIA H100 80GB HBM3", "NVIDIA H200"): a type whose name gives one of
+    // those two form factors needs it in the device's.
     std::istringstream words(lowercase_words(spec.name));
     int matched = 0;
     bool model_seen = false, fits = true;
@@ -640,8 +642,9 @@ std::string match_gpu_type(const device::DeviceInfo& info, const hw::Catalog& ca
       const bool model = !model_seen && std::any_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (model) {
         model_seen = true;
-        fits = found;
+        fits = fits && found;
       }
+      if ((part == "pcie" || part == "nvl") && !found) fits = false;
       matched += found ? 1 : 0;
     }
     if (!fits || std::abs(spec.memory - info.memory) > 0.1 * spec.memory) continue;

@@ -629,6 +629,9 @@ TEST_CASE("profile: a CUDA device's name and memory pick its catalogue type") {
     return d;
   };
   CHECK(profile::match_gpu_type(info("NVIDIA H100 PCIe", "H100-PCIe"), catalog) == "H100-PCIe");
+  // SXM boards' names need not say so; nvidia-smi's name of an H100 SXM5 (700 W).
+  CHECK(profile::match_gpu_type(info("NVIDIA H100 80GB HBM3", "H100-SXM"), catalog) == "H100-SXM");
+  CHECK(profile::match_gpu_type(info("NVIDIA H200", "H200"), catalog) == "H200");
   CHECK(profile::match_gpu_type(info("NVIDIA A100-SXM4-80GB", "A100-SXM-80G"), catalog) == "A100-SXM-80G");
   CHECK(profile::match_gpu_type(info("NVIDIA L40S", "L40S"), catalog) == "L40S");
   CHECK(profile::match_gpu_type(info("NVIDIA L4", "L4"), catalog) == "L4");
