@@ -158,6 +158,50 @@ __global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* 
                 rsqrtf(static_cast<float>(a.head_dim)), out + at);
 }
 
+// Split attention (kernels.h's attention_parts): a warp per query head and part, parts of one
+// head in neighbouring warps, then a warp per head combining them.
+template <typename T>
+__global__ void decode_attention_part_kernel(DecodeAttention a, int parts, int span, const T* q, const T* k,
+                                             const T* v, const int* lengths, float* partials) {
+  const long unit = warp_index();
+  if (unit >= static_cast<long>(a.batch) * a.heads * parts) return;
+  const int h = static_cast<int>(unit / parts), part = static_cast<int>(unit % parts);
+  const int s = h / a.heads, head = h % a.heads;
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(head / (a.heads / a.kv_heads)) * a.head_dim;
+  attend_cached_part(WarpLanes{}, q + static_cast<long>(h) * a.head_dim, k + kv, v + kv, lengths[s], part, span, stride,
+                     a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), partials + unit * (kPartHeader + a.head_dim));
+}
+
+template <typename T>
+__global__ void attention_part_kernel(Attention a, int parts, int span, const T* q, const T* k, const T* v,
+                                      const int* lengths, const int* slots, float* partials) {
+  const long unit = warp_index();
+  if (unit >= static_cast<long>(a.batch) * a.queries * a.heads * parts) return;
+  const long row = unit / parts;
+  const int part = static_cast<int>(unit % parts);
+  const int h = static_cast<int>(row % a.heads);
+  const int t = static_cast<int>(row / a.heads % a.queries);
+  const int s = static_cast<int>(row / a.heads / a.queries);
+  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
+  const long kv = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
+                  static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  attend_cached_part(WarpLanes{}, q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t), part,
+                     span, stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
+                     partials + unit * (kPartHeader + a.head_dim));
+}
+
+template <typename T>
+__global__ void combine_attention_parts_kernel(long rows, int parts, int head_dim, const float* partials, T* out,
+                                               float* lse) {
+  const long row = warp_index();
+  if (row >= rows) return;
+  const WarpLanes lanes;
+  const float l = combine_attention_parts(lanes, partials + row * parts * (kPartHeader + head_dim), parts, head_dim,
+                                          out + row * head_dim);
+  if (lse && lanes.first() == 0) lse[row] = l;
+}
+
 template <typename T>
 __global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v, const int* lengths,
                                  const int* slots, T* out, float* lse) {
@@ -446,6 +490,7 @@ class CudaBackend final : public Backend {
     info_.count = count;
     info_.memory = static_cast<double>(props.totalGlobalMem);
     info_.compute_units = props.multiProcessorCount;
+    resident_warps_ = static_cast<long>(props.multiProcessorCount) * (props.maxThreadsPerMultiProcessor / kWarp);
     info_.driver = "CUDA driver " + version(driver);
     info_.runtime = "CUDA runtime " + version(runtime) + ", cuBLAS " + std::to_string(blas_version) + ", sm_" +
                     std::to_string(props.major) + std::to_string(props.minor);
@@ -463,6 +508,10 @@ class CudaBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
   cudaStream_t stream() const { return stream_; }
+  // The warps the device holds at once (every multiprocessor full): what split attention fills.
+  long resident_warps() const { return resident_warps_; }
+  // Positions a part of split attention takes.
+  static int span(int capacity, int parts) { return (capacity + parts - 1) / parts; }
 
   // Freed blocks are kept by size and handed out again, as deep-learning frameworks' caching
   // allocators do: cudaFree waits for the whole device, and a training step makes and frees
@@ -612,9 +661,19 @@ class CudaBackend final : public Backend {
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: decode attention head_dim above " + std::to_string(kMaxHeadDim));
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      if (a.batch * a.heads == 0) return;
-      decode_attention_kernel<<<blocks_for_warps(static_cast<std::size_t>(a.batch) * a.heads), kThreads, 0, stream_>>>(
-          a, typed<T>(q), typed<T>(k), typed<T>(v), lengths, typed<T>(out));
+      const std::size_t rows = static_cast<std::size_t>(a.batch) * a.heads;
+      if (rows == 0) return;
+      const int parts = attention_parts(static_cast<long>(rows), a.capacity, resident_warps());
+      if (parts == 1) {
+        decode_attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k),
+                                                                                  typed<T>(v), lengths, typed<T>(out));
+        return;
+      }
+      const Buffer partials(*this, rows * parts * (kPartHeader + a.head_dim) * sizeof(float));
+      decode_attention_part_kernel<<<blocks_for_warps(rows * parts), kThreads, 0, stream_>>>(
+          a, parts, span(a.capacity, parts), typed<T>(q), typed<T>(k), typed<T>(v), lengths, partials.as<float>());
+      combine_attention_parts_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
+          static_cast<long>(rows), parts, a.head_dim, partials.as<float>(), typed<T>(out), nullptr);
     });
     launched("decode_attention");
   }
@@ -627,8 +686,18 @@ class CudaBackend final : public Backend {
     with_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
       if (rows == 0) return;
-      attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
-                                                                         lengths, slots, typed<T>(out), lse);
+      const int parts = attention_parts(static_cast<long>(rows), a.capacity, resident_warps());
+      if (parts == 1) {
+        attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
+                                                                           lengths, slots, typed<T>(out), lse);
+        return;
+      }
+      const Buffer partials(*this, rows * parts * (kPartHeader + a.head_dim) * sizeof(float));
+      attention_part_kernel<<<blocks_for_warps(rows * parts), kThreads, 0, stream_>>>(
+          a, parts, span(a.capacity, parts), typed<T>(q), typed<T>(k), typed<T>(v), lengths, slots,
+          partials.as<float>());
+      combine_attention_parts_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
+          static_cast<long>(rows), parts, a.head_dim, partials.as<float>(), typed<T>(out), lse);
     });
     launched("attention");
   }
@@ -920,6 +989,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceInfo info_;
+  long resident_warps_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // free blocks by rounded size

@@ -146,18 +146,22 @@ HETRL_HD float head_dot(const L& lanes, const T* a, const T* b, int head_dim) {
   return lanes.sum(dot);
 }
 
-// One query head attending over `length` cached positions: out = softmax(q K^T * scale) V, in
-// one pass with a running maximum (the online softmax), so a head reads its cache once.
-// k and v point at the head's kv head in position 0; positions are `stride` elements apart.
-// Returns the log of the softmax's denominator (max + log sum exp), which the backward pass
-// uses to recompute the probabilities; -infinity over no positions.
+// A row's maximum and the sum of exp(x - maximum): softmax's denominator, stably.
+struct SoftmaxScale {
+  float most, total;
+};
+
+// One query head attending over cached positions begin to end - 1 with a running maximum
+// (the online softmax), so a head reads its cache once. k and v point at the head's kv head in
+// position 0; positions are `stride` elements apart. Leaves in acc this lane's dimensions of
+// sum_j exp(score_j - most) v_j and returns most (-infinity over no positions) and total =
+// sum_j exp(score_j - most).
 template <typename T, typename L>
-HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v, int length, long stride,
-                             int head_dim, float scale, T* out) {
-  float acc[kHeadSlots<L>];
+HETRL_HD SoftmaxScale attend_range(const L& lanes, const T* q, const T* k, const T* v, int begin, int end, long stride,
+                                   int head_dim, float scale, float (&acc)[kHeadSlots<L>]) {
   for (float& a : acc) a = 0;
   float running_max = -INFINITY, total = 0;
-  for (int t = 0; t < length; ++t) {
+  for (int t = begin; t < end; ++t) {
     const float score = head_dot(lanes, q, k + t * stride, head_dim) * scale;
     const float new_max = fmaxf(running_max, score);
     const float correction = expf(running_max - new_max);
@@ -167,9 +171,76 @@ HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v,
     for_each_slot(lanes, head_dim, [&](int slot, int d) { acc[slot] = acc[slot] * correction + p * to_float(vt[d]); });
     running_max = new_max;
   }
-  const float inverse = length > 0 ? 1.0f / total : 0.0f;
+  return {running_max, total};
+}
+
+// One query head attending over `length` cached positions: out = softmax(q K^T * scale) V.
+// Returns the log of the softmax's denominator (max + log sum exp), which the backward pass
+// uses to recompute the probabilities; -infinity over no positions.
+template <typename T, typename L>
+HETRL_HD float attend_cached(const L& lanes, const T* q, const T* k, const T* v, int length, long stride,
+                             int head_dim, float scale, T* out) {
+  float acc[kHeadSlots<L>];
+  const SoftmaxScale s = attend_range(lanes, q, k, v, 0, length, stride, head_dim, scale, acc);
+  const float inverse = length > 0 ? 1.0f / s.total : 0.0f;
   for_each_slot(lanes, head_dim, [&](int slot, int d) { out[d] = store<T>(acc[slot] * inverse); });
-  return length > 0 ? running_max + logf(total) : -INFINITY;
+  return length > 0 ? s.most + logf(s.total) : -INFINITY;
+}
+
+// Attention split over positions (as flash-decoding does), for steps with too few query heads
+// to fill a GPU when each head's positions are taken in turn: a head's positions go to `parts`
+// workers, span = ceil(capacity / parts) each, and a second pass combines the parts. A part is
+// kPartHeader + head_dim floats: its most, its total, then its unnormalised sums.
+inline constexpr int kPartHeader = 2;
+inline constexpr int kMinPartPositions = 32;
+
+// How many parts for `rows` query heads over up to `capacity` positions each on a device that
+// runs `workers` of them at once: enough that the rows fill the workers, none shorter than
+// kMinPartPositions positions; 1 (no split) where the rows fill it already.
+HETRL_HD inline int attention_parts(long rows, int capacity, long workers) {
+  if (rows <= 0 || capacity <= kMinPartPositions) return 1;
+  const long wanted = (workers + rows - 1) / rows;
+  const long longest = (capacity + kMinPartPositions - 1) / kMinPartPositions;
+  const long parts = wanted < longest ? wanted : longest;
+  return parts > 1 ? static_cast<int>(parts) : 1;
+}
+
+// Part `index` of a query head that sees `length` positions, each part `span` positions.
+template <typename T, typename L>
+HETRL_HD void attend_cached_part(const L& lanes, const T* q, const T* k, const T* v, int length, int index, int span,
+                                 long stride, int head_dim, float scale, float* part) {
+  const int begin = index * span;
+  const int end = begin + span < length ? begin + span : length;
+  float acc[kHeadSlots<L>];
+  const SoftmaxScale s = attend_range(lanes, q, k, v, begin, end > begin ? end : begin, stride, head_dim, scale, acc);
+  if (lanes.first() == 0) {
+    part[0] = s.most;
+    part[1] = s.total;
+  }
+  for_each_slot(lanes, head_dim, [&](int slot, int d) { part[kPartHeader + d] = acc[slot]; });
+}
+
+// A query head's `count` parts (one after another) combined into out, rescaling each part's
+// sums from its maximum to the overall one; returns the log of the denominator as
+// attend_cached does.
+template <typename T, typename L>
+HETRL_HD float combine_attention_parts(const L& lanes, const float* parts, int count, int head_dim, T* out) {
+  const long size = kPartHeader + head_dim;
+  float most = -INFINITY;
+  for (int p = 0; p < count; ++p) most = fmaxf(most, parts[p * size]);
+  float acc[kHeadSlots<L>];
+  for (float& a : acc) a = 0;
+  float total = 0;
+  for (int p = 0; p < count; ++p) {
+    const float* part = parts + p * size;
+    if (!(part[1] > 0)) continue;  // no positions
+    const float weight = expf(part[0] - most);
+    total += weight * part[1];
+    for_each_slot(lanes, head_dim, [&](int slot, int d) { acc[slot] += weight * part[kPartHeader + d]; });
+  }
+  const float inverse = total > 0 ? 1.0f / total : 0.0f;
+  for_each_slot(lanes, head_dim, [&](int slot, int d) { out[d] = store<T>(acc[slot] * inverse); });
+  return total > 0 ? most + logf(total) : -INFINITY;
 }
 
 // Which query of a step sees a cached position: a step appends `queries` tokens to a sequence
@@ -250,10 +321,6 @@ HETRL_HD void attend_cached_dkv(const L& lanes, const T* q, const T* dout, const
   });
 }
 
-// A row's maximum and the sum of exp(x - maximum): softmax's denominator, stably.
-struct SoftmaxScale {
-  float most, total;
-};
 template <typename T, typename L>
 HETRL_HD SoftmaxScale softmax_scale(const L& lanes, const T* x, int n) {
   float most = -INFINITY;

@@ -238,26 +238,28 @@ TEST_CASE("kernels: attention over packed sequences of different lengths is each
   }
 }
 
-TEST_CASE("kernels: a decode step is the attention of one new query") {
+// A decode step through attention (general, and with its queries reordered through slots) and
+// decode_attention, against each other and the reference.
+void check_decode_step(const Attention& a, const std::vector<int>& lengths) {
   auto b = test_backend();
-  Attention a;
-  a.dtype = DType::kF32, a.batch = 3, a.queries = 1, a.heads = 4, a.kv_heads = 1, a.head_dim = 16, a.capacity = 10;
-  const std::vector<int> lengths{1, 6, 10};
   const std::size_t q_count = static_cast<std::size_t>(a.batch * a.heads * a.head_dim);
   const std::size_t kv_count = static_cast<std::size_t>(a.batch * a.capacity * a.kv_heads * a.head_dim);
   const std::vector<double> q = random_values(q_count, 1.0, 35, a.dtype), k = random_values(kv_count, 1.0, 36, a.dtype),
                             v = random_values(kv_count, 1.0, 37, a.dtype);
   const Buffer dq = put(*b, a.dtype, q), dk = put(*b, a.dtype, k), dv = put(*b, a.dtype, v), dl = put_raw(*b, lengths);
-  const Buffer general(*b, q_count * 4), decode(*b, q_count * 4);
-  b->attention(a, dq.data(), dk.data(), dv.data(), dl.as<int>(), nullptr, general.data(), nullptr);
+  const Buffer general(*b, q_count * 4), decode(*b, q_count * 4), lse(*b, q_count / a.head_dim * sizeof(float));
+  b->attention(a, dq.data(), dk.data(), dv.data(), dl.as<int>(), nullptr, general.data(), lse.as<float>());
   const DecodeAttention d{a.dtype, a.batch, a.heads, a.kv_heads, a.head_dim, a.capacity};
   b->decode_attention(d, dq.data(), dk.data(), dv.data(), dl.as<int>(), decode.data());
   const std::vector<double> found = get(*b, a.dtype, general, q_count);
   check_close(found, get(*b, a.dtype, decode, q_count), 1e-6);
-  check_close(found, attention_reference(a, q, k, v, lengths).out, 1e-5);
+  const AttentionReference expected = attention_reference(a, q, k, v, lengths);
+  check_close(found, expected.out, 1e-5);
+  check_close(widen(get_raw<float>(*b, lse, expected.lse.size())), expected.lse, 1e-5);
 
   // The same queries in another order, each reading its own cache through `slots`.
-  const std::vector<int> order{2, 0, 1};
+  std::vector<int> order(static_cast<std::size_t>(a.batch));
+  for (int s = 0; s < a.batch; ++s) order[s] = (s + 2) % a.batch;
   std::vector<double> q_permuted;
   std::vector<int> lengths_permuted;
   for (int s : order) {
@@ -274,6 +276,60 @@ TEST_CASE("kernels: a decode step is the attention of one new query") {
     };
     CHECK(row(found_permuted, static_cast<int>(i)) == row(found, order[i]));
   }
+}
+
+TEST_CASE("kernels: a decode step is the attention of one new query") {
+  Attention a;
+  a.dtype = DType::kF32, a.batch = 3, a.queries = 1, a.heads = 4, a.kv_heads = 1, a.head_dim = 16, a.capacity = 10;
+  check_decode_step(a, {1, 6, 10});
+  // A long cache and few heads: the cuda backend splits each head's positions over warps.
+  a.batch = 3, a.heads = 4, a.kv_heads = 2, a.head_dim = 64, a.capacity = 300;
+  REQUIRE(attention_parts(a.batch * a.heads, a.capacity, 132 * 64) > 1);
+  check_decode_step(a, {300, 45, 1});
+}
+
+TEST_CASE("kernels: attention split over positions and its parts combined is attention in one pass") {
+  const int head_dim = 16, capacity = 128;
+  const long stride = 2 * head_dim;  // two kv heads a position; this head reads the second
+  const std::vector<double> qd = random_values(head_dim, 1.0, 41, DType::kF32),
+                            kd = random_values(capacity * stride, 1.5, 42, DType::kF32),
+                            vd = random_values(capacity * stride, 1.0, 43, DType::kF32);
+  const std::vector<float> q(qd.begin(), qd.end()), k(kd.begin(), kd.end()), v(vd.begin(), vd.end());
+  const float scale = 0.25f;
+  for (int length : {0, 1, 31, 100, capacity}) {
+    CAPTURE(length);
+    std::vector<float> whole(head_dim);
+    const float lse = attend_cached(OneLane{}, q.data(), k.data() + head_dim, v.data() + head_dim, length, stride,
+                                    head_dim, scale, whole.data());
+    for (int parts : {1, 2, 3, 4, 7}) {
+      CAPTURE(parts);
+      const int span = (capacity + parts - 1) / parts;  // parts past `length` hold no positions
+      std::vector<float> partials(static_cast<std::size_t>(parts * (kPartHeader + head_dim)), -1.0f);
+      for (int p = 0; p < parts; ++p) {
+        attend_cached_part(OneLane{}, q.data(), k.data() + head_dim, v.data() + head_dim, length, p, span, stride,
+                           head_dim, scale, partials.data() + p * (kPartHeader + head_dim));
+      }
+      std::vector<float> combined(head_dim);
+      const float combined_lse = combine_attention_parts(OneLane{}, partials.data(), parts, head_dim, combined.data());
+      if (length == 0) {
+        CHECK(std::isinf(combined_lse));
+        CHECK(combined_lse < 0);
+      } else {
+        CHECK(combined_lse == doctest::Approx(lse).epsilon(1e-6));
+      }
+      check_close(std::vector<double>(combined.begin(), combined.end()), std::vector<double>(whole.begin(), whole.end()),
+                  1e-6);
+    }
+  }
+}
+
+TEST_CASE("kernels: attention is split only where its heads do not fill the device, into parts of 32 positions or more") {
+  CHECK(attention_parts(8192, 4096, 8192) == 1);   // the heads fill it
+  CHECK(attention_parts(32, 4096, 8192) == 128);   // 32 x 256 fills it: 32 positions a part
+  CHECK(attention_parts(32, 256, 8192) == 8);      // no part under 32 positions
+  CHECK(attention_parts(1000, 4096, 8192) == 9);   // ceil(8192 / 1000)
+  CHECK(attention_parts(4, 32, 8192) == 1);        // too short to split
+  CHECK(attention_parts(0, 4096, 8192) == 1);
 }
 
 TEST_CASE("kernels: a seeded uniform fill has the range, mean and spread of its distribution, and a constant fill") {
