@@ -496,11 +496,11 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   // Forward + backward (2x) + what the backward recomputes: full recompute runs the whole
   // forward again (its TP all-reduces too); selective recomputes every second GEMM and the
   // element-wise work, not the fused attention nor the collectives whose outputs it keeps.
-  // Fused attention's backward is 2.5 forwards.
+  // Fused attention's backward is hw::kAttentionBackwardForwards forwards.
   const bool full = train.recompute == Recompute::kFull;
   const bool selective = train.recompute == Recompute::kSelective;
   const double factor = training ? (full ? 4.0 : selective ? 3.5 : 3.0) : 1.0;
-  const double attention_factor = training ? (full ? 4.5 : 3.5) : 1.0;
+  const double attention_factor = training ? (full ? 2.0 : 1.0) + hw::kAttentionBackwardForwards : 1.0;
   const double elementwise_factor = training ? (full || selective ? 4.0 : 3.0) : 1.0;
   const double allreduces_per_layer = training ? (full ? 6.0 : 4.0) : 2.0;
   const bool eager = workload_.trainer_kernels == workload::TrainerKernels::kEager;

@@ -116,6 +116,10 @@ void overlay(CollectiveShares& into, const CollectiveShares& from);
 // bandwidth is already reads and writes together, and a measurement of one cannot pass it.
 inline constexpr double kMostReadWriteShare = 2.0;
 
+// A fused attention's backward in forwards (FlashAttention's recomputes the scores): the cost
+// model's count of its FLOPs, and hetrl-profile's of the attention it times.
+inline constexpr double kAttentionBackwardForwards = 2.5;
+
 struct Efficiency {
   double gemm_large = 0;  // GEMMs of >= kGemmLargeTokens tokens, of the dense tensor peak
   double gemm_small = 0;  // GEMMs of about kGemmSmallTokens tokens, of the dense tensor peak

@@ -151,6 +151,10 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       });
     }
     if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+    if (profile.attention_flops) {
+      if (!(*profile.attention_flops > 0)) throw core::InputError("the measured attention rate must be positive");
+      o.attention = std::clamp(*profile.attention_flops / *profile.gemm_large_flops, 1e-4, 1.0);
+    }
     take_calibration(profile, o);
     return o;
   }
@@ -197,6 +201,7 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     return *ratio(bus, link, "measured " + what + " bus bandwidth", "GB/s", core::kGBps, spec.name);
   });
   if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+  o.attention = ratio(profile.attention_flops, peak, "measured attention rate", "TFLOP/s", core::kTflops, spec.name);
   take_calibration(profile, o);
   return o;
 }
@@ -257,6 +262,7 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
     }
   }
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
+  p.attention_flops = peak * spec.efficiency.attention;
   p.optimizer_bandwidth = spec.memory_bandwidth * spec.efficiency.optimizer_share();
   p.copy_bandwidth = spec.memory_bandwidth * spec.efficiency.copy_share();
   return p;

@@ -52,6 +52,17 @@ struct AttentionMeasurement {
   TimeSpread seconds;
 };
 
+// Causal attention over packed sequences as a training or scoring pass runs it: the forward
+// (with the log-sum-exp the backward reads) and the backward, timed apart.
+struct PassAttentionMeasurement {
+  std::string dtype;
+  int sequences = 0, length = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  TimeSpread forward, backward;
+  // The forward's FLOPs as the cost model counts them (cost::ModelShape::attention_flops): 4
+  // head_dim a query head and position it sees, length / 2 positions a token on average.
+  double flops() const { return 2.0 * sequences * heads * head_dim * static_cast<double>(length) * length; }
+};
+
 struct CollectiveMeasurement {
   std::string op;  // all_reduce, all_gather, reduce_scatter, broadcast
   std::string dtype;  // of the elements: bf16 (fp16) or fp32; a v2 file without it: the settings'
@@ -110,6 +121,7 @@ struct GpuProfile {
   std::vector<GemmMeasurement> gemms;
   std::vector<BandwidthMeasurement> bandwidths;
   std::vector<AttentionMeasurement> attention;
+  std::vector<PassAttentionMeasurement> pass_attention;
   std::vector<CollectiveMeasurement> collectives;
   std::vector<TransferMeasurement> transfers;  // device to device
   std::vector<OptimizerMeasurement> optimizer_steps;
@@ -138,6 +150,10 @@ struct GpuProfile {
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
+  // A pass's attention, forward and backward together, in the cost model's FLOPs of both
+  // (the backward counted as hw::kAttentionBackwardForwards forwards, as the cost model does), at the most
+  // tokens measured: of the tensor peak, the attention efficiency (hw::Efficiency::attention).
+  std::optional<double> attention_flops;
   std::optional<double> intra_node_latency;              // seconds, one small transfer GPU to GPU
   // Bytes/s the optimizer step moves over the most parameters measured (too many for a cache);
   // of the memory bandwidth, it is the optimizer efficiency (hw::Efficiency::optimizer).

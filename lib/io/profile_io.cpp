@@ -111,6 +111,20 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.seconds = read_spread(a, "ms", core::kMillisecond);
     (void)a.optional_number("gb_per_s", Range::kPositive);
   });
+  read_rows(m, "pass_attention", [&](ObjectReader& a) {
+    hw::PassAttentionMeasurement& x = p.pass_attention.emplace_back();
+    x.dtype = dtype(a);
+    x.sequences = static_cast<int>(a.integer("sequences", 1, 1 << 30));
+    x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
+    x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
+    x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
+    x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+    ObjectReader forward = a.object("forward");
+    x.forward = read_spread(forward, "ms", core::kMillisecond);
+    ObjectReader backward = a.object("backward");
+    x.backward = read_spread(backward, "ms", core::kMillisecond);
+    (void)a.optional_number("tflops", Range::kPositive);
+  });
   read_rows(m, "optimizer", [&](ObjectReader& o) {
     hw::OptimizerMeasurement& x = p.optimizer_steps.emplace_back();
     x.dtype = dtype(o);
@@ -164,6 +178,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
+  p.attention_flops = f.optional_quantity("attention_tflops", core::kTflops);
   p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
   p.optimizer_bandwidth = f.optional_quantity("optimizer_gb_per_s", core::kGBps);
   p.copy_bandwidth = f.optional_quantity("copy_gb_per_s", core::kGBps);
@@ -316,6 +331,19 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     return OrderedJson{{"dtype", a.dtype},       {"batch", a.batch},       {"length", a.length}, {"heads", a.heads},
                        {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}, {"bytes", a.bytes}};
   });
+  OrderedJson pass_attention = OrderedJson::array();
+  for (const hw::PassAttentionMeasurement& a : p.pass_attention) {
+    OrderedJson row{{"dtype", a.dtype},       {"sequences", a.sequences}, {"length", a.length}, {"heads", a.heads},
+                    {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim}};
+    OrderedJson forward, backward;
+    write_spread(forward, a.forward, "ms", core::kMillisecond);
+    write_spread(backward, a.backward, "ms", core::kMillisecond);
+    row["forward"] = std::move(forward);
+    row["backward"] = std::move(backward);
+    row["tflops"] = derived((1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median) / core::kTflops);
+    pass_attention.push_back(std::move(row));
+  }
+  m["pass_attention"] = std::move(pass_attention);
   m["optimizer"] = rated_rows(p.optimizer_steps, [](const hw::OptimizerMeasurement& o) {
     return OrderedJson{{"dtype", o.dtype}, {"parameters", o.parameters}, {"bytes", o.bytes}};
   });
@@ -368,6 +396,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   }
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
+  put("attention_tflops", p.attention_flops, core::kTflops);
   put("optimizer_gb_per_s", p.optimizer_bandwidth, core::kGBps);
   put("copy_gb_per_s", p.copy_bandwidth, core::kGBps);
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);

@@ -19,6 +19,9 @@ using device::DType;
 
 // Llama-3-8B's attention layout (32 query heads, 8 KV heads of 128), the most common one.
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+// A pass's attention is measured over fewer heads (the same four query heads a kv head): its
+// cost grows with the square of the length, and a CPU's first points must stay short.
+constexpr int kPassHeads = 8, kPassKvHeads = 2;
 // The fp32 GEMM point's width (the fp32 peak a new type needs).
 constexpr int kFp32Width = 1024;
 
@@ -293,6 +296,41 @@ void measure_attention(Backend& b, Timer& timer, const ProfileParams& params, hw
   }
 }
 
+// A pass's attention (ProfileParams::pass_attention), forward and backward timed apart.
+void measure_pass_attention(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
+  const DType t = params.dtype;
+  double rate = 0;
+  for (const auto& [sequences, length] : params.pass_attention) {
+    hw::PassAttentionMeasurement m{device::dtype_name(t), sequences, length, kPassHeads, kPassKvHeads, kHeadDim, {}, {}};
+    const double both = (1 + hw::kAttentionBackwardForwards) * m.flops();  // forward and backward
+    if (rate > 0 && !timer.affordable(both / rate, p.pass_attention.size())) break;
+    const int tokens = sequences * length;
+    const std::size_t rows = static_cast<std::size_t>(tokens) * kPassHeads * kHeadDim;
+    const std::size_t kv = static_cast<std::size_t>(tokens) * kPassKvHeads * kHeadDim;
+    const std::size_t e = device::dtype_bytes(t);
+    const Buffer q(b, rows * e), k(b, kv * e), v(b, kv * e), out(b, rows * e), dout(b, rows * e), dq(b, rows * e),
+        dk(b, kv * e), dv(b, kv * e), lse(b, static_cast<std::size_t>(tokens) * kPassHeads * sizeof(float)),
+        delta(b, lse.bytes()), starts(b, static_cast<std::size_t>(sequences + 1) * sizeof(int));
+    randomize(b, t, q, rows);
+    randomize(b, t, k, kv);
+    randomize(b, t, v, kv);
+    randomize(b, t, dout, rows);
+    std::vector<int> host_starts(static_cast<std::size_t>(sequences) + 1);
+    for (int s = 0; s <= sequences; ++s) host_starts[s] = s * length;
+    b.upload(starts.data(), host_starts.data(), starts.bytes());
+    const device::PackedAttention shape{t, sequences, tokens, kPassHeads, kPassKvHeads, kHeadDim};
+    m.forward = timer.time([&] {
+      b.packed_attention(shape, q.data(), k.data(), v.data(), starts.as<int>(), out.data(), lse.as<float>());
+    });
+    m.backward = timer.time([&] {
+      b.packed_attention_backward(shape, q.data(), k.data(), v.data(), starts.as<int>(), out.data(), dout.data(),
+                                  lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
+    });
+    rate = std::max(rate, both / (m.forward.median + m.backward.median));
+    p.pass_attention.push_back(m);
+  }
+}
+
 void measure_transfers(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
   const auto largest = static_cast<std::size_t>(std::min(params.largest_buffer, 256.0 * (1 << 20)));
   std::vector<char> host(largest, 1);
@@ -444,6 +482,8 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
   }
   steps.next("decode attention");
   measure_attention(backend, timer, params, p);
+  steps.next("pass attention");
+  measure_pass_attention(backend, timer, params, p);
   steps.next("host transfers");
   measure_transfers(backend, timer, params, p);
 }
@@ -457,6 +497,7 @@ ProfileParams ProfileParams::quick_settings() {
   p.repeat_seconds = 1e-3;
   p.point_seconds = 0.6;
   p.widths = {512, 1024, 4096};
+  p.pass_attention = {{1, 128}, {1, 512}, {4, 1024}};
   p.tokens = {1, 4, 8, 16, 64, 256, 1024, 2048, 4096, 8192};
   p.largest_buffer = 256.0 * (1 << 20);
   return p;
@@ -466,7 +507,7 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
                        const ProfileParams& params, const Progress& progress) {
   if (params.passes < 1 || params.repeats < 1) throw std::invalid_argument("profile: passes and repeats must be >= 1");
   const bool together = comm.size() > 1;
-  const int steps_a_pass = 6 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
+  const int steps_a_pass = 7 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
   Steps steps{progress, steps_a_pass * params.passes, ""};
   Passes device_passes, collective_passes, transfer_passes;
   hw::GpuProfile blank;
@@ -588,6 +629,16 @@ void fit(hw::GpuProfile& p) {
   }
   for (const hw::AttentionMeasurement& a : p.attention) {
     p.decode_attention_bandwidth = std::max(p.decode_attention_bandwidth.value_or(0.0), a.bytes / a.seconds.median);
+  }
+  // A pass's attention: at the most tokens measured (a micro-batch's), forward and backward.
+  p.attention_flops.reset();
+  double most_tokens = 0;
+  for (const hw::PassAttentionMeasurement& a : p.pass_attention) {
+    const double tokens = static_cast<double>(a.sequences) * a.length;
+    if (tokens >= most_tokens) {
+      most_tokens = tokens;
+      p.attention_flops = (1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median);
+    }
   }
   if (p.launch) p.launch_overhead = p.launch->median;
   // Between devices: the median pair, its largest transfer's rate and its smallest's time.

@@ -12,12 +12,14 @@
 // Sizes follow LLM layers: GEMMs of 1 to 8192 tokens against the hidden sizes of the
 // catalogue's models (decode-like up to 256 tokens, prefill-like above), memory traffic from
 // 1 MiB to 1 GiB, the AdamW step over 64 Ki parameters and up, decode attention over KV caches
-// of a Llama-style head layout. A point whose time the previous points predict to exceed the
+// of a Llama-style head layout, and a pass's causal attention over packed sequences, forward
+// and backward. A point whose time the previous points predict to exceed the
 // point budget is left out (a slow device, or --quick), so a CPU finishes in seconds and a GPU
 // still measures the large sizes; the first two points of every curve are always measured.
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/clock.h"
@@ -42,6 +44,10 @@ struct ProfileParams {
   // Decode's batches of a few sequences get points of their own (4 and 8 tokens): the curve is
   // read as linear in log2 of the tokens between points, which need not hold from 1 to 16.
   std::vector<int> tokens{1, 4, 8, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
+  // A pass's attention: (sequences, length) packed together, from one short sequence (which
+  // every device affords: its cost grows with the square of the length, and a CPU's is some
+  // hundred times its GEMMs') to a micro-batch's worth of tokens, as far as the budget goes.
+  std::vector<std::pair<int, int>> pass_attention{{1, 128}, {1, 512}, {4, 1024}, {4, 2048}, {8, 4096}};
   double largest_buffer = 1 << 30;   // bytes, memory traffic and transfers
 
   // The settings of --quick: fewer sizes, one repeat a pass, a tighter point budget.
@@ -63,7 +69,7 @@ hw::GpuProfile measure(device::Backend& backend, device::Communicator& comm, con
 // large-GEMM rates (256 tokens, and the best at 2048 or more), fp32 peak, memory bandwidth
 // (reading the largest buffer), the optimizer step's rate (over the most parameters), launch
 // overhead, host-to-device bandwidth (the largest transfer), the best decode attention rate,
-// the best all-reduce bus bandwidth, and between devices the median pair's bandwidth (largest
+// a pass's attention rate (at the most tokens), the best all-reduce bus bandwidth, and between devices the median pair's bandwidth (largest
 // transfer) and latency (smallest).
 void fit(hw::GpuProfile& profile);
 

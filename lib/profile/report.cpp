@@ -179,6 +179,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("memory read (GB/s)", m.memory_bandwidth, s.memory_bandwidth, core::kGBps, "{:.4g}");
   row("decode attention, KV read (GB/s)", m.decode_attention_bandwidth, s.decode_attention_bandwidth, core::kGBps,
       "{:.4g}");
+  row("attention, pass (TFLOP/s)", m.attention_flops, s.attention_flops, core::kTflops, "{:.3g}");
   row("optimizer step (GB/s)", m.optimizer_bandwidth, s.optimizer_bandwidth, core::kGBps, "{:.4g}");
   row("copy, read + write (GB/s)", m.copy_bandwidth, s.copy_bandwidth, core::kGBps, "{:.4g}");
   row("GPU to GPU (GB/s)", m.intra_node_bandwidth, s.intra_node_bandwidth, core::kGBps, "{:.4g}");

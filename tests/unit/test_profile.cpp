@@ -44,6 +44,7 @@ profile::ProfileParams tiny_params() {
   p.point_seconds = 1.0;
   p.widths = {32, 64};
   p.tokens = {1, 8};
+  p.pass_attention = {{1, 16}, {2, 32}};
   p.largest_buffer = 4.0 * (1 << 20);
   return p;
 }
@@ -158,9 +159,10 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto alone = device::make_single_communicator(*backend);
   const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
                                             [&](const std::string& step, double) { steps.push_back(step); });
-  REQUIRE(steps.size() == 16);  // launch, memory, optimizer, two widths, fp32, attention, transfers; two passes
+  // launch, memory, optimizer, two widths, fp32, decode and pass attention, transfers; two passes
+  REQUIRE(steps.size() == 18);
   CHECK(steps[2] == "optimizer step, pass 1 of 2");
-  CHECK(steps[8] == "launch overhead, pass 2 of 2");
+  CHECK(steps[9] == "launch overhead, pass 2 of 2");
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
   CHECK(p.launch);
@@ -185,6 +187,14 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   CHECK(p.memory_bandwidth.value_or(0) > 0);
   CHECK(p.host_to_device_bandwidth.value_or(0) > 0);
   CHECK(p.decode_attention_bandwidth.value_or(0) > 0);
+  // A pass's attention: the first two points whatever they cost; the rate at the most tokens,
+  // forward and backward each 2 ms, in the cost model's FLOPs of both.
+  REQUIRE(p.pass_attention.size() >= 2);
+  const hw::PassAttentionMeasurement& last = p.pass_attention.back();
+  CHECK(last.forward.repeats == 4);
+  CHECK(last.backward.repeats == 4);
+  CHECK(*p.attention_flops == hetrl::testing::approx(3.5 * last.flops() / 4e-3));
+  CHECK(last.flops() == hetrl::testing::approx(2.0 * last.sequences * last.heads * last.head_dim * last.length * last.length));
 }
 
 // A clock on a shared machine: each repeat lasts `step`, or ten times as long while another
@@ -465,6 +475,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
   p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
+  p.pass_attention = {{"fp16", 1, 128, 8, 2, 128, spread(1e-3), spread(3e-3)}, {"fp16", 4, 1024, 8, 2, 128, spread(2e-2), spread(5e-2)}};
   p.collectives = {{"all_reduce", "bf16", 2, 1 << 20, spread(1e-3), 2e9}, {"reduce_scatter", "fp32", 2, 1 << 20, spread(1e-3), 1e9}};
   p.transfers = {{"device0", "device1", 4, spread(3e-6)}, {"device0", "device1", 1 << 24, spread(2e-3)}};
   p.optimizer_steps = {{"bf16", 1 << 20, 30.0 * (1 << 20), spread(1e-3)}};
@@ -499,6 +510,35 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   REQUIRE(q.optimizer_steps.size() == 1);
   CHECK(q.optimizer_steps.front().parameters == 1 << 20);
   CHECK(*q.optimizer_bandwidth == hetrl::testing::approx(30.0 * (1 << 20) / 1e-3));
+  REQUIRE(q.pass_attention.size() == 2);
+  CHECK(q.pass_attention.back().backward.median == hetrl::testing::approx(5e-2));
+  CHECK(q.pass_attention.back().sequences == 4);
+  // At the most tokens: 3.5 x 2 x 4 x 8 x 128 x 1024^2 FLOPs in 70 ms.
+  CHECK(*q.attention_flops == hetrl::testing::approx(3.5 * 2.0 * 4 * 8 * 128 * 1024.0 * 1024 / 7e-2));
+}
+
+TEST_CASE("profile: the measured attention rate becomes the type's attention efficiency, none above the peak") {
+  // A new type: of its own large-GEMM rate.
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "", ""};
+  p.memory_bandwidth = 30e9;
+  p.gemm_large_flops = 2e11;
+  p.fp32_flops = 1e11;
+  p.attention_flops = 2e9;
+  const hw::GpuSpec own = hw::apply_override(testing::catalogs().hardware,
+                                             hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
+  CHECK(own.efficiency.attention == hetrl::testing::approx(0.01));
+  // A catalogue type: of its tensor peak; the datasheet profile gives the catalogue's back.
+  const hw::GpuSpec& a100 = testing::catalogs().hardware.gpu("A100-SXM-80G", "");
+  hw::GpuProfile sheet = hw::datasheet_profile(a100);
+  CHECK(*sheet.attention_flops == hetrl::testing::approx(a100.tensor_flops() * a100.efficiency.attention));
+  sheet.attention_flops = 0.1 * a100.tensor_flops();
+  const hw::GpuTypeOverride measured = hw::override_from_profile(sheet, testing::catalogs().hardware, "a.json");
+  CHECK(*measured.attention == hetrl::testing::approx(0.1));
+  sheet.attention_flops = 1.1 * a100.tensor_flops();
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(sheet, testing::catalogs().hardware, "a.json"),
+                       doctest::Contains("measured attention rate"), core::InputError);
 }
 
 TEST_CASE("profile: the optimizer step's rate over the most parameters and the largest copy's become the type's efficiencies") {
