@@ -143,51 +143,42 @@ __global__ void swiglu_backward_kernel(const T* gate, const T* up, const T* dh, 
   if (i < count) swiglu_backward(gate[i], up[i], dh[i], dgate[i], dup[i]);
 }
 
-// A warp per query head.
-template <typename T>
-__global__ void decode_attention_kernel(DecodeAttention a, const T* q, const T* k, const T* v, const int* lengths,
-                                        T* out) {
-  const long unit = warp_index();
-  if (unit >= static_cast<long>(a.batch) * a.heads) return;
-  const int h = static_cast<int>(unit);
-  const int s = h / a.heads, head = h % a.heads;
+// Where query head `row` of an attention step reads: its cache's kv head (offset into k and v),
+// the positions it sees, and the stride between positions. A decode step is one query a
+// sequence (DecodeAttention), without slots.
+struct HeadCache {
+  long kv;
+  int length;
+  long stride;
+};
+__device__ HeadCache head_cache(const Attention& a, const int* lengths, const int* slots, long row) {
+  const int h = static_cast<int>(row % a.heads);
+  const int t = static_cast<int>(row / a.heads % a.queries);
+  const int s = static_cast<int>(row / a.heads / a.queries);
   const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(head / (a.heads / a.kv_heads)) * a.head_dim;
-  const long at = static_cast<long>(h) * a.head_dim;
-  attend_cached(WarpLanes{}, q + at, k + kv, v + kv, lengths[s], stride, a.head_dim,
-                rsqrtf(static_cast<float>(a.head_dim)), out + at);
+  return {static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
+              static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim,
+          visible_length(lengths[s], a.queries, t), stride};
+}
+__host__ __device__ Attention as_step(const DecodeAttention& d) {
+  Attention a;
+  a.dtype = d.dtype;
+  a.batch = d.batch, a.queries = 1, a.heads = d.heads, a.kv_heads = d.kv_heads, a.head_dim = d.head_dim;
+  a.capacity = d.capacity;
+  return a;
 }
 
 // Split attention (kernels.h's attention_parts): a warp per query head and part, parts of one
 // head in neighbouring warps, then a warp per head combining them.
-template <typename T>
-__global__ void decode_attention_part_kernel(DecodeAttention a, int parts, int span, const T* q, const T* k,
-                                             const T* v, const int* lengths, float* partials) {
-  const long unit = warp_index();
-  if (unit >= static_cast<long>(a.batch) * a.heads * parts) return;
-  const int h = static_cast<int>(unit / parts), part = static_cast<int>(unit % parts);
-  const int s = h / a.heads, head = h % a.heads;
-  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = static_cast<long>(s) * a.capacity * stride + static_cast<long>(head / (a.heads / a.kv_heads)) * a.head_dim;
-  attend_cached_part(WarpLanes{}, q + static_cast<long>(h) * a.head_dim, k + kv, v + kv, lengths[s], part, span, stride,
-                     a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), partials + unit * (kPartHeader + a.head_dim));
-}
-
 template <typename T>
 __global__ void attention_part_kernel(Attention a, int parts, int span, const T* q, const T* k, const T* v,
                                       const int* lengths, const int* slots, float* partials) {
   const long unit = warp_index();
   if (unit >= static_cast<long>(a.batch) * a.queries * a.heads * parts) return;
   const long row = unit / parts;
-  const int part = static_cast<int>(unit % parts);
-  const int h = static_cast<int>(row % a.heads);
-  const int t = static_cast<int>(row / a.heads % a.queries);
-  const int s = static_cast<int>(row / a.heads / a.queries);
-  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
-                  static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
-  attend_cached_part(WarpLanes{}, q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t), part,
-                     span, stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
+  const HeadCache c = head_cache(a, lengths, slots, row);
+  attend_cached_part(WarpLanes{}, q + row * a.head_dim, k + c.kv, v + c.kv, c.length, static_cast<int>(unit % parts),
+                     span, c.stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)),
                      partials + unit * (kPartHeader + a.head_dim));
 }
 
@@ -207,15 +198,10 @@ __global__ void attention_kernel(Attention a, const T* q, const T* k, const T* v
                                  const int* slots, T* out, float* lse) {
   const long row = warp_index();
   if (row >= static_cast<long>(a.batch) * a.queries * a.heads) return;
-  const int h = static_cast<int>(row % a.heads);
-  const int t = static_cast<int>(row / a.heads % a.queries);
-  const int s = static_cast<int>(row / a.heads / a.queries);
-  const long stride = static_cast<long>(a.kv_heads) * a.head_dim;
-  const long kv = static_cast<long>(slots ? slots[s] : s) * a.capacity * stride +
-                  static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim;
+  const HeadCache c = head_cache(a, lengths, slots, row);
   const WarpLanes lanes;
-  const float l = attend_cached(lanes, q + row * a.head_dim, k + kv, v + kv, visible_length(lengths[s], a.queries, t),
-                                stride, a.head_dim, rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
+  const float l = attend_cached(lanes, q + row * a.head_dim, k + c.kv, v + c.kv, c.length, c.stride, a.head_dim,
+                                rsqrtf(static_cast<float>(a.head_dim)), out + row * a.head_dim);
   if (lse && lanes.first() == 0) lse[row] = l;
 }
 
@@ -659,22 +645,7 @@ class CudaBackend final : public Backend {
                         void* out) override {
     const OpTimer timer(*this, "decode_attention");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: decode attention head_dim above " + std::to_string(kMaxHeadDim));
-    with_dtype(a.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const std::size_t rows = static_cast<std::size_t>(a.batch) * a.heads;
-      if (rows == 0) return;
-      const int parts = attention_parts(static_cast<long>(rows), a.capacity, resident_warps());
-      if (parts == 1) {
-        decode_attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k),
-                                                                                  typed<T>(v), lengths, typed<T>(out));
-        return;
-      }
-      const Buffer partials(*this, rows * parts * (kPartHeader + a.head_dim) * sizeof(float));
-      decode_attention_part_kernel<<<blocks_for_warps(rows * parts), kThreads, 0, stream_>>>(
-          a, parts, span(a.capacity, parts), typed<T>(q), typed<T>(k), typed<T>(v), lengths, partials.as<float>());
-      combine_attention_parts_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
-          static_cast<long>(rows), parts, a.head_dim, partials.as<float>(), typed<T>(out), nullptr);
-    });
+    launch_attention(as_step(a), q, k, v, lengths, nullptr, out, nullptr);
     launched("decode_attention");
   }
 
@@ -682,23 +653,7 @@ class CudaBackend final : public Backend {
                  const int* slots, void* out, float* lse) override {
     const OpTimer timer(*this, "attention");
     if (a.head_dim > kMaxHeadDim) throw DeviceError("cuda: attention head_dim above " + std::to_string(kMaxHeadDim));
-    const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
-    with_dtype(a.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      if (rows == 0) return;
-      const int parts = attention_parts(static_cast<long>(rows), a.capacity, resident_warps());
-      if (parts == 1) {
-        attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
-                                                                           lengths, slots, typed<T>(out), lse);
-        return;
-      }
-      const Buffer partials(*this, rows * parts * (kPartHeader + a.head_dim) * sizeof(float));
-      attention_part_kernel<<<blocks_for_warps(rows * parts), kThreads, 0, stream_>>>(
-          a, parts, span(a.capacity, parts), typed<T>(q), typed<T>(k), typed<T>(v), lengths, slots,
-          partials.as<float>());
-      combine_attention_parts_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
-          static_cast<long>(rows), parts, a.head_dim, partials.as<float>(), typed<T>(out), lse);
-    });
+    launch_attention(a, q, k, v, lengths, slots, out, lse);
     launched("attention");
   }
 
@@ -986,6 +941,29 @@ class CudaBackend final : public Backend {
     }
     std::fprintf(stderr, "%-28s %10s %12.4f %12s %7.1f%%\n", "outside these operations", "", life - timed, "",
                  100 * (life - timed) / life);
+  }
+
+  // A warp per query head, or where they do not fill the device, per head and part and then a
+  // warp per head combining its parts (kernels.h's attention_parts).
+  void launch_attention(const Attention& a, const void* q, const void* k, const void* v, const int* lengths,
+                        const int* slots, void* out, float* lse) {
+    const std::size_t rows = static_cast<std::size_t>(a.batch) * a.queries * a.heads;
+    if (rows == 0) return;
+    with_dtype(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const int parts = attention_parts(static_cast<long>(rows), a.capacity, resident_warps());
+      if (parts == 1) {
+        attention_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(a, typed<T>(q), typed<T>(k), typed<T>(v),
+                                                                           lengths, slots, typed<T>(out), lse);
+        return;
+      }
+      const Buffer partials(*this, rows * parts * (kPartHeader + a.head_dim) * sizeof(float));
+      attention_part_kernel<<<blocks_for_warps(rows * parts), kThreads, 0, stream_>>>(
+          a, parts, span(a.capacity, parts), typed<T>(q), typed<T>(k), typed<T>(v), lengths, slots,
+          partials.as<float>());
+      combine_attention_parts_kernel<<<blocks_for_warps(rows), kThreads, 0, stream_>>>(
+          static_cast<long>(rows), parts, a.head_dim, partials.as<float>(), typed<T>(out), lse);
+    });
   }
 
   DeviceInfo info_;

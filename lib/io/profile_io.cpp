@@ -25,6 +25,14 @@ constexpr double kMicrosecond = 1e-6;
 // digits, so it does not vary in the last digits when a file is read and written again.
 double derived(double value) { return std::stod(fmt::format("{:.6g}", value)); }
 
+// An attention measurement's head layout.
+template <typename Measurement>
+void read_heads(ObjectReader& a, Measurement& x) {
+  x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
+  x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
+  x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+}
+
 hw::TimeSpread read_spread(ObjectReader& r, std::string_view unit_name, double unit) {
   hw::TimeSpread s;
   s.median = r.number(std::string("median_") + std::string(unit_name), Range::kPositive) * unit;
@@ -104,9 +112,7 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.dtype = dtype(a);
     x.batch = static_cast<int>(a.integer("batch", 1, 1 << 30));
     x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
-    x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
-    x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
-    x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+    read_heads(a, x);
     x.bytes = a.number("bytes", Range::kPositive);
     x.seconds = read_spread(a, "ms", core::kMillisecond);
     (void)a.optional_number("gb_per_s", Range::kPositive);
@@ -116,9 +122,7 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.dtype = dtype(a);
     x.sequences = static_cast<int>(a.integer("sequences", 1, 1 << 30));
     x.length = static_cast<int>(a.integer("length", 1, 1 << 30));
-    x.heads = static_cast<int>(a.integer("heads", 1, 1 << 20));
-    x.kv_heads = static_cast<int>(a.integer("kv_heads", 1, 1 << 20));
-    x.head_dim = static_cast<int>(a.integer("head_dim", 1, 1 << 20));
+    read_heads(a, x);
     ObjectReader forward = a.object("forward");
     x.forward = read_spread(forward, "ms", core::kMillisecond);
     ObjectReader backward = a.object("backward");
