@@ -56,6 +56,47 @@ std::string width_table(const hw::GpuProfile& m) {
   return out;
 }
 
+// Decode attention's KV read rate by sequences and cached positions, and a pass's attention by
+// its points: where the attention kernels reach their rate and where they fall short of it.
+std::string attention_tables(const hw::GpuProfile& m) {
+  std::string out;
+  if (!m.attention.empty()) {
+    std::vector<int> lengths, batches;
+    for (const hw::AttentionMeasurement& a : m.attention) {
+      lengths.push_back(a.length);
+      batches.push_back(a.batch);
+    }
+    for (std::vector<int>* v : {&lengths, &batches}) {
+      std::sort(v->begin(), v->end());
+      v->erase(std::unique(v->begin(), v->end()), v->end());
+    }
+    out += fmt::format("\n{:<34}", "decode attention (KV GB/s)");
+    for (const int length : lengths) out += fmt::format(" {:>10}", fmt::format("{} pos", length));
+    out += "\n";
+    for (const int batch : batches) {
+      out += fmt::format("{:<34}", fmt::format("  {} sequences", batch));
+      for (const int length : lengths) {
+        const auto at = std::find_if(m.attention.begin(), m.attention.end(),
+                                     [&](const hw::AttentionMeasurement& a) { return a.batch == batch && a.length == length; });
+        out += fmt::format(" {:>10}", at == m.attention.end() ? std::string("-")
+                                                              : fmt::format("{:.4g}", at->bytes / at->seconds.median / core::kGBps));
+      }
+      out += "\n";
+    }
+  }
+  if (!m.pass_attention.empty()) {
+    out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "pass attention (sequences x length)", "forward ms",
+                       "backward ms", "TFLOP/s");
+    for (const hw::PassAttentionMeasurement& a : m.pass_attention) {
+      out += fmt::format("{:<34} {:>12.4g} {:>12.4g} {:>9.3g}\n", fmt::format("  {} x {}", a.sequences, a.length),
+                         a.forward.median * 1e3, a.backward.median * 1e3,
+                         (1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median) /
+                             core::kTflops);
+    }
+  }
+  return out;
+}
+
 // Each collective's bus bandwidth by type at its smallest message, at 1 MiB, at its best and
 // at its largest (the rate a data-parallel ring's large messages are priced at).
 std::string collectives_table(const hw::GpuProfile& m) {
@@ -198,6 +239,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
     }
   }
   out += width_table(m);
+  out += attention_tables(m);
   out += collectives_table(m);
   out += transfer_matrix(m);
   out += calibration_table(m);

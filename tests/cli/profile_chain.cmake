@@ -59,7 +59,8 @@ foreach(piece "samples/s" "on ${type}" "actor_train")
 endforeach()
 
 run(${PROFILE} show ${OUT}/cpu_profile.json --compare L4)
-foreach(piece "GEMM by tokens" "GEMM by width" "compared with the datasheet of L4" "memory read" "attention, pass")
+foreach(piece "GEMM by tokens" "GEMM by width" "compared with the datasheet of L4" "memory read" "attention, pass"
+              "decode attention (KV GB/s)" "pass attention (sequences x length)")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "hetrl-profile show lacks \"${piece}\":\n${out}")
