@@ -308,6 +308,8 @@ void measure_pass_attention(Backend& b, Timer& timer, const ProfileParams& param
     const std::size_t rows = static_cast<std::size_t>(tokens) * kPassHeads * kHeadDim;
     const std::size_t kv = static_cast<std::size_t>(tokens) * kPassKvHeads * kHeadDim;
     const std::size_t e = device::dtype_bytes(t);
+    // q, out and their gradients; k, v and theirs.
+    if (static_cast<double>(4 * (rows + kv) * e) > params.largest_buffer) break;
     const Buffer q(b, rows * e), k(b, kv * e), v(b, kv * e), out(b, rows * e), dout(b, rows * e), dq(b, rows * e),
         dk(b, kv * e), dv(b, kv * e), lse(b, static_cast<std::size_t>(tokens) * kPassHeads * sizeof(float)),
         delta(b, lse.bytes()), starts(b, static_cast<std::size_t>(sequences + 1) * sizeof(int));
