@@ -144,8 +144,7 @@ __global__ void swiglu_backward_kernel(const T* gate, const T* up, const T* dh, 
 }
 
 // Where query head `row` of an attention step reads: its cache's kv head (offset into k and v),
-// the positions it sees, and the stride between positions. A decode step is one query a
-// sequence (DecodeAttention), without slots.
+// the positions it sees, and the stride between positions.
 struct HeadCache {
   long kv;
   int length;
@@ -160,7 +159,8 @@ __device__ HeadCache head_cache(const Attention& a, const int* lengths, const in
               static_cast<long>(h / (a.heads / a.kv_heads)) * a.head_dim,
           visible_length(lengths[s], a.queries, t), stride};
 }
-__host__ __device__ Attention as_step(const DecodeAttention& d) {
+// A decode step as an attention step: one query a sequence, no slots.
+Attention as_step(const DecodeAttention& d) {
   Attention a;
   a.dtype = d.dtype;
   a.batch = d.batch, a.queries = 1, a.heads = d.heads, a.kv_heads = d.kv_heads, a.head_dim = d.head_dim;

@@ -210,9 +210,9 @@ template <typename T, typename L>
 HETRL_HD void attend_cached_part(const L& lanes, const T* q, const T* k, const T* v, int length, int index, int span,
                                  long stride, int head_dim, float scale, float* part) {
   const int begin = index * span;
-  const int end = begin + span < length ? begin + span : length;
+  const int end = begin + span < length ? begin + span : length;  // at or before begin: no positions
   float acc[kHeadSlots<L>];
-  const SoftmaxScale s = attend_range(lanes, q, k, v, begin, end > begin ? end : begin, stride, head_dim, scale, acc);
+  const SoftmaxScale s = attend_range(lanes, q, k, v, begin, end, stride, head_dim, scale, acc);
   if (lanes.first() == 0) {
     part[0] = s.most;
     part[1] = s.total;

@@ -61,6 +61,10 @@ struct PassAttentionMeasurement {
   // The forward's FLOPs as the cost model counts them (cost::ModelShape::attention_flops): 4
   // head_dim a query head and position it sees, length / 2 positions a token on average.
   double flops() const { return 2.0 * sequences * heads * head_dim * static_cast<double>(length) * length; }
+  // Forward and backward together (the backward as kAttentionBackwardForwards forwards, as the
+  // cost model counts it), and their rate over the two medians.
+  double both_flops() const { return (1 + kAttentionBackwardForwards) * flops(); }
+  double flops_per_second() const { return both_flops() / (forward.median + backward.median); }
 };
 
 struct CollectiveMeasurement {
@@ -150,9 +154,9 @@ struct GpuProfile {
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
-  // A pass's attention, forward and backward together, in the cost model's FLOPs of both
-  // (the backward counted as hw::kAttentionBackwardForwards forwards, as the cost model does), at the most
-  // tokens measured: of the tensor peak, the attention efficiency (hw::Efficiency::attention).
+  // A pass's attention, forward and backward together (PassAttentionMeasurement's
+  // flops_per_second), at the most tokens measured: of the tensor peak, the attention
+  // efficiency (hw::Efficiency::attention).
   std::optional<double> attention_flops;
   std::optional<double> intra_node_latency;              // seconds, one small transfer GPU to GPU
   // Bytes/s the optimizer step moves over the most parameters measured (too many for a cache);

@@ -344,7 +344,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     write_spread(backward, a.backward, "ms", core::kMillisecond);
     row["forward"] = std::move(forward);
     row["backward"] = std::move(backward);
-    row["tflops"] = derived((1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median) / core::kTflops);
+    row["tflops"] = derived(a.flops_per_second() / core::kTflops);
     pass_attention.push_back(std::move(row));
   }
   m["pass_attention"] = std::move(pass_attention);

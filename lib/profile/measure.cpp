@@ -302,8 +302,7 @@ void measure_pass_attention(Backend& b, Timer& timer, const ProfileParams& param
   double rate = 0;
   for (const auto& [sequences, length] : params.pass_attention) {
     hw::PassAttentionMeasurement m{device::dtype_name(t), sequences, length, kPassHeads, kPassKvHeads, kHeadDim, {}, {}};
-    const double both = (1 + hw::kAttentionBackwardForwards) * m.flops();  // forward and backward
-    if (rate > 0 && !timer.affordable(both / rate, p.pass_attention.size())) break;
+    if (rate > 0 && !timer.affordable(m.both_flops() / rate, p.pass_attention.size())) break;
     const int tokens = sequences * length;
     const std::size_t rows = static_cast<std::size_t>(tokens) * kPassHeads * kHeadDim;
     const std::size_t kv = static_cast<std::size_t>(tokens) * kPassKvHeads * kHeadDim;
@@ -328,7 +327,7 @@ void measure_pass_attention(Backend& b, Timer& timer, const ProfileParams& param
       b.packed_attention_backward(shape, q.data(), k.data(), v.data(), starts.as<int>(), out.data(), dout.data(),
                                   lse.as<float>(), delta.as<float>(), dq.data(), dk.data(), dv.data());
     });
-    rate = std::max(rate, both / (m.forward.median + m.backward.median));
+    rate = std::max(rate, m.flops_per_second());
     p.pass_attention.push_back(m);
   }
 }
@@ -641,7 +640,7 @@ void fit(hw::GpuProfile& p) {
     const double tokens = static_cast<double>(a.sequences) * a.length;
     if (tokens >= most_tokens) {
       most_tokens = tokens;
-      p.attention_flops = (1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median);
+      p.attention_flops = a.flops_per_second();
     }
   }
   if (p.launch) p.launch_overhead = p.launch->median;

@@ -89,9 +89,7 @@ std::string attention_tables(const hw::GpuProfile& m) {
                        "backward ms", "TFLOP/s");
     for (const hw::PassAttentionMeasurement& a : m.pass_attention) {
       out += fmt::format("{:<34} {:>12.4g} {:>12.4g} {:>9.3g}\n", fmt::format("  {} x {}", a.sequences, a.length),
-                         a.forward.median * 1e3, a.backward.median * 1e3,
-                         (1 + hw::kAttentionBackwardForwards) * a.flops() / (a.forward.median + a.backward.median) /
-                             core::kTflops);
+                         a.forward.median * 1e3, a.backward.median * 1e3, a.flops_per_second() / core::kTflops);
     }
   }
   return out;
