@@ -511,6 +511,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   const bool gathers = training && train.zero_stage >= 3 && dp.replicas > 1;
   double worst = -1, every = 0;  // the slowest stage's micro-batch, and all stages' together
   double worst_compute = 0, worst_tp = 0, worst_wait = 0, worst_p2p = 0, worst_gather = 0;
+  double final_gather = 0;  // the slowest stage's, once a task
   double optimizer = 0;
   for (int s = 0; s < pp; ++s) {
     const Stage& stage = stages[s];
@@ -565,6 +566,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
            dp.pass_seconds(hw::Collective::kReduceScatter, fp32, gradient_bytes(workload_) * params,
                            params_.collective_latency));
       gather = params_.zero3_prefetch ? std::max(0.0, collectives - compute) : collectives;
+      final_gather = std::max(final_gather, stage.layers * dp.pass_seconds(hw::Collective::kAllGather, false,
+                                                                           kBf16 * params, params_.collective_latency));
     }
     const double total = compute + gather + tp + wait + p2p;
     every += total;
@@ -630,6 +633,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (training) {
     out.add(train.optimizer_offload ? kOffloadedOptimizerStepTerm : kOptimizerStepTerm, steps * optimizer);
   }
+  if (final_gather > 0) out.add(kZero3FinalGatherTerm, final_gather);
   return out.total();
 }
 

@@ -89,6 +89,10 @@ inline constexpr char kGradientReduceScatterTerm[] = "DP gradient reduce-scatter
 // Of a ZeRO-3 replica's passes: its layers' weight gathers and gradient reduce-scatters that
 // the compute does not hide.
 inline constexpr char kZero3GatherTerm[] = "ZeRO-3 gathers beyond the compute";
+// After a ZeRO-3 replica's last step: its weights gathered whole once more, a layer at a time,
+// for the tasks that read them next (the weight sync, the next iteration's scoring), as
+// FSDP's full-parameter gather before a weight sync does.
+inline constexpr char kZero3FinalGatherTerm[] = "ZeRO-3 weights gathered whole after the last step";
 // Of a tensor-parallel replica's passes: its all-reduces' transfer, and their wait for the
 // slowest shard where its type has one (hw::Efficiency::tp_wait).
 inline constexpr char kPassAllReduceTerm[] = "TP all-reduce";

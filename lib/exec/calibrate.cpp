@@ -234,7 +234,7 @@ TrainParts predicted_parts(std::span<const cost::Breakdown::Term> terms) {
     if (name == cost::kOptimizerStepTerm || name == cost::kOffloadedOptimizerStepTerm) {
       parts.optimizer_step += term.seconds;
     } else if (name == cost::kGradientAllReduceTerm || name == cost::kGradientReduceScatterTerm ||
-               name == cost::kTiedEmbeddingTerm) {
+               name == cost::kTiedEmbeddingTerm || name == cost::kZero3FinalGatherTerm) {
       parts.gradient_reduce += term.seconds;
     } else {
       if (name == cost::kZero3GatherTerm) parts.weight_gathers += term.seconds;  // a part of the passes'

@@ -224,8 +224,10 @@ class Search {
   enum class Shed { kDearestFirst, kLargestFirst, kCheapestFirst };
   // Gives up nodes one at a time, each group keeping one: while the start is over the budget,
   // and then, when `lean`, while its groups still hold their models. False when it cannot get
-  // within the budget.
-  bool shed_nodes(Start& c, Shed order, bool lean) const;
+  // within the budget. Not lean, `given_back` (if given) gets the start with the nodes it gave
+  // up taken back, the last first, while they fit within the budget: one node at a time
+  // overshoots where the last node given up was dearer than what was over.
+  bool shed_nodes(Start& c, Shed order, bool lean, Start* given_back = nullptr) const;
   void add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, std::vector<Start>& out);
   // The least time a task takes on `nodes` with each of `choices` priced alone on them;
   // infinite when none fits alone. Orders `choices` by those times, fastest first (those that
@@ -411,7 +413,7 @@ bool Search::share_classes(Start& c, ShareRule rule) const {
 // Under a budget a candidate starts within it, so that the search has a plan to improve on.
 // Under the cost objective a start also comes lean: the fewest nodes that hold its models, as
 // idle or thinly used GPUs cost as much as busy ones and the search adds back what pays.
-bool Search::shed_nodes(Start& c, Shed order, bool lean) const {
+bool Search::shed_nodes(Start& c, Shed order, bool lean, Start* given_back) const {
   const hw::Cluster& cluster = model_.cluster();
   const std::vector<std::vector<int>>& partition = *c.partition;
   const int k = static_cast<int>(partition.size());
@@ -431,9 +433,22 @@ bool Search::shed_nodes(Start& c, Shed order, bool lean) const {
     }
   }
   for (int g = 0; g < k; ++g) room[g] -= model_.least_resident_bytes(partition[g]);
+  std::vector<std::pair<int, int>> given_up;  // (class, group), in turn
   while (true) {
     const bool over = !params_.goal.within_budget(total);
-    if (!over && !lean) return true;
+    if (!over && !lean) {
+      if (given_back) {
+        // The same start with the nodes it gave up taken back, the last first, while they fit.
+        *given_back = c;
+        for (auto it = given_up.rbegin(); it != given_up.rend(); ++it) {
+          const auto [cls, g] = *it;
+          if (!params_.goal.within_budget(total + price[cls])) continue;
+          ++given_back->counts[cls][g];
+          total += price[cls];
+        }
+      }
+      return true;
+    }
     int best_cls = -1, best_g = -1;
     for (int cls = 0; cls < classes; ++cls) {
       for (int g = 0; g < k; ++g) {
@@ -459,6 +474,7 @@ bool Search::shed_nodes(Start& c, Shed order, bool lean) const {
     }
     if (best_cls < 0) return !over;
     --c.counts[best_cls][best_g];
+    given_up.emplace_back(best_cls, best_g);
     --held[best_g];
     room[best_g] -= capacity[best_cls];
     total -= price[best_cls];
@@ -486,22 +502,34 @@ void Search::add_start(Start c, std::set<std::vector<std::vector<int>>>& tried, 
     rules.push_back({Shed::kLargestFirst, true});
   }
   const std::vector<std::vector<int>> whole = c.counts;
-  for (std::size_t r = 0; r < rules.size(); ++r) {
-    Start d = r + 1 < rules.size() ? c : std::move(c);  // the last rule takes c itself
-    if (!shed_nodes(d, rules[r].order, rules[r].lean)) {
-      ++pruned_;
-      continue;
-    }
+  // A start once, where its groups hold their models.
+  const auto admit = [&](Start d) {
     d.shed = d.counts != whole;
-    if (!tried.insert(d.counts).second) continue;
+    if (!tried.insert(d.counts).second) return;
     const int k = static_cast<int>(d.partition->size());
     bool holds = true;
     for (int g = 0; g < k && holds; ++g) holds = holds_models((*d.partition)[g], group_nodes(d.counts, g));
     if (!holds) {
       ++pruned_;
-      continue;
+      return;
     }
     out.push_back(std::move(d));
+  };
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    Start d = r + 1 < rules.size() ? c : std::move(c);  // the last rule takes c itself
+    // Within a budget, also with the nodes given up taken back where they fit (on the paper's
+    // region network, PPO-14B async within half the price, the ILP's optimum of one A100, one
+    // L4 and two L40S nodes is the cheapest-first start that gave up its second L40S node
+    // before two A100 nodes). Both start.
+    Start back;
+    const bool budget = params_.goal.budget_per_hour && !rules[r].lean;
+    if (!shed_nodes(d, rules[r].order, rules[r].lean, budget ? &back : nullptr)) {
+      ++pruned_;
+      continue;
+    }
+    const bool gave_back = budget && back.counts != d.counts;
+    admit(std::move(d));
+    if (gave_back) admit(std::move(back));
   }
 }
 
@@ -1598,6 +1626,11 @@ void Search::search(Candidate& c, long long budget) {
         (model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kTrain ||
          model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward)) {
       s = make_room(c, m.task, budget);
+    }
+    if (s == kWorst && (m.kind == Move::Kind::kRegroup || m.kind == Move::Kind::kSpreadInto) &&
+        model_.graph().tasks[c.tasks[m.task]].kind == workload::TaskKind::kForward) {
+      s = make_room(c, m.task, budget);
+      if (s != kWorst) overflow = 0;
     }
     // Two tasks exchanged that do not fit with their own strategies: each takes the other's TP
     // and PP too (its place as it was laid out). On the paper's region network, GRPO-14B async

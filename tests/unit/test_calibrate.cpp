@@ -436,10 +436,15 @@ TEST_CASE("task parts: ZeRO-3's gathers a fifth part of the passes where the run
     it.tasks[0].replica_seconds = {3.0, 2.0};
     it.tasks[0].replica_parts = {{.passes = 2.5, .weight_gathers = 0.75}, {.passes = 1.5, .weight_gathers = 0.5}};
   }
-  const std::vector<cost::Breakdown::Term> terms = {{"forward + backward compute", 2.0}, {cost::kZero3GatherTerm, 0.25}};
+  const std::vector<cost::Breakdown::Term> terms = {{"forward + backward compute", 2.0},
+                                                    {cost::kZero3GatherTerm, 0.25},
+                                                    {cost::kZero3FinalGatherTerm, 0.125}};
   const std::vector<TaskPart> parts = task_parts(workload::TaskKind::kTrain, terms, run, 0);
   REQUIRE(parts.size() == 5);
   CHECK(parts[0].predicted == 2.25);  // the passes hold the gathers the compute does not hide
+  // The whole weights gathered after the last step: timed with the gradients' sync.
+  CHECK(std::string(parts[2].key) == "gradient_reduce");
+  CHECK(parts[2].predicted == 0.125);
   CHECK(std::string(parts[4].key) == "weight_gathers");
   CHECK(parts[4].data_parallel);
   CHECK(parts[4].predicted == 0.25);

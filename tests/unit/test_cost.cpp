@@ -526,6 +526,16 @@ TEST_CASE("ZeRO-3 gathers each layer's weights for every micro-batch, hidden beh
   cost::Breakdown exposed(true);
   unprefetched.replica_seconds(train, a, 32, ring, zero3, {}, exposed);
   CHECK(term(exposed, "ZeRO-3 gathers beyond the compute") == hetrl::testing::approx(4 * per_micro).epsilon(1e-9));
+  // After the last step the weights are gathered whole once more, a layer at a time (half of
+  // each layer's shard over the ring), however many the micro-batches; hidden behind nothing.
+  const auto final_gather = [&](double samples, const cost::TrainOptions& options) {
+    cost::Breakdown out(true);
+    f.model.replica_seconds(train, a, samples, ring, options, {}, out);
+    return term_or_zero(out, cost::kZero3FinalGatherTerm);
+  };
+  CHECK(final_gather(32, zero3) == hetrl::testing::approx(24 * (hop + 0.5 * layer / link_share)).epsilon(1e-9));
+  CHECK(final_gather(64, zero3) == final_gather(32, zero3));
+  CHECK(final_gather(64, {2, cost::Recompute::kNone}) == 0);  // ZeRO-2 keeps its weights whole
   // ZeRO-1 all-reduces once per optimizer step, whatever the micro-batches.
   cost::Breakdown sync1(true), sync3(true);
   f.model.gradient_sync_seconds(train, replicas, {1, cost::Recompute::kNone}, sync1);
