@@ -54,4 +54,9 @@ std::vector<std::string> split(std::string_view text, char separator) {
   }
 }
 
+std::string signed_percent(double fraction) {
+  const double tenths = std::round(1000.0 * fraction);
+  return fmt::format("{:+.1f}%", tenths / 10.0 + 0.0);  // + 0.0: -0 becomes +0
+}
+
 }  // namespace hetrl::core

@@ -26,6 +26,11 @@ inline constexpr double kSmallestQuantity = 1e-12;
 // e.g. "0.5" or "1e3".
 double parse_number(std::string_view text, std::string_view what);
 
+// A change written for people: `fraction` (after / before - 1) as a signed percentage with one
+// decimal, e.g. "+12.5%". One that rounds to zero is "+0.0%", never "-0.0%" (a last-bit
+// difference between two sums of the same terms).
+std::string signed_percent(double fraction);
+
 // Splits on every `separator`, keeping empty pieces.
 std::vector<std::string> split(std::string_view text, char separator);
 

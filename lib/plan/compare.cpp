@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/text.h"
+
 namespace hetrl::plan {
 namespace {
 
@@ -20,7 +22,7 @@ std::string group_zones(const Group& group, const hw::Cluster& cluster) {
 // "+12.3%" of `value` against `first`; "-" where either is missing.
 std::string change(std::optional<double> value, std::optional<double> first) {
   if (!value || !first || *first <= 0) return "-";
-  return fmt::format("{:+.1f}%", (*value / *first - 1) * 100);
+  return core::signed_percent(*value / *first - 1);
 }
 
 std::string dollars(std::optional<double> value, int decimals) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/text.h"
 #include "plan/report.h"
 
 namespace hetrl::plan {
@@ -35,7 +36,7 @@ std::string describe(const TaskPlacement* t, const hw::Cluster& cluster) {
 }
 
 std::string change(double before, double after) {
-  return before > 0 ? fmt::format("{:+.1f}%", (after / before - 1) * 100) : std::string("-");
+  return before > 0 ? core::signed_percent(after / before - 1) : std::string("-");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace hetrl::sim {
 namespace {
@@ -34,7 +35,7 @@ std::string format_links(const SimSummary& s, const SimParams& params) {
 }
 
 std::string percent(double simulated, double predicted) {
-  return predicted > 0 ? fmt::format("{:+.1f}%", 100.0 * (simulated / predicted - 1)) : "n/a";
+  return predicted > 0 ? core::signed_percent(simulated / predicted - 1) : "n/a";
 }
 
 }  // namespace

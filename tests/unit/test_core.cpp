@@ -52,6 +52,17 @@ TEST_CASE("parse_number reads finite decimals") {
   CHECK_THROWS_AS(parse_number("inf", "x"), InputError);
 }
 
+TEST_CASE("signed_percent writes a change with its sign, and none that rounds to zero as negative") {
+  CHECK(signed_percent(0.125) == "+12.5%");
+  CHECK(signed_percent(-0.05) == "-5.0%");
+  CHECK(signed_percent(0.0) == "+0.0%");
+  // A last-bit difference between two sums of the same terms, either way.
+  CHECK(signed_percent(-2.2e-16) == "+0.0%");
+  CHECK(signed_percent(-0.0004) == "+0.0%");
+  CHECK(signed_percent(2.2e-16) == "+0.0%");
+  CHECK(signed_percent(-0.0006) == "-0.1%");
+}
+
 TEST_CASE("split keeps empty pieces") {
   CHECK(split("a,b", ',') == std::vector<std::string>{"a", "b"});
   CHECK(split("a,,b,", ',') == std::vector<std::string>{"a", "", "b", ""});
