@@ -560,14 +560,14 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     if (gathers) {
       const double params = shape.shard_params(stage.layers, s == 0, last, stage.tp) / stage.layers;
       const bool fp32 = gradient_bytes(workload_) > kBf16;
+      const double layer_gather =
+          dp.pass_seconds(hw::Collective::kAllGather, false, kBf16 * params, params_.collective_latency);
       const double collectives =
-          stage.layers *
-          (2.0 * dp.pass_seconds(hw::Collective::kAllGather, false, kBf16 * params, params_.collective_latency) +
-           dp.pass_seconds(hw::Collective::kReduceScatter, fp32, gradient_bytes(workload_) * params,
-                           params_.collective_latency));
+          stage.layers * (2.0 * layer_gather + dp.pass_seconds(hw::Collective::kReduceScatter, fp32,
+                                                               gradient_bytes(workload_) * params,
+                                                               params_.collective_latency));
       gather = params_.zero3_prefetch ? std::max(0.0, collectives - compute) : collectives;
-      final_gather = std::max(final_gather, stage.layers * dp.pass_seconds(hw::Collective::kAllGather, false,
-                                                                           kBf16 * params, params_.collective_latency));
+      final_gather = std::max(final_gather, stage.layers * layer_gather);
     }
     const double total = compute + gather + tp + wait + p2p;
     every += total;

@@ -620,12 +620,6 @@ std::set<std::string> gpu_types(const io::Inputs& in, const plan::Plan& plan, in
   return types;
 }
 
-int gpus_of(const plan::Plan& plan) {
-  int gpus = 0;
-  for (const plan::Group& g : plan.groups) gpus += static_cast<int>(g.gpus.size());
-  return gpus;
-}
-
 }  // namespace
 
 TEST_CASE("a second search goes bottleneck first: PPO-8B async with bf16 gradients reaches the ILP's optimum") {
@@ -643,7 +637,7 @@ TEST_CASE("a second search goes bottleneck first: PPO-8B async with bf16 gradien
   const int critic = hybrid.plan.group_of(in.graph.find("critic_train"));
   CHECK(gpu_types(in, hybrid.plan, critic) == std::set<std::string>{"L40S"});
   CHECK(hybrid.plan.group_of(in.graph.find("actor_logprob")) == hybrid.plan.group_of(in.graph.find("actor_train")));
-  CHECK(gpus_of(hybrid.plan) == 48);
+  CHECK(hybrid.plan.gpu_count() == 48);
 }
 
 TEST_CASE("a converged candidate tries exchanging two tasks between groups: GRPO-8B async within half the price reaches the ILP's optimum") {
@@ -700,7 +694,7 @@ TEST_CASE("the candidate searched to the end restarts from regrouped plans: PPO-
   CHECK(hybrid.plan.group_of(in.graph.find("reward")) == generate);
   CHECK(hybrid.plan.group_of(in.graph.find("actor_train")) == generate);
   CHECK(hybrid.plan.group_of(in.graph.find("ref_logprob")) == hybrid.plan.group_of(in.graph.find("critic_train")));
-  CHECK(gpus_of(hybrid.plan) == 48);
+  CHECK(hybrid.plan.gpu_count() == 48);
 }
 
 TEST_CASE("GRPO-14B async with fp32 gradients reaches the ILP's optimum") {
@@ -717,7 +711,7 @@ TEST_CASE("GRPO-14B async with fp32 gradients reaches the ILP's optimum") {
   const int reward = hybrid.plan.group_of(in.graph.find("reward"));
   CHECK(hybrid.plan.groups[reward].tasks.size() == 1);
   CHECK(gpu_types(in, hybrid.plan, reward) == std::set<std::string>{"L4"});
-  CHECK(gpus_of(hybrid.plan) == 64);
+  CHECK(hybrid.plan.gpu_count() == 64);
 }
 
 TEST_CASE("PPO-8B async with bf16 gradients reaches the ILP's optimum") {
@@ -781,7 +775,7 @@ TEST_CASE("PPO-4B async with bf16 gradients reaches the ILP's optimum") {
   const int generate = hybrid.plan.group_of(in.graph.find("generate"));
   CHECK(hybrid.plan.group_of(in.graph.find("reward")) == generate);
   CHECK(hybrid.plan.group_of(in.graph.find("ref_logprob")) == hybrid.plan.group_of(in.graph.find("critic_train")));
-  CHECK(gpus_of(hybrid.plan) == 48);
+  CHECK(hybrid.plan.gpu_count() == 48);
   CHECK(gpu_types(in, hybrid.plan).count("L4") == 0);
 }
 
