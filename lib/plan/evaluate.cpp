@@ -136,6 +136,10 @@ bool Evaluator::check_memory(const Plan& plan) {
   for (const Group& group : plan.groups) bound += group.gpus.size() * group.tasks.size();
   if (device_slots_.size() < bound) device_slots_.resize(bound);
   int next_slot = 0;
+  // The GPU furthest over its capacity, as a fraction of it, over every group: a plan is as
+  // close to fitting as that GPU (a group made to fit must not make the plan look further off).
+  double furthest = 0;
+  int furthest_group = -1;
   for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     const Group& group = plan.groups[g];
     const int slots = static_cast<int>(group.gpus.size());
@@ -214,6 +218,8 @@ bool Evaluator::check_memory(const Plan& plan) {
     GroupPrediction& gp = prediction_.groups[g];
     double tightest = std::numeric_limits<double>::infinity();
     int tightest_slot = 0;
+    double group_furthest = 0;  // the furthest of this group's GPUs over their capacity
+    int group_furthest_slot = -1;
     for (int i = 0; i < slots; ++i) {
       const GpuNeed& need = need_of(group_signature[i], group.offload);
       const double capacity = usable_[group.gpus[i].node];
@@ -224,13 +230,22 @@ bool Evaluator::check_memory(const Plan& plan) {
         tightest = headroom;
         tightest_slot = i;
       }
-      if (headroom < 0) {
-        gp.tightest = memory_of(group, first_slot, i);
-        report_overflow(plan, static_cast<int>(g), i);
-        return false;
+      if (headroom < 0 && -headroom / capacity > group_furthest) {
+        group_furthest = -headroom / capacity;
+        group_furthest_slot = i;
       }
     }
+    // A group over its memory shows its GPU furthest over (as a fraction of its capacity).
+    if (group_furthest_slot >= 0) tightest_slot = group_furthest_slot;
     if (slots > 0) gp.tightest = memory_of(group, first_slot, tightest_slot);
+    if (group_furthest > furthest) {
+      furthest = group_furthest;
+      furthest_group = static_cast<int>(g);
+    }
+  }
+  if (furthest_group >= 0) {
+    report_overflow(furthest_group);
+    return false;
   }
   return true;
 }
@@ -248,25 +263,10 @@ std::span<const MemoryUse> Evaluator::gpu_memory(int group) {
   return gpu_memory_;
 }
 
-void Evaluator::report_overflow(const Plan& plan, int group, int first) {
-  // The group's GPU furthest over its capacity, as a fraction of it (as Prediction::overflow
-  // says), says why: the first found over it, or one after it.
-  GroupPrediction& gp = prediction_.groups[group];
-  const Group& g = plan.groups[group];
+void Evaluator::report_overflow(int group) {
+  // Says why: the GPU furthest over its capacity (check_memory left it as the group's tightest).
+  const MemoryUse& use = prediction_.groups[group].tightest;
   const auto over = [](const MemoryUse& m) { return (m.used() - m.capacity) / m.capacity; };
-  double furthest = over(gp.tightest);
-  int furthest_slot = -1;
-  const std::size_t base = budget_offset_[group];
-  for (int i = first + 1; i < static_cast<int>(g.gpus.size()); ++i) {
-    const GpuNeed& need = need_of(slot_signature_[base + i], g.offload);
-    const double capacity = usable_[g.gpus[i].node];
-    if ((need.used - capacity) / capacity > furthest) {
-      furthest = (need.used - capacity) / capacity;
-      furthest_slot = i;
-    }
-  }
-  if (furthest_slot >= 0) gp.tightest = memory_of(g, base, furthest_slot);
-  const MemoryUse& use = gp.tightest;
   const hw::Cluster& cluster = model_.cluster();
   const hw::Node& node = cluster.nodes[use.gpu.node];
   constexpr double kGiB = core::kGiB;

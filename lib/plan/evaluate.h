@@ -56,7 +56,7 @@ struct TaskPrediction {
 
 struct GroupPrediction {
   double busy_seconds = 0;
-  MemoryUse tightest;  // the GPU with the least headroom
+  MemoryUse tightest;  // the GPU with the least headroom; over its memory, the furthest over
 };
 
 struct Prediction {
@@ -132,9 +132,9 @@ class Evaluator {
   // What a GPU of a group needs (slot: its index in the group), from what the memory pass
   // put on it.
   MemoryUse memory_of(const Group& group, std::size_t first, int slot);  // first: the group's first slot
-  // Says which GPU of the group is furthest over its capacity, and by how much, once the GPU
-  // at slot `first` was found over it.
-  [[gnu::cold]] void report_overflow(const Plan& plan, int group, int first);
+  // Says which GPU is furthest over its capacity, and by how much: the tightest of `group`,
+  // the group that holds it.
+  [[gnu::cold]] void report_overflow(int group);
   // The signature of a GPU that holds `parent`'s stages and then `item`'s.
   int extend_signature(int parent, int item);
   // What a GPU of each signature needs, computed the first time it is asked for.

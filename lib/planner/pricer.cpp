@@ -115,13 +115,11 @@ PlanPricer::Outcome PlanPricer::price(const std::vector<GroupChoice>& groups,
     if (!e.laid_out) return Outcome::kNotLaidOut;
     entries_.push_back(&e);
   }
-  // As the evaluator finds it: a GPU that cannot compute in the precision first, then the first
-  // group over its memory, by its GPU furthest over.
+  // As the evaluator finds it: a GPU that cannot compute in the precision (infinitely far), else
+  // the GPU furthest over its memory in any group.
   double overflow = 0;
   for (const Entry* e : entries_) {
-    if (!e->fits && (overflow == 0 || e->overflow == std::numeric_limits<double>::infinity())) {
-      overflow = std::max(overflow, e->overflow);
-    }
+    if (!e->fits) overflow = std::max(overflow, e->overflow);
   }
   const bool fits = std::all_of(entries_.begin(), entries_.end(), [](const Entry* e) { return e->fits; });
   if (!fits) {

@@ -417,6 +417,37 @@ TEST_CASE("an infeasible plan names the GPU furthest over capacity, not the firs
   CHECK(prediction.overflow > (a100.used() - a100.capacity) / a100.capacity);
 }
 
+TEST_CASE("an infeasible plan names the GPU furthest over capacity in any group, not in the first group over") {
+  // Group 0 (the forward passes and generation on an A100) is a little over its capacity; group
+  // 1 (both trainings on an L4) far over it. A plan is as close to fitting as its GPU furthest
+  // over: making group 1 fit must not make the plan look further off (the search's repairs
+  // follow that figure).
+  const testing::Fixture f(testing::make_cluster({"us-east-1a:1xA100-SXM-40G", "us-east-1a:1xL4"}),
+                           testing::ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  plan::Plan p;
+  for (int node : {0, 1}) {
+    p.groups.emplace_back();
+    p.groups.back().gpus = planner::gpus_of(f.cluster, std::vector<int>{node});
+  }
+  for (int t : f.graph.gpu_tasks()) {
+    const int group = f.graph.tasks[t].kind == workload::TaskKind::kTrain ? 1 : 0;
+    plan::TaskPlacement placement;
+    placement.task = t;
+    REQUIRE(planner::uniform_replicas(f.cluster, std::vector<int>{group}, 1, 1, f.model.shape(t).layers,
+                                      placement.replicas));
+    p.groups[static_cast<std::size_t>(group)].tasks.push_back(placement);
+  }
+  plan::Evaluator evaluator(f.model);
+  const plan::Prediction& prediction = evaluator.evaluate(p);
+  REQUIRE_FALSE(prediction.feasible);
+  const plan::MemoryUse a100 = evaluator.gpu_memory(0)[0];
+  const plan::MemoryUse l4 = evaluator.gpu_memory(1)[0];
+  REQUIRE(a100.used() > a100.capacity);
+  REQUIRE((l4.used() - l4.capacity) / l4.capacity > (a100.used() - a100.capacity) / a100.capacity);
+  CHECK(prediction.infeasible.find("(L4, group 1)") != std::string::npos);
+  CHECK(prediction.overflow == doctest::Approx((l4.used() - l4.capacity) / l4.capacity));
+}
+
 TEST_CASE("rejections say why nothing met the goal: the closest to fitting, or the constraint missed") {
   plan::Prediction near, far, slow, dear;
   near.infeasible = "near";
@@ -608,6 +639,14 @@ TEST_CASE("the plan pricer gives what realize, balance_shares and evaluate give,
       CHECK(got.price_per_hour == want.price_per_hour);
       if (!want.feasible) {
         ++(want.overflow == std::numeric_limits<double>::infinity() ? precision : unfit);
+        // Unexplained, from its groups' cached figures alone: the same overflow.
+        double asked = -1;
+        CHECK(pricer.price(groups, [&](double overflow) {
+          asked = overflow;
+          return false;
+        }) == planner::PlanPricer::Outcome::kUnfit);
+        CHECK(asked == want.overflow);
+        CHECK(pricer.prediction().overflow == want.overflow);
         continue;
       }
       ++fit;
