@@ -169,6 +169,26 @@ void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
   }
 }
 
+// Each device's memory at its most next to the cost model's need of the plan GPU it stands for
+// (under mpirun; in one process the device runs every plan GPU's replicas in turn).
+void print_memory(std::FILE* text, const exec::RunResult& run) {
+  if (run.device_peak_bytes.empty()) return;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const bool predicted = run.predicted_device_bytes.size() == run.device_peak_bytes.size();
+  fmt::print(text, "\n{:<16} {:>14} {:>14} {:>10}\n", "device", "predicted MiB", "peak MiB", "ratio");
+  for (std::size_t d = 0; d < run.device_peak_bytes.size(); ++d) {
+    const double peak = run.device_peak_bytes[d] / kMiB;
+    const double need = predicted ? run.predicted_device_bytes[d] / kMiB : 0.0;
+    fmt::print(text, "{:<16} {:>14} {:>14.1f} {:>10}\n",
+               run.device_peak_bytes.size() > 1 ? fmt::format("process {}", d) : std::string("this device"),
+               predicted ? fmt::format("{:.1f}", need) : std::string("-"), peak,
+               predicted && need > 0 ? fmt::format("{:.2f}", peak / need) : std::string("-"));
+  }
+  fmt::print(text, "(peak: the device memory allocated at its most over the run, warm-up included; predicted: the "
+                   "cost model's weights, gradients, optimizer state, activations and KV cache of the plan GPU{})\n",
+             predicted ? " the process stands for" : ", not given in one process, whose device runs every plan GPU's replicas");
+}
+
 // Each generation and training task's time by part, predicted and measured (the median over
 // iterations of the slowest replica's); the data-parallel parts where the task has replicas.
 void print_parts(std::FILE* text, const exec::RunResult& run, const plan::Prediction& predicted,
@@ -617,6 +637,7 @@ int main(int argc, char** argv) {
                comm->size() > 1 ? "each on its processes' devices" : "replicas run one after another on this device, each timed alone",
                simulated.empty() ? " (not run: the plan does not fit the cluster's GPUs)" : "");
     print_parts(text, run, predicted, graph);
+    print_memory(text, run);
     if (calibration) {
       fmt::print(text, "\nfitted on the measured tasks{} (simulated with the run's response lengths): pass efficiency "
                        "{:.3f}, optimizer efficiency {:.3f}{}, decode step overhead {:.3g} ms\n",

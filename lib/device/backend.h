@@ -10,6 +10,7 @@
 // storage type (device/numeric.h). Errors (no device, out of memory, a failed launch) throw
 // DeviceError with what failed.
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
@@ -95,6 +96,12 @@ class Backend {
 
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void release(void* p) noexcept = 0;
+  // The bytes of device memory allocated and not yet released (as the backend rounds them up;
+  // blocks its allocator keeps for reuse are not in use), and the most there have been since the
+  // backend was made or reset_memory_peak last ran: a framework's max_memory_allocated.
+  std::size_t memory_in_use() const { return in_use_; }
+  std::size_t memory_peak() const { return peak_; }
+  void reset_memory_peak() { peak_ = in_use_; }
   virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* device, std::size_t bytes) = 0;
   virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
@@ -175,6 +182,18 @@ class Backend {
   // The sum of the squares of `count` fp32 values on the device, added in fp64 (kernels.h
   // square): a gradient's squared norm, without copying the gradient to the host.
   virtual double sum_squares(const float* x, std::size_t count) = 0;
+
+ protected:
+  // Each backend's allocate and release report the bytes they hand out and take back.
+  void count_allocated(std::size_t bytes) {
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+  }
+  void count_released(std::size_t bytes) { in_use_ -= bytes; }
+
+ private:
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
 };
 
 // A device allocation released with its owner, or a view of part of another that it does not

@@ -210,7 +210,7 @@ class CpuBackend final : public Backend {
         void* p = kept->second;
         cached_.erase(kept);
         cached_bytes_ -= rounded;
-        live_[p] = rounded;
+        hand_out(p, rounded);
         return p;
       }
     }
@@ -220,18 +220,21 @@ class CpuBackend final : public Backend {
       p = std::aligned_alloc(kAlign, rounded);
     }
     if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
-    if (rounded >= kCachedFrom) live_[p] = rounded;
+    try {
+      hand_out(p, rounded);
+    } catch (...) {
+      std::free(p);
+      throw;
+    }
     return p;
   }
   void release(void* p) noexcept override {
-    const auto large = live_.find(p);
-    if (large == live_.end()) {
-      std::free(p);
-      return;
-    }
-    const std::size_t bytes = large->second;
-    live_.erase(large);
-    if (static_cast<double>(cached_bytes_ + bytes) > info_.memory / 4) {
+    const auto block = live_.find(p);
+    if (block == live_.end()) return;  // not ours (null, or released already)
+    const std::size_t bytes = block->second;
+    live_.erase(block);
+    count_released(bytes);
+    if (bytes < kCachedFrom || static_cast<double>(cached_bytes_ + bytes) > info_.memory / 4) {
       std::free(p);
       return;
     }
@@ -651,11 +654,15 @@ class CpuBackend final : public Backend {
     if (scratch.size() < count) scratch.resize(count);
   }
 
+  void hand_out(void* p, std::size_t bytes) {
+    live_[p] = bytes;
+    count_allocated(bytes);
+  }
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;
   std::vector<float> wide_a_, wide_b_, wide_c_;
   std::vector<float> inverse_;  // rmsnorm_backward: each row's inverse RMS
-  std::unordered_map<void*, std::size_t> live_;     // large blocks handed out, and their sizes
+  std::unordered_map<void*, std::size_t> live_;     // blocks handed out, and their sizes
   std::multimap<std::size_t, void*> cached_;        // released large blocks by size
   std::size_t cached_bytes_ = 0;
 };

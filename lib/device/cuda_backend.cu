@@ -511,6 +511,7 @@ class CudaBackend final : public Backend {
       void* p = it->second.back();
       it->second.pop_back();
       in_use_.emplace(p, size);
+      count_allocated(size);
       return p;
     }
     void* p = nullptr;
@@ -523,11 +524,13 @@ class CudaBackend final : public Backend {
     }
     check(status, "cudaMalloc");
     in_use_.emplace(p, size);
+    count_allocated(size);
     return p;
   }
   void release(void* p) noexcept override {
     const auto it = in_use_.find(p);
     if (it == in_use_.end()) return;
+    count_released(it->second);
     cached_[it->second].push_back(p);
     in_use_.erase(it);
   }

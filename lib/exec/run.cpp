@@ -210,6 +210,7 @@ class Runner {
       world().finish_posted();
       gather_measurements();
     }
+    gather_memory();
     // Each iteration as run: from its first task's start to its last's end, and its period
     // (from the previous one's end; the first's from its own start).
     for (std::size_t i = 0; i < result_.iterations.size(); ++i) {
@@ -236,6 +237,29 @@ class Runner {
 
   static int role_index(Role role) { return static_cast<int>(role); }
   bool multi() const { return comm_ != nullptr; }
+
+  // Every process's device memory at its most, and under mpirun the cost model's need of each
+  // process's plan GPU (processes are the plan's GPUs group by group, as place_on_ranks ranks
+  // them).
+  void gather_memory() {
+    const double mine = static_cast<double>(b_.memory_peak());
+    if (!multi()) {
+      result_.device_peak_bytes = {mine};
+      return;
+    }
+    result_.device_peak_bytes.assign(static_cast<std::size_t>(comm_->size()), 0.0);
+    for (int r = 0; r < comm_->size(); ++r) {
+      double peak = r == rank_ ? mine : 0.0;
+      world().broadcast_host(&peak, sizeof peak, r);
+      result_.device_peak_bytes[static_cast<std::size_t>(r)] = peak;
+    }
+    if (!prediction_.feasible) return;
+    for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
+      for (const plan::MemoryUse& use : evaluator_.gpu_memory(static_cast<int>(g))) {
+        result_.predicted_device_bytes.push_back(use.used());
+      }
+    }
+  }
   // Whether the tensor-parallel all-reduces are timed: on a transport whose collectives return
   // when done (MPI's; NCCL's return once queued on the stream).
   bool timed_collectives() const { return multi() && comm_->transport() == "mpi"; }
@@ -1839,6 +1863,9 @@ cost::CostParams executor_cost_params() {
   params.sequence_parallel = false;  // a shard's norms and residual adds run over every token
   params.head_recompute = true;  // Transformer's backward computes the logits again, chunk by chunk
   params.zero3_prefetch = false;  // a unit's gathers run in line before its compute
+  // Generation holds its weights, its KV cache and its step's activations, no engine's reserve
+  // (CUDA graphs, NCCL's and a sampler's buffers).
+  params.engine_reserve = 0;
   return params;
 }
 

@@ -111,6 +111,13 @@ struct RunResult {
   // The tensor-parallel all-reduces were timed on the host (transformer.h, TensorParallel::
   // timed): under mpirun on the MPI transport.
   bool collectives_timed = false;
+  // Each process's device memory at its most over the run (device::Backend::memory_peak), by
+  // rank (one entry in one process).
+  std::vector<double> device_peak_bytes;
+  // Under mpirun, the cost model's need of the plan GPU each process stands for, by rank (its
+  // weights, gradients, optimizer state, activations and KV cache: plan::MemoryUse::used); empty
+  // in one process, whose device runs every plan GPU's replicas in turn.
+  std::vector<double> predicted_device_bytes;
 };
 
 // The cost model's parameters for what run_plan executes: its defaults, but a tensor-parallel

@@ -50,6 +50,15 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
   }
   out["models"] = std::move(models);
   out["parameter_bytes"] = run.parameter_bytes;
+  // Per device (a process under mpirun), its memory at its most and, where one process stands for
+  // one plan GPU, the cost model's need of that GPU.
+  OrderedJson devices = OrderedJson::array();
+  for (std::size_t d = 0; d < run.device_peak_bytes.size(); ++d) {
+    OrderedJson device = {{"peak_bytes", std::llround(run.device_peak_bytes[d])}};
+    if (d < run.predicted_device_bytes.size()) device["predicted_bytes"] = std::llround(run.predicted_device_bytes[d]);
+    devices.push_back(std::move(device));
+  }
+  out["devices"] = std::move(devices);
   out["predicted_iteration_seconds"] = detail::file_units(predicted.iteration_seconds);
   // Per task: the measured seconds of each iteration (its slowest replica's), the replicas' of
   // each iteration, and the prediction.

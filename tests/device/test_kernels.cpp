@@ -70,6 +70,37 @@ TEST_CASE("numeric: fp16 and bf16 round to nearest with ties to even, overflow a
   CHECK(std::isnan(to_float(to_bf16(std::nanf("")))));
 }
 
+TEST_CASE("memory: the bytes a backend has handed out, and the most at once, kept blocks apart") {
+  auto b = test_backend();
+  const std::size_t before = b->memory_in_use();
+  b->reset_memory_peak();
+  CHECK(b->memory_peak() == before);
+  constexpr std::size_t kLarge = std::size_t{4} << 20, kSmall = 1000;
+  std::size_t large = 0;  // as the backend rounds the large block
+  {
+    const Buffer one(*b, kLarge);
+    large = b->memory_in_use() - before;
+    CHECK(large >= kLarge);
+    CHECK(large < kLarge + kLarge / 8);
+    const Buffer two(*b, kSmall);
+    CHECK(b->memory_in_use() - before >= large + kSmall);
+    CHECK(b->memory_peak() == b->memory_in_use());
+  }
+  // Released (the allocator may keep the blocks for reuse: they are not in use).
+  CHECK(b->memory_in_use() == before);
+  const std::size_t peak = b->memory_peak();
+  CHECK(peak >= before + large + kSmall);
+  {
+    const Buffer again(*b, kLarge);  // a kept block handed out again counts again
+    CHECK(b->memory_in_use() == before + large);
+    CHECK(b->memory_peak() == peak);  // below the most so far
+  }
+  b->reset_memory_peak();
+  CHECK(b->memory_peak() == before);
+  const Buffer view = Buffer::view(nullptr, kLarge);  // a view holds nothing of its own
+  CHECK(b->memory_in_use() == before);
+}
+
 TEST_CASE("kernels: casts between fp32, bf16 and fp16 on the device") {
   auto b = test_backend();
   const std::vector<double> values{0.0, 1.0, -2.5, 3.14159, 1e-3, 65504.0, 1e5, -7e-6};
