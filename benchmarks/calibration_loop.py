@@ -21,7 +21,8 @@ simulator's seconds after, the measured seconds, each the median over the measur
 of all the plan's runs) and prints the table with each ratio, and the iteration's: hetrl-exec
 runs a plan's tasks one after another, so its iteration is set beside the sum of the tasks'
 predictions; the plan's own predicted iteration, which may overlap a group's tasks with
-another's, is in the last column.
+another's, is in the last column. OUT/memory.csv has each process's device memory at its most over
+a plan's runs beside the cost model's need of its plan GPU.
 
 Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--runs R] [--layers L] [--hidden H] [--vocab V]
 """
@@ -215,6 +216,18 @@ def main():
         w.writerow(["plan", "task", "predicted_before_s", "predicted_after_s", "simulated_after_s", "measured_s",
                     "plan_iteration_after_s"])
         w.writerows(rows)
+    # Each process's device memory at its most over the plan's runs, beside the cost model's
+    # need of the plan GPU it stands for (the after run's, against the calibrated cluster).
+    memory = []
+    for index, (label, workload, plan) in enumerate(plans):
+        everything = reports[index]["before"] + reports[index]["after"]
+        for d, device in enumerate(reports[index]["after"][0].get("devices", [])):
+            peak = max(rep["devices"][d]["peak_bytes"] for rep in everything)
+            memory.append([label, d, device.get("predicted_bytes", ""), peak])
+    with open(p("memory.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["plan", "process", "predicted_bytes", "peak_bytes"])
+        w.writerows(memory)
     extra = "".join(f", {name} {fitted[key]:.3f}" for key, name in
                     (("prefill_efficiency", "prefill efficiency"), ("copy_efficiency", "copy efficiency"),
                      ("tp_wait", "TP wait"), ("decode_allreduce_ms", "decode TP all-reduce (ms)"))
@@ -228,6 +241,11 @@ def main():
             continue
         print(f"{label:<60} {task:<26} {before:>8.4f} {after:>8.4f} {measured:>9.4f} {measured / before:>8.2f} "
               f"{measured / after:>8.2f}" + (f"   (the plan's iteration: {overlapped:.4f})" if overlapped else ""))
+    print(f"\n{'plan':<60} {'process':>7} {'need MiB':>9} {'peak MiB':>9} {'peak/need':>9}")
+    for label, process, need, peak in memory:
+        ratio = f"{peak / need:>9.2f}" if need else f"{'-':>9}"
+        need_text = f"{need / 2**20:>9.1f}" if need else f"{'-':>9}"
+        print(f"{label:<60} {process:>7} {need_text} {peak / 2**20:>9.1f} {ratio}")
 
 
 if __name__ == "__main__":
