@@ -1722,15 +1722,16 @@ std::vector<Candidate> Search::halve(std::vector<Candidate> alive, long long eva
       // The starts that did not fit and found nothing that fits: the highest bound first (where
       // level 1 bounded them), then the closest to fitting. How far a start is over says little
       // of where it leads: on the paper's region network, PPO-8B async, the ILP's optimum's
-      // start is level 1's 13th (by its bound) and the 1,115th of 1,754 unfit ones by its overflow.
+      // start is the 6th by its bound (level 1's 13th, after the 7 colocated ones) and the
+      // 1,115th of 1,754 unfit ones by its overflow.
       std::vector<std::tuple<double, double, int>> over;
       for (const Candidate& c : alive) {
         if (c.best == kWorst && c.start_overflow > 0 && std::isfinite(c.start_overflow)) {
-          over.emplace_back(-c.bound, c.start_overflow, c.id);
+          over.emplace_back(-c.bound, c.start_overflow, c.id);  // the highest bound first
         }
       }
       std::stable_sort(over.begin(), over.end());
-      for (const auto& [bound, overflow, id] : over) unfit.push_back(id);
+      for (const auto& [negated_bound, overflow, id] : over) unfit.push_back(id);
     }
     if (progress) progress({round, static_cast<int>(alive.size()), evaluations_, clock_.seconds() - start_});
     if (last) break;

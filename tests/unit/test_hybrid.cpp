@@ -701,8 +701,8 @@ TEST_CASE("the starts that did not fit get their second chance highest bound fir
   // The paper's region network, PPO-8B async. The ILP proves 34.11 samples/s on 48 GPUs:
   // generation alone on one A100 node, the actor's forward pass and training and the
   // reference's forward pass on the L40S nodes, the critic's and the reward's tasks on the other
-  // two A100 nodes, the L4s idle. That start does not fit as first laid out (level 1's 13th by
-  // its bound); the second chance once took the unfit starts closest to fitting first, and the
+  // two A100 nodes, the L4s idle. That start does not fit as first laid out (the 6th by its
+  // bound); the second chance once took the unfit starts closest to fitting first, and the
   // plan's overflow was its first group's over its memory, not its furthest GPU's (so making
   // one group fit could look further off): hybrid kept all 64 GPUs at 32.84. Now it reaches
   // that start's nodes and 33.38; the optimum's layouts (every actor task in two stages, the
