@@ -240,6 +240,17 @@ double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) con
   return std::min(max_gemm_[static_cast<std::size_t>(type)], gpu(node).efficiency.gemm(tokens) * scale);
 }
 
+double CostModel::weight_gradient_ratio(int node, double tokens) const {
+  const hw::Efficiency& e = gpu(node).efficiency;
+  const hw::GemmCurve& curve = e.weight_gradient_curve;
+  if (curve.empty()) return 1.0;
+  const double forward = e.gemm(tokens);
+  if (tokens <= curve.back().first) return hw::gemm_curve_efficiency(curve, tokens) / forward;
+  // Past the curve, at least as fast as its last point where the forward is slower, and as the
+  // forward where it is faster: with many rows both GEMMs run at the large-GEMM rate.
+  return std::max(1.0, curve.back().second / forward);
+}
+
 double CostModel::allreduce_seconds(int nodes, int gpus_per_node, double bytes) const {
   if (nodes <= 1) return node_allreduce_seconds(0, gpus_per_node, bytes);
   const double inside = node_allreduce_seconds(0, gpus_per_node, bytes);
@@ -534,11 +545,17 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
       }
     }
     const double head_factor = training && params_.head_recompute ? std::max(factor, 4.0) : factor;
+    // Of a training pass's GEMM passes, the backward's weight gradient runs at its own rate
+    // (its output the whole weight, the rows its inner dimension: at few rows it may be faster
+    // than the forward and the input gradient), the others at the forward's.
+    const double gemm_passes = training ? factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, micro) : factor;
+    const double head_passes =
+        training && head > 0 ? head_factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, head_rows) : head_factor;
     const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
     const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
     const double compute =
-        factor * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
-        (head > 0 ? head_factor * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows)) : 0.0) +
+        gemm_passes * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
+        (head > 0 ? head_passes * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows)) : 0.0) +
         attention_factor * attention / (rate * g.efficiency.attention) +
         elementwise_factor * micro * stage.layers * shape.shard_elementwise_bytes(eager, stage.tp) /
             (g.memory_bandwidth * g.efficiency.memory);

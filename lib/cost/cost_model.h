@@ -641,6 +641,12 @@ class CostModel {
   // measured at several widths its curve at the stage's width, width_curve), at most the
   // larger of CostParams::max_gemm_efficiency and the best the type was measured to reach.
   double gemm_efficiency(int task, int node, int tp, double tokens) const;
+  // Of the forward GEMM's rate at `tokens` rows, what a training pass's weight-gradient GEMM
+  // (dW = dY^T X, the rows its inner dimension) reaches on `node`'s GPUs: the type's measured
+  // weight-gradient curve over its GEMM curve, both at the width the profile measured them at
+  // (hw::Efficiency::weight_gradient_curve); past the curve's last point, that point's
+  // efficiency over the forward's where it is higher, else 1; 1 without a curve.
+  double weight_gradient_ratio(int node, double tokens) const;
   double gemm_width_scale(int task, int tp, int gpu_type) const;
   // A GPU type measured at several widths (hw::Efficiency::gemm_curves): its GEMM curve at the
   // width of a task's GEMMs on a stage of TP `tp` (as gemm_width_scale takes it), the type's

@@ -148,6 +148,7 @@ void validate_gpu_spec(const GpuSpec& spec) {
     }
   };
   require_curve(spec.efficiency.gemm_curve, "GEMM curve");
+  require_curve(spec.efficiency.weight_gradient_curve, "weight-gradient GEMM curve");
   double previous_width = 0;
   for (const WidthCurve& w : spec.efficiency.gemm_curves) {
     if (!(w.width > previous_width) || !std::isfinite(w.width)) {
@@ -245,7 +246,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
     spec.price_per_hour = *o.price_per_hour;
     spec.price_source = o.source;
   }
-  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves || o.memory_efficiency ||
+  const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves || o.weight_gradient_curve || o.memory_efficiency ||
                                   o.collective || o.training || o.attention || o.optimizer_efficiency ||
                                   o.copy_efficiency || o.prefill_efficiency || o.gemm_width_half || o.decode_step_overhead ||
                                   o.decode_allreduce || o.tp_wait || o.collectives;
@@ -254,6 +255,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
     spec.efficiency.gemm_curves = *o.gemm_curves;
     for (WidthCurve& w : spec.efficiency.gemm_curves) w.curve = gemm_curve_envelope(std::move(w.curve));
   }
+  if (o.weight_gradient_curve) spec.efficiency.weight_gradient_curve = gemm_curve_envelope(*o.weight_gradient_curve);
   if (o.gemm_large) spec.efficiency.gemm_large = *o.gemm_large;
   if (o.gemm_small) spec.efficiency.gemm_small = *o.gemm_small;
   if (o.memory_efficiency) spec.efficiency.memory = *o.memory_efficiency;

@@ -167,6 +167,11 @@ struct Efficiency {
   // where two or more are given, a GEMM's width moves its rate by their ratio
   // (gemm_width_ratio) instead of by gemm_width_half, at the token counts both reach.
   WidthCurves gemm_curves;
+  // A measured profile's weight-gradient GEMMs (dW = dY^T X, the tokens the inner dimension;
+  // hw/profile.h) as a curve like gemm_curve's, at the width gemm_curve was measured at: a
+  // training pass runs one of its three GEMMs a layer at this curve's rate over gemm_curve's
+  // times the forward's (cost::CostModel::weight_gradient_ratio). Empty: as the forward.
+  GemmCurve weight_gradient_curve;
   std::string source;
 
   // The figures in effect where a type has none of its own (0): the memory efficiency's for the
@@ -261,6 +266,7 @@ struct GpuTypeOverride {
   std::optional<double> gemm_small;
   std::optional<GemmCurve> gemm_curve;  // (tokens, fraction of the tensor peak)
   std::optional<WidthCurves> gemm_curves;  // by width, each as gemm_curve
+  std::optional<GemmCurve> weight_gradient_curve;  // as gemm_curve
   std::optional<double> memory_efficiency;
   std::optional<double> collective;
   std::optional<CollectiveShares> collectives;  // entries of 0 keep the type's own

@@ -119,6 +119,7 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       o.gemm_curves.emplace();
       for (const WidthCurve& w : profile.gemm_curves) o.gemm_curves->push_back({w.width, fractions(w.curve)});
     }
+    if (!profile.weight_gradient_curve.empty()) o.weight_gradient_curve = fractions(profile.weight_gradient_curve);
     o.memory_efficiency = 1.0;
     // The optimizer step's share of reading memory, what it reads and writes counted: on a CPU
     // it may be bound by its arithmetic instead, or run its writes beside its reads past what
@@ -182,6 +183,9 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       o.gemm_curves->push_back({w.width, fractions(w.curve, fmt::format(" and width {:g}", w.width))});
     }
   }
+  if (!profile.weight_gradient_curve.empty()) {
+    o.weight_gradient_curve = fractions(profile.weight_gradient_curve, " of the weight gradient");
+  }
   o.memory_efficiency = ratio(profile.memory_bandwidth, spec.memory_bandwidth,
                               "measured memory bandwidth", "GB/s", core::kGBps, spec.name);
   o.optimizer_efficiency = ratio(profile.optimizer_bandwidth, spec.memory_bandwidth,
@@ -218,6 +222,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   take(earlier.intra_node_link, later.intra_node_link);
   take(earlier.gemm_curve, later.gemm_curve);
   take(earlier.gemm_curves, later.gemm_curves);
+  take(earlier.weight_gradient_curve, later.weight_gradient_curve);
   if (later.collectives) {
     CollectiveShares merged = earlier.collectives.value_or(CollectiveShares{});
     overlay(merged, *later.collectives);
@@ -246,6 +251,9 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
     WidthCurve rates{w.width, {}};
     for (const auto& [tokens, fraction] : w.curve) rates.curve.emplace_back(tokens, peak * fraction);
     p.gemm_curves.push_back(std::move(rates));
+  }
+  for (const auto& [tokens, fraction] : spec.efficiency.weight_gradient_curve) {
+    p.weight_gradient_curve.emplace_back(tokens, peak * fraction);
   }
   p.gemm_width_half = spec.efficiency.gemm_width_half;
   p.fp32_flops = spec.fp32_flops;

@@ -35,6 +35,10 @@ struct GemmMeasurement {
   int n = 0;          // output features
   int k = 0;          // input features
   TimeSpread seconds;
+  // The backward's weight-gradient GEMM of the same layer instead of its forward: dW[n][k] +=
+  // dY^T X, fp32 out, its inner dimension the tokens. Its output is the whole weight whatever
+  // the tokens, so at few tokens it need not run at the forward's rate.
+  bool weight_gradient = false;
   double flops() const { return 2.0 * tokens * n * k; }
 };
 
@@ -151,6 +155,9 @@ struct GpuProfile {
   // how the rate depends on the width (hw::gemm_width_ratio). gemm_curve is the reference
   // width's where it was measured far enough.
   WidthCurves gemm_curves;
+  // The weight-gradient GEMMs (GemmMeasurement::weight_gradient) as (tokens, FLOP/s), measured
+  // at the width gemm_curve takes: a training pass's third GEMM of every layer runs at it.
+  std::vector<std::pair<double, double>> weight_gradient_curve;
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read

@@ -42,9 +42,9 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
   if (auto e = r.optional_object("efficiency")) {
     o.gemm_large = e->optional_number("gemm_large", Range::kFraction);
     o.gemm_small = e->optional_number("gemm_small", Range::kFraction);
-    const auto read_curve = [](ObjectReader& from) {
+    const auto read_curve = [](ObjectReader& from, const char* key = "gemm_curve") {
       hw::GemmCurve curve;
-      for (ObjectReader& point : from.object_array("gemm_curve", false)) {
+      for (ObjectReader& point : from.object_array(key, false)) {
         const double tokens = point.number("tokens", Range::kPositive);
         if (!curve.empty() && tokens <= curve.back().first) {
           throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
@@ -67,6 +67,7 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
       }
       o.gemm_curves = std::move(curves);
     }
+    if (e->has("weight_gradient_curve")) o.weight_gradient_curve = read_curve(*e, "weight_gradient_curve");
     o.memory_efficiency = e->optional_number("memory", Range::kFraction);
     o.collective = e->optional_number("collective", Range::kFraction);
     if (auto by_op = e->optional_object("collectives")) {
@@ -146,6 +147,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
     }
     efficiency["gemm_curves"] = std::move(curves);
   }
+  if (o.weight_gradient_curve) efficiency["weight_gradient_curve"] = curve_json(*o.weight_gradient_curve);
   put_fraction("memory", o.memory_efficiency);
   put_fraction("collective", o.collective);
   if (o.collectives) {

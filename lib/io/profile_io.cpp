@@ -88,6 +88,8 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
   read_rows(m, "gemm", [&](ObjectReader& g) {
     hw::GemmMeasurement& x = p.gemms.emplace_back();
     x.dtype = dtype(g);
+    x.weight_gradient =
+        g.optional_choice<bool>("op", {{"forward", false}, {"weight_gradient", true}}, false);
     x.tokens = static_cast<int>(g.integer("tokens", 1, 1 << 30));
     x.n = static_cast<int>(g.integer("n", 1, 1 << 30));
     x.k = static_cast<int>(g.integer("k", 1, 1 << 30));
@@ -212,10 +214,11 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
     p.calibration = std::move(calibration);
   }
   // The fitted curve may be absent (an empty one is none); a width's must have points.
-  const auto read_curve = [](ObjectReader& from, bool required, std::vector<std::pair<double, double>>& curve) {
-    if (!required && !from.has("gemm_curve")) return;
+  const auto read_curve = [](ObjectReader& from, bool required, std::vector<std::pair<double, double>>& curve,
+                             const char* key = "gemm_curve") {
+    if (!required && !from.has(key)) return;
     double previous = 0;
-    for (ObjectReader& point : from.object_array("gemm_curve", !required)) {
+    for (ObjectReader& point : from.object_array(key, !required)) {
       const double tokens = point.number("tokens", Range::kPositive);
       if (tokens <= previous) {
         throw core::InputError(core::located(point.where("tokens"), "expected tokens in ascending order"));
@@ -226,6 +229,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
     }
   };
   read_curve(f, false, p.gemm_curve);
+  read_curve(f, false, p.weight_gradient_curve, "weight_gradient_curve");
   double previous_width = 0;
   read_rows(f, "gemm_curves", [&](ObjectReader& at) {
     const double width = at.number("width", Range::kPositive);
@@ -322,7 +326,11 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   }
   OrderedJson gemm = OrderedJson::array();
   for (const hw::GemmMeasurement& g : p.gemms) {
-    OrderedJson row{{"dtype", g.dtype}, {"tokens", g.tokens}, {"n", g.n}, {"k", g.k}};
+    OrderedJson row{{"op", g.weight_gradient ? "weight_gradient" : "forward"},
+                    {"dtype", g.dtype},
+                    {"tokens", g.tokens},
+                    {"n", g.n},
+                    {"k", g.k}};
     write_spread(row, g.seconds, "ms", core::kMillisecond);
     row["tflops"] = derived(g.flops() / g.seconds.median / core::kTflops);
     gemm.push_back(std::move(row));
@@ -388,6 +396,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     }
     f["gemm_curves"] = std::move(curves);
   }
+  if (!p.weight_gradient_curve.empty()) f["weight_gradient_curve"] = curve_json(p.weight_gradient_curve);
   put("memory_bandwidth_gb_per_s", p.memory_bandwidth, core::kGBps);
   put("intra_node_bandwidth_gb_per_s", p.intra_node_bandwidth, core::kGBps);
   put("allreduce_bus_gb_per_s", p.allreduce_bus_bandwidth, core::kGBps);

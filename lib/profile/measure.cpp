@@ -265,6 +265,43 @@ void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, D
   }
 }
 
+// The backward's weight-gradient GEMM of a square layer `width` wide over `tokens` rows, as the
+// executor runs it (dW += dY^T X, fp32 accumulated): the same flops as the forward's, but the
+// whole weight is its output and the tokens its inner dimension. The gradients a pass writes are
+// every layer's own, cold: the calls take theirs in turn from copies that fill largest_buffer.
+// `seen`: the forward's best rate at each token count, to budget the points by.
+void measure_weight_gradient(Backend& b, Timer& timer, const ProfileParams& params, DType t, int width,
+                             const std::vector<int>& tokens, const std::map<int, double>& seen, hw::GpuProfile& p) {
+  const std::size_t e = device::dtype_bytes(t);
+  const std::size_t elements = static_cast<std::size_t>(tokens.back()) * static_cast<std::size_t>(width);
+  const std::size_t gradient = static_cast<std::size_t>(width) * static_cast<std::size_t>(width) * sizeof(float);
+  if (static_cast<double>(2 * elements * e + gradient) > params.largest_buffer * 1.5) return;
+  const std::size_t copies = std::max<std::size_t>(1, static_cast<std::size_t>(params.largest_buffer) / gradient);
+  const Buffer dy(b, elements * e), x(b, elements * e), gradients(b, copies * gradient);
+  randomize(b, t, dy, elements);
+  randomize(b, t, x, elements);
+  const auto copy = [&](std::size_t i) { return static_cast<std::byte*>(gradients.data()) + i * gradient; };
+  randomize(b, DType::kF32, Buffer::view(copy(0), gradient), gradient / sizeof(float));
+  for (std::size_t i = 1; i < copies; ++i) b.copy(copy(i), copy(0), gradient);
+  std::size_t next = 0;
+  double rate = 0;
+  std::size_t points = 0;
+  for (int m : tokens) {
+    device::Gemm g{t, width, width, m};
+    g.a_transposed = true;
+    g.c_fp32 = true;
+    g.accumulate = true;
+    const double flops = 2.0 * m * width * width;
+    const auto forward = seen.find(m);
+    const double predicted = std::max(rate, forward != seen.end() ? forward->second : 0.0);
+    if (predicted > 0 && !timer.affordable(flops / predicted, points++)) break;
+    hw::GemmMeasurement point{device::dtype_name(t), m, width, width,
+                              timer.time([&] { b.gemm(g, dy.data(), x.data(), copy(next++ % copies)); }), true};
+    rate = std::max(rate, point.flops() / point.seconds.median);
+    p.gemms.push_back(point);
+  }
+}
+
 void measure_attention(Backend& b, Timer& timer, const ProfileParams& params, hw::GpuProfile& p) {
   const DType t = params.dtype;
   const std::vector<int> batches = params.quick ? std::vector<int>{1, 16} : std::vector<int>{1, 8, 32, 128};
@@ -471,6 +508,14 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
     steps.next("GEMM " + std::string(device::dtype_name(params.dtype)) + " width " + std::to_string(width));
     measure_gemm_width(backend, timer, params, params.dtype, width, params.tokens, seen, p);
   }
+  // The weight gradient at the width the GEMM curve takes (fit()): closest to the reference.
+  const int gradient_width = *std::min_element(params.widths.begin(), params.widths.end(), [](int a, int b) {
+    const double off_a = std::abs(std::log2(a / hw::kGemmReferenceWidth));
+    const double off_b = std::abs(std::log2(b / hw::kGemmReferenceWidth));
+    return off_a < off_b - 1e-9 || (off_a < off_b + 1e-9 && a > b);
+  });
+  steps.next("GEMM weight gradient width " + std::to_string(gradient_width));
+  measure_weight_gradient(backend, timer, params, params.dtype, gradient_width, params.tokens, seen, p);
   steps.next("GEMM fp32");
   if (params.dtype != DType::kF32) {
     // One large fp32 point: the fp32 peak a new type needs, at the listed width nearest
@@ -510,7 +555,7 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
                        const ProfileParams& params, const Progress& progress) {
   if (params.passes < 1 || params.repeats < 1) throw std::invalid_argument("profile: passes and repeats must be >= 1");
   const bool together = comm.size() > 1;
-  const int steps_a_pass = 7 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
+  const int steps_a_pass = 8 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
   Steps steps{progress, steps_a_pass * params.passes, ""};
   Passes device_passes, collective_passes, transfer_passes;
   hw::GpuProfile blank;
@@ -554,6 +599,7 @@ void fit(hw::GpuProfile& p) {
   const bool half_measured =
       std::any_of(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) { return g.dtype != "fp32"; });
   for (const hw::GemmMeasurement& g : p.gemms) {
+    if (g.weight_gradient) continue;
     const double rate = g.flops() / g.seconds.median;
     if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
     if (g.dtype == "fp32" && half_measured) continue;
@@ -578,7 +624,7 @@ void fit(hw::GpuProfile& p) {
   // nearly as much faster as it is wider.
   std::map<int, std::map<int, double>> by_tokens;  // tokens -> width -> rate
   for (const hw::GemmMeasurement& g : p.gemms) {
-    if (g.dtype == "fp32" && half_measured) continue;
+    if (g.weight_gradient || (g.dtype == "fp32" && half_measured)) continue;
     if (g.n != g.k) continue;
     double& rate = by_tokens[g.tokens][g.n];
     rate = std::max(rate, g.flops() / g.seconds.median);
@@ -593,6 +639,14 @@ void fit(hw::GpuProfile& p) {
   if (by_width.size() >= 2) {
     for (auto& [width, curve] : by_width) p.gemm_curves.push_back({static_cast<double>(width), std::move(curve)});
   }
+  // The weight gradient's curve: its best rate at each token count, in the GEMMs' element type.
+  std::map<int, double> weight_gradient;
+  for (const hw::GemmMeasurement& g : p.gemms) {
+    if (!g.weight_gradient || (g.dtype == "fp32" && half_measured)) continue;
+    double& rate = weight_gradient[g.tokens];
+    rate = std::max(rate, g.flops() / g.seconds.median);
+  }
+  p.weight_gradient_curve.assign(weight_gradient.begin(), weight_gradient.end());
   p.gemm_width_half.reset();
   for (auto it = by_tokens.rbegin(); it != by_tokens.rend(); ++it) {
     const std::map<int, double>& widths = it->second;

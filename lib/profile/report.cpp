@@ -56,6 +56,21 @@ std::string width_table(const hw::GpuProfile& m) {
   return out;
 }
 
+// The weight-gradient GEMMs by tokens beside the forward's at the same width: how much faster a
+// training pass's third GEMM runs at few tokens.
+std::string weight_gradient_table(const hw::GpuProfile& m) {
+  if (m.weight_gradient_curve.empty()) return "";
+  std::string out =
+      fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "GEMM weight gradient (TFLOP/s)", "gradient", "forward", "ratio");
+  for (const auto& [tokens, flops] : m.weight_gradient_curve) {
+    const std::optional<double> forward = curve_at(m, tokens);
+    out += fmt::format("{:<34} {:>12.3g} {:>12} {:>9}\n", fmt::format("  {:.0f} tokens", tokens), flops / core::kTflops,
+                       forward ? fmt::format("{:.3g}", *forward / core::kTflops) : std::string("-"),
+                       forward ? fmt::format("{:.2f}", flops / *forward) : std::string("-"));
+  }
+  return out;
+}
+
 // Decode attention's KV read rate by sequences and cached positions, and a pass's attention by
 // its points: where the attention kernels reach their rate and where they fall short of it.
 std::string attention_tables(const hw::GpuProfile& m) {
@@ -237,6 +252,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
     }
   }
   out += width_table(m);
+  out += weight_gradient_table(m);
   out += attention_tables(m);
   out += collectives_table(m);
   out += transfer_matrix(m);

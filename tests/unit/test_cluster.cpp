@@ -213,6 +213,27 @@ TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and writte
                        doctest::Contains("gemm_curve/0/efficiency"), core::InputError);
 }
 
+TEST_CASE("a GPU type's weight-gradient GEMM curve in a cluster file is read, checked and written back") {
+  const auto cluster_with = [](const std::string& curve) {
+    return l4_cluster(R"({"weight_gradient_curve": )" + curve + "}");
+  };
+  const hw::Cluster c = io::parse_cluster(
+      cluster_with(R"([{"tokens": 1, "efficiency": 0.01}, {"tokens": 8, "efficiency": 0.1}, {"tokens": 64, "efficiency": 0.6}])"),
+      "x.json", catalog());
+  const hw::GemmCurve& curve = c.gpu_types[c.nodes[0].gpu_type].efficiency.weight_gradient_curve;
+  REQUIRE(curve.size() == 3);
+  CHECK(curve[0].second == hetrl::testing::approx(1.0 / 80));  // through the envelope, as the forward's
+  const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
+  CHECK(again.gpu_types[again.nodes[0].gpu_type].efficiency.weight_gradient_curve == curve);
+  CHECK(io::cluster_to_json(c).find(R"("efficiency": 0.01)") != std::string::npos);  // as measured
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 0.2},
+      {"tokens": 16, "efficiency": 0.1}])"), "x.json", catalog()),
+      "x.json: /gpu_types/L4/efficiency/weight_gradient_curve/1/tokens: expected tokens in ascending order",
+      core::InputError);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"([{"tokens": 64, "efficiency": 0}])"), "x.json", catalog()),
+                       doctest::Contains("weight_gradient_curve/0/efficiency"), core::InputError);
+}
+
 TEST_CASE("a GPU type's GEMM curves by width in a cluster file are read, checked and written back") {
   const auto cluster_with = [](const std::string& curves) { return l4_cluster(R"({"gemm_curves": )" + curves + "}"); };
   const hw::Cluster c = io::parse_cluster(cluster_with(R"([

@@ -636,6 +636,75 @@ TEST_CASE("a measured GEMM curve prices GEMMs in place of the two-point line, in
   CHECK(seconds(cluster, "generate") > 1.2 * generate);
 }
 
+TEST_CASE("a measured weight-gradient curve prices one of a training pass's three GEMM passes at its rate") {
+  // Qwen2.5-7B PPO on one A100 of a type with a measured GEMM curve: the actor's training pass
+  // (its micro-batches of thousands of tokens), its scoring pass and generation.
+  const hw::GemmCurve forward{{16, 0.05}, {256, 0.4}, {hw::kGemmLargeTokens, 0.8}};
+  const workload::Workload w = ppo("Qwen2.5-7B", 64, 512, 512, 1);
+  const auto priced = [&](const hw::GemmCurve& gradient, cost::Recompute recompute) {
+    hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+    hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+    e.gemm_curve = forward;
+    e.weight_gradient_curve = gradient;
+    const Fixture f(cluster, w);
+    const std::vector<cost::Stage> one{{0, 1, 28}};
+    const std::vector<double> budget{60 * core::kGiB};
+    std::vector<double> out;
+    for (const char* task : {"actor_train", "actor_logprob", "generate"}) {
+      cost::Breakdown b(true);
+      out.push_back(f.model.replica_seconds(f.task(task), one, 64, 1, {1, recompute}, budget, b));
+    }
+    return out;
+  };
+  // The gradient's curve at `ratio` times the forward's rate at every point.
+  const auto times = [&](double ratio) {
+    hw::GemmCurve curve = forward;
+    for (auto& point : curve) point.second = std::min(1.0, point.second * ratio);
+    return curve;
+  };
+  const std::vector<double> none = priced({}, cost::Recompute::kNone);
+  // As fast as the forward: the prices without a curve, to the last digit.
+  const std::vector<double> same = priced(forward, cost::Recompute::kNone);
+  for (std::size_t i = 0; i < none.size(); ++i) CHECK(same[i] == hetrl::testing::approx(none[i]).epsilon(1e-12));
+  // The training pass's time is its other parts plus one GEMM pass over the ratio r: what
+  // r = 1.1 saves (1 - 1 / 1.1 of that pass) is 1.1 times what 1.1 * 1.1 saves beyond it.
+  const std::vector<double> faster = priced(times(1.1), cost::Recompute::kNone);
+  const std::vector<double> more = priced(times(1.1 * 1.1), cost::Recompute::kNone);
+  CHECK(faster[0] < none[0]);
+  const double saved = none[0] - faster[0], further = faster[0] - more[0];
+  CHECK(saved / further == hetrl::testing::approx(1.1).epsilon(1e-9));
+  // Of the three GEMM passes (forward, input gradient, weight gradient), one: the same rate
+  // gain on the forward's curve, which all three follow without a gradient curve of its own,
+  // saves three times as much.
+  hw::GemmCurve quicker = times(1.1);
+  const auto priced_forward = [&](const hw::GemmCurve& curve, cost::Recompute recompute) {
+    hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+    cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency.gemm_curve = curve;
+    const Fixture f(cluster, w);
+    const std::vector<cost::Stage> one{{0, 1, 28}};
+    const std::vector<double> budget{60 * core::kGiB};
+    cost::Breakdown b(true);
+    return f.model.replica_seconds(f.task("actor_train"), one, 64, 1, {1, recompute}, budget, b);
+  };
+  CHECK(none[0] - priced_forward(quicker, cost::Recompute::kNone) == hetrl::testing::approx(3 * saved).epsilon(1e-9));
+  // Scoring and generation run no backward: as before.
+  CHECK(faster[1] == hetrl::testing::approx(none[1]).epsilon(1e-12));
+  CHECK(faster[2] == hetrl::testing::approx(none[2]).epsilon(1e-12));
+  // Full recompute runs the forward again, not the weight gradient: the same saving.
+  const double full_saved = priced({}, cost::Recompute::kFull)[0] - priced(times(1.1), cost::Recompute::kFull)[0];
+  CHECK(full_saved == hetrl::testing::approx(saved).epsilon(1e-9));
+  const double full = priced({}, cost::Recompute::kFull)[0];
+  CHECK(full - priced_forward(quicker, cost::Recompute::kFull) == hetrl::testing::approx(4 * saved).epsilon(1e-9));
+  // Past a curve's last point the weight gradient runs at that point's efficiency, or at the
+  // forward's where it is higher: a curve up to 16 tokens says nothing of the micro-batches'
+  // thousands, where the forward's curve runs faster; one up to 2048 whose last point is
+  // faster than the forward's there holds that point's efficiency.
+  const std::vector<double> short_curve = priced({{16, 0.05 * 1.1}}, cost::Recompute::kNone);
+  CHECK(short_curve[0] == hetrl::testing::approx(none[0]).epsilon(1e-12));
+  const std::vector<double> held = priced({{hw::kGemmLargeTokens, 0.8 * 1.1}}, cost::Recompute::kNone);
+  CHECK(held[0] == hetrl::testing::approx(faster[0]).epsilon(1e-9));
+}
+
 TEST_CASE("a GPU type measured at several widths prices each model's GEMMs at its own width") {
   // PPO on one A100 of a type measured at widths 1024 and 4096 (slow: decode's GEMMs bound by
   // their compute): GEMMs of a few rows four times as fast at 1024 as at 4096 (a CPU's

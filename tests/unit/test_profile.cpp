@@ -160,14 +160,23 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto alone = device::make_single_communicator(*backend);
   const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
                                             [&](const std::string& step, double) { steps.push_back(step); });
-  // launch, memory, optimizer, two widths, fp32, decode and pass attention, transfers; two passes
-  REQUIRE(steps.size() == 18);
+  // launch, memory, optimizer, two widths, the weight gradient, fp32, decode and pass attention,
+  // transfers; two passes
+  REQUIRE(steps.size() == 20);
   CHECK(steps[2] == "optimizer step, pass 1 of 2");
-  CHECK(steps[9] == "launch overhead, pass 2 of 2");
+  CHECK(steps[5] == "GEMM weight gradient width 64, pass 1 of 2");
+  CHECK(steps[10] == "launch overhead, pass 2 of 2");
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
   CHECK(p.launch);
-  CHECK(p.gemms.size() == 5);  // 2 widths x 2 token counts in bf16, one fp32 point
+  // 2 widths x 2 token counts in bf16, the weight gradient's 2 at width 64 (the one nearest the
+  // reference width), one fp32 point.
+  CHECK(p.gemms.size() == 7);
+  CHECK(std::count_if(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) {
+          return g.weight_gradient && g.dtype == "bf16" && g.n == 64 && g.k == 64;
+        }) == 2);
+  REQUIRE(p.weight_gradient_curve.size() == 2);
+  CHECK(p.weight_gradient_curve.back().first == 8);
   for (const hw::GemmMeasurement& g : p.gemms) CHECK(g.seconds.repeats == 4);  // 2 repeats in each of 2 passes
   // The fp32 point at the listed width nearest 1024, not the narrowest.
   CHECK(std::count_if(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) {
@@ -338,6 +347,52 @@ TEST_CASE("profile: each width's GEMMs make a curve of their own where two width
   profile::fit(one);
   CHECK(one.gemm_curves.empty());
   CHECK(io::profile_to_json(one).find("gemm_curves") == std::string::npos);
+}
+
+TEST_CASE("profile: the weight-gradient GEMMs make a curve of their own, read, written, adopted, and leave the forward's") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  const auto gradient = [](int tokens, double tflops) {
+    hw::GemmMeasurement g = gemm("bf16", tokens, 4096, tflops);
+    g.weight_gradient = true;
+    return g;
+  };
+  // The forward at 16 and 2048 tokens; the weight gradient faster at 16, as fast at 2048, and
+  // a slower repeat of 16 that the best leaves out.
+  p.gemms = {gemm("bf16", 16, 4096, 10), gemm("bf16", 2048, 4096, 40), gradient(16, 30), gradient(16, 25),
+             gradient(2048, 40)};
+  p.memory_bandwidth = 3e10;
+  profile::fit(p);
+  // The forward's figures as without the gradients (they would set 256 tokens' rate and the
+  // curve's first point).
+  REQUIRE(p.gemm_curve.size() == 2);
+  CHECK(p.gemm_curve[0].second == hetrl::testing::approx(10e12));
+  CHECK(*p.gemm_large_flops == hetrl::testing::approx(40e12));
+  REQUIRE(p.weight_gradient_curve.size() == 2);
+  CHECK(p.weight_gradient_curve[0].second == hetrl::testing::approx(30e12));
+  CHECK(p.weight_gradient_curve[1].second == hetrl::testing::approx(40e12));
+  // Written and read back as they were, the raw rows with their operation.
+  const std::string json = io::profile_to_json(p);
+  CHECK(json.find("\"op\": \"weight_gradient\"") != std::string::npos);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  CHECK(io::profile_to_json(q) == json);
+  CHECK(std::count_if(q.gemms.begin(), q.gemms.end(), [](const hw::GemmMeasurement& g) { return g.weight_gradient; }) == 3);
+  // Adopted as fractions of the large-GEMM rate, kept in a cluster file, and written again with
+  // the type's figures.
+  const hw::GpuTypeOverride o = hw::override_from_profile(q, testing::catalogs().hardware, "p.json");
+  const hw::GpuSpec spec = hw::apply_override(testing::catalogs().hardware, o);
+  REQUIRE(spec.efficiency.weight_gradient_curve.size() == 2);
+  CHECK(spec.efficiency.weight_gradient_curve[0].second == hetrl::testing::approx(30.0 / 40));
+  const hw::GpuProfile again = hw::datasheet_profile(spec);
+  REQUIRE(again.weight_gradient_curve.size() == 2);
+  CHECK(again.weight_gradient_curve[0].second == hetrl::testing::approx(30e12));
+  // Without weight-gradient rows, none.
+  hw::GpuProfile plain;
+  plain.gemms = {gemm("bf16", 16, 4096, 10), gemm("bf16", 2048, 4096, 40)};
+  profile::fit(plain);
+  CHECK(plain.weight_gradient_curve.empty());
+  CHECK(io::profile_to_json(plain).find("weight_gradient_curve") == std::string::npos);
 }
 
 TEST_CASE("profile: figures fitted on a run are read, written and adopted as the type's") {
