@@ -78,6 +78,9 @@ struct CollectiveMeasurement {
   double bytes = 0;  // per rank
   TimeSpread seconds;
   double bus_bandwidth = 0;  // bytes/s, NCCL's bus bandwidth convention
+  // Where the message went in pieces of this many bytes, one after another (an all-reduce of a
+  // trainer's gradients, device::all_reduce_in_buckets); 0: at once.
+  double bucket = 0;
 };
 
 // Moving bytes between two endpoints of one machine: "host", or a device by its process's

@@ -153,6 +153,7 @@ void read_measurements_v2(ObjectReader& m, hw::GpuProfile& p) {
     x.bytes = c.number("bytes", Range::kPositive);
     x.seconds = read_spread(c, "ms", core::kMillisecond);
     x.bus_bandwidth = c.number("bus_gb_per_s", Range::kPositive) * core::kGBps;
+    x.bucket = c.optional_number("bucket_bytes", Range::kPositive).value_or(0.0);
   });
   read_rows(m, "transfers", [&](ObjectReader& t) {
     hw::TransferMeasurement& x = p.transfers.emplace_back();
@@ -364,6 +365,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
     OrderedJson row{{"op", c.op}, {"dtype", c.dtype}, {"ranks", c.ranks}, {"bytes", c.bytes}};
     write_spread(row, c.seconds, "ms", core::kMillisecond);
     row["bus_gb_per_s"] = detail::file_units(c.bus_bandwidth / core::kGBps);
+    if (c.bucket > 0) row["bucket_bytes"] = c.bucket;
     collectives.push_back(std::move(row));
   }
   m["collectives"] = std::move(collectives);

@@ -120,7 +120,8 @@ std::string collectives_table(const hw::GpuProfile& m) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const hw::CollectiveMeasurement*>> by_op;
   for (const hw::CollectiveMeasurement& c : m.collectives) {
-    const std::string name = c.op + " " + c.dtype;
+    const std::string name =
+        c.op + " " + c.dtype + (c.bucket > 0 ? fmt::format(", {} buckets", bytes_text(c.bucket)) : std::string());
     if (by_op[name].empty()) order.push_back(name);
     by_op[name].push_back(&c);
   }

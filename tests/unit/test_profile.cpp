@@ -132,7 +132,9 @@ class RecordingCommunicator final : public device::Communicator {
   int rank() const override { return 0; }
   int size() const override { return 2; }
   std::string transport() const override { return "mpi"; }
-  void all_reduce(device::DType, const void*, void*, std::size_t) override {}
+  void all_reduce(device::DType t, const void* data, void*, std::size_t count) override {
+    reduced.push_back({t, static_cast<const std::byte*>(data), count});
+  }
   void all_gather(device::DType, const void*, void*, std::size_t) override {}
   void reduce_scatter(device::DType, const void*, void*, std::size_t) override {}
   void broadcast(device::DType, void*, std::size_t, int) override {}
@@ -151,6 +153,12 @@ class RecordingCommunicator final : public device::Communicator {
   std::unique_ptr<device::Communicator> split(int, int) override { throw std::logic_error("not split here"); }
 
   std::vector<std::pair<const std::byte*, std::size_t>> sent;  // large messages: where from, bytes
+  struct Reduced {
+    device::DType type;
+    const std::byte* data;
+    std::size_t count;
+  };
+  std::vector<Reduced> reduced;  // every all-reduce
 };
 
 TEST_CASE("profile: measuring with a fake clock covers every section and fits every figure") {
@@ -484,6 +492,25 @@ TEST_CASE("profile: between devices, the median pair's largest transfer and smal
   CHECK(rates == std::map<std::string, double>{{"all_reduce bf16", 6e9}, {"all_reduce fp32", 8e9}, {"reduce_scatter fp32", 3e9}});
   profile::fit(p);  // again: the same, not twice
   CHECK(p.collective_rates.size() == 3);
+  // A gradient's all-reduce in buckets: the all-reduce's rate in its type, though at a smaller
+  // bucket and a slower rate than the largest at once; not the 16-bit best.
+  hw::CollectiveMeasurement bucketed{"all_reduce", "fp32", 3, 1 << 26, spread(20e-3), 5e9, 1 << 22};
+  p.collectives.push_back(bucketed);
+  bucketed.dtype = "bf16";
+  bucketed.bus_bandwidth = 9e9;
+  p.collectives.push_back(bucketed);
+  profile::fit(p);
+  rates.clear();
+  for (const auto& r : p.collective_rates) rates[r.op + " " + r.dtype] = r.bus_bandwidth;
+  CHECK(rates == std::map<std::string, double>{{"all_reduce bf16", 9e9}, {"all_reduce fp32", 5e9}, {"reduce_scatter fp32", 3e9}});
+  CHECK(*p.allreduce_bus_bandwidth == hetrl::testing::approx(7e9));
+  // Written and read back with its bucket.
+  p.gpu_type = "cpu-test";
+  const std::string json = io::profile_to_json(p);
+  CHECK(json.find("\"bucket_bytes\": 4194304") != std::string::npos);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  CHECK(io::profile_to_json(q) == json);
+  CHECK(q.collectives.back().bucket == 1 << 22);
 }
 
 TEST_CASE("profile: each collective's measured rate becomes its share of the link, the others keep the all-reduce's") {
@@ -763,6 +790,47 @@ TEST_CASE("profile: a known GPU's measured GEMM curve becomes its efficiency at 
                        doctest::Contains("measured GEMM rate at 4096 tokens"), core::InputError);
 }
 
+
+TEST_CASE("profile: a gradient's all-reduce is timed in buckets one after another, and its rate is the all-reduce's") {
+  const auto backend = device::make_cpu_backend();
+  const core::FakeClock clock(2e-3);
+  RecordingCommunicator comm;
+  profile::ProfileParams params = tiny_params();
+  // Four buckets of 1.5 MiB, as far as the 4 MiB buffer goes: 1.5, 1.5 and 1 MiB.
+  params.gradient_bucket = 3 << 19;
+  const hw::GpuProfile p = profile::measure(*backend, comm, clock, params);
+  std::vector<const hw::CollectiveMeasurement*> bucketed;
+  for (const hw::CollectiveMeasurement& c : p.collectives) {
+    if (c.bucket > 0) bucketed.push_back(&c);
+  }
+  REQUIRE(bucketed.size() == 2);  // bf16 and fp32
+  for (const hw::CollectiveMeasurement* c : bucketed) {
+    CHECK(c->op == "all_reduce");
+    CHECK(c->bucket == 3 << 19);
+    CHECK(c->bytes == 4 << 20);
+  }
+  CHECK(bucketed.back()->dtype == "fp32");
+  // The fp32 one's pieces, a call's each after the one before, then the rest of the buffer.
+  std::vector<const RecordingCommunicator::Reduced*> pieces;
+  for (const auto& r : comm.reduced) {
+    if (r.type == device::DType::kF32 && (r.count == (3u << 19) / 4 || r.count == (1u << 20) / 4)) pieces.push_back(&r);
+  }
+  const auto first = std::find_if(pieces.begin(), pieces.end(), [](auto* r) { return r->count == (3u << 19) / 4; });
+  REQUIRE(pieces.end() - first >= 3);
+  CHECK(first[1]->count == (3u << 19) / 4);
+  CHECK(first[1]->data - first[0]->data == 3 << 19);
+  CHECK(first[2]->count == (1u << 20) / 4);
+  CHECK(first[2]->data - first[1]->data == 3 << 19);
+  // Its rate is the type's all-reduce rate.
+  bool found = false;
+  for (const auto& r : p.collective_rates) {
+    if (r.op == "all_reduce" && r.dtype == "fp32") {
+      found = true;
+      CHECK(r.bus_bandwidth == hetrl::testing::approx(bucketed.back()->bus_bandwidth));
+    }
+  }
+  CHECK(found);
+}
 
 TEST_CASE("profile: the large transfers between processes stream from memory, not from one cached buffer") {
   const auto backend = device::make_cpu_backend();
