@@ -218,7 +218,8 @@ TEST_CASE("a GPU type's weight-gradient GEMM curve in a cluster file is read, ch
     return l4_cluster(R"({"weight_gradient_curve": )" + curve + "}");
   };
   const hw::Cluster c = io::parse_cluster(
-      cluster_with(R"([{"tokens": 1, "efficiency": 0.01}, {"tokens": 8, "efficiency": 0.1}, {"tokens": 64, "efficiency": 0.6}])"),
+      cluster_with(R"([{"tokens": 1, "efficiency": 0.01}, {"tokens": 8, "efficiency": 0.1},
+                      {"tokens": 64, "efficiency": 0.6}])"),
       "x.json", catalog());
   const hw::GemmCurve& curve = c.gpu_types[c.nodes[0].gpu_type].efficiency.weight_gradient_curve;
   REQUIRE(curve.size() == 3);

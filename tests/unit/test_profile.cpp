@@ -357,7 +357,7 @@ TEST_CASE("profile: each width's GEMMs make a curve of their own where two width
   CHECK(io::profile_to_json(one).find("gemm_curves") == std::string::npos);
 }
 
-TEST_CASE("profile: the weight-gradient GEMMs make a curve of their own, read, written, adopted, and leave the forward's") {
+TEST_CASE("profile: the weight-gradient GEMMs make a curve of their own, kept, adopted, and leave the forward's") {
   hw::GpuProfile p;
   p.gpu_type = "cpu-test";
   p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
@@ -385,7 +385,8 @@ TEST_CASE("profile: the weight-gradient GEMMs make a curve of their own, read, w
   CHECK(json.find("\"op\": \"weight_gradient\"") != std::string::npos);
   const hw::GpuProfile q = io::parse_profile(json, "p.json");
   CHECK(io::profile_to_json(q) == json);
-  CHECK(std::count_if(q.gemms.begin(), q.gemms.end(), [](const hw::GemmMeasurement& g) { return g.weight_gradient; }) == 3);
+  CHECK(std::count_if(q.gemms.begin(), q.gemms.end(),
+                      [](const hw::GemmMeasurement& g) { return g.weight_gradient; }) == 3);
   // Adopted as fractions of the large-GEMM rate, kept in a cluster file, and written again with
   // the type's figures.
   const hw::GpuTypeOverride o = hw::override_from_profile(q, testing::catalogs().hardware, "p.json");
@@ -502,7 +503,8 @@ TEST_CASE("profile: between devices, the median pair's largest transfer and smal
   profile::fit(p);
   rates.clear();
   for (const auto& r : p.collective_rates) rates[r.op + " " + r.dtype] = r.bus_bandwidth;
-  CHECK(rates == std::map<std::string, double>{{"all_reduce bf16", 9e9}, {"all_reduce fp32", 5e9}, {"reduce_scatter fp32", 3e9}});
+  CHECK(rates ==
+        std::map<std::string, double>{{"all_reduce bf16", 9e9}, {"all_reduce fp32", 5e9}, {"reduce_scatter fp32", 3e9}});
   CHECK(*p.allreduce_bus_bandwidth == hetrl::testing::approx(7e9));
   // Written and read back with its bucket.
   p.gpu_type = "cpu-test";
