@@ -94,12 +94,14 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
         for (const auto& point : w.curve) best = std::max(best, point.second);
       }
       auto& curves = width_curves_.back();
-      curves.resize(graph_.tasks.size() * kWidthScales);
+      curves.resize(graph_.tasks.size() * kWidthScales * kGemmParts);
       for (std::size_t t = 0; t < graph_.tasks.size(); ++t) {
         if (shapes_[t].hidden <= 0) continue;
         for (int tp = 1; tp < kWidthScales; ++tp) {
-          curves[t * kWidthScales + static_cast<std::size_t>(tp)] =
-              make_width_curve(static_cast<int>(g), static_cast<int>(t), tp);
+          for (const GemmPart part : {GemmPart::kLayers, GemmPart::kHead}) {
+            curves[(t * kWidthScales + static_cast<std::size_t>(tp)) * kGemmParts + static_cast<std::size_t>(part)] =
+                make_width_curve(static_cast<int>(g), static_cast<int>(t), tp, part);
+          }
         }
       }
     }
@@ -192,7 +194,21 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
                          params_.large_collective_latency, gpu(node).efficiency.collective);
 }
 
-hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp) const {
+hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPart part) const {
+  // The part's GEMMs: each shape's FLOPs a token (in proportion) and its width on a shard. k and
+  // v are split by whole heads: past kv_heads shards each holds one head's.
+  const ModelShape& shape = shapes_[task];
+  std::vector<std::pair<double, double>> gemms;  // (FLOPs, width)
+  if (part == GemmPart::kHead) {
+    gemms.emplace_back(1.0, shape.head_width(tp));
+  } else {
+    for (std::size_t i = 0; i < shape.layer_gemms.size(); ++i) {
+      const ModelShape::GemmShape& gemm = shape.layer_gemms[i];
+      if (gemm.count <= 0 || gemm.elements <= 0) continue;
+      const int shards = i == ModelShape::kKvGemms ? std::min(tp, std::max(1, shape.kv_heads)) : tp;
+      gemms.emplace_back(gemm.count * gemm.elements, ModelShape::gemm_width(gemm.elements, shards));
+    }
+  }
   // At every token count either curve has a point: the type's rate there, moved by the
   // measured widths' ratio (none where fewer than two reach it).
   const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
@@ -205,11 +221,15 @@ hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp) const 
                                                          static_cast<double>(hw::kGemmLargeTokens)});
   std::sort(tokens.begin(), tokens.end());
   tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
-  const double width = gemm_width(task, tp);
   hw::GemmCurve curve;
   for (const double t : tokens) {
-    const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, width, hw::kGemmReferenceWidth);
-    curve.emplace_back(t, std::clamp(e.gemm(t) * ratio, 1e-6, 1.0));
+    double flops = 0, seconds = 0;  // of the part's GEMMs, in proportion
+    for (const auto& [share, width] : gemms) {
+      const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, width, hw::kGemmReferenceWidth);
+      flops += share;
+      seconds += share / std::clamp(e.gemm(t) * ratio, 1e-6, 1.0);
+    }
+    curve.emplace_back(t, flops / seconds);
   }
   return hw::gemm_curve_envelope(std::move(curve));
 }
@@ -226,9 +246,9 @@ double CostModel::gemm_width_scale(int task, int tp, int gpu_type) const {
   return (width / (width + d0)) / (hw::kGemmReferenceWidth / (hw::kGemmReferenceWidth + d0));
 }
 
-double CostModel::gemm_efficiency(int task, int node, int tp, double tokens) const {
+double CostModel::gemm_efficiency(int task, int node, int tp, double tokens, GemmPart part) const {
   const int type = cluster_.nodes[node].gpu_type;
-  if (const hw::GemmCurve* curve = width_curve(type, task, tp)) {
+  if (const hw::GemmCurve* curve = width_curve(type, task, tp, part)) {
     return std::min(max_gemm_[static_cast<std::size_t>(type)], hw::gemm_curve_efficiency(*curve, tokens));
   }
   const double scale =
@@ -291,12 +311,17 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     // Per sequence: linear FLOPs plus the attention term per token of context.
     d.flops_fixed = shape.layer_flops(stage.layers, 0) +
                     (last ? (lm_head_[task] ? shape.group_head_flops(stage.tp) : 2.0 * shape.hidden) : 0.0);
+    const int type = cluster_.nodes[stage.node].gpu_type;
+    if (last && lm_head_[task]) {
+      d.head_flops = shape.group_head_flops(stage.tp);
+      d.head_curve = width_curve(type, task, stage.tp, GemmPart::kHead);
+    }
     d.flops_per_context = shape.layer_flops(stage.layers, 1) - shape.layer_flops(stage.layers, 0);
     d.rate = stage.tp * peak_flops(stage.node);
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
     if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
-    if (const hw::GemmCurve* curve = width_curve(cluster_.nodes[stage.node].gpu_type, task, stage.tp)) d.gemm_curve = curve;
+    if (const hw::GemmCurve* curve = width_curve(type, task, stage.tp)) d.gemm_curve = curve;
     d.weight_seconds = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp) /
                        (g.memory_bandwidth * g.efficiency.memory);
     d.overhead = decode_overhead(cluster_.nodes[stage.node].gpu_type);
@@ -331,7 +356,7 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
     const double efficiency = d.gemm_curve ? hw::gemm_curve_efficiency(*d.gemm_curve, batch)
                                            : hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
     const double compute =
-        (batch * d.flops_fixed + d.flops_per_context * total_context) / (d.rate * efficiency);
+        (batch * head_priced(d, efficiency, batch) + d.flops_per_context * total_context) / (d.rate * efficiency);
     const double memory = d.weight_seconds + total_context * d.kv_seconds_per_token;
     (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
@@ -368,7 +393,8 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
                                 : f <= 0       ? d.gemm_small
                                 : f >= 1       ? d.gemm_large
                                                : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
-      const double compute = (batch[j] * d.flops_fixed + d.flops_per_context * context[j]) / (d.rate * efficiency);
+      const double compute =
+          (batch[j] * head_priced(d, efficiency, batch[j]) + d.flops_per_context * context[j]) / (d.rate * efficiency);
       const double memory = d.weight_seconds + context[j] * d.kv_seconds_per_token;
       if (compute > memory) {
         compute_bound += compute;
@@ -400,8 +426,17 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
     double linear = tokens * shape.linear_flops(stage.layers);
-    if (s == pp - 1) linear += samples * (lm_head_[task] ? shape.group_head_flops(stage.tp) : 2.0 * shape.hidden);
     const double chunk_tokens = std::min(tokens, params_.prefill_chunk_tokens);
+    const double efficiency = gemm_efficiency(task, stage.node, stage.tp, chunk_tokens);
+    if (s == pp - 1) {
+      // The head at its own width's rate where the type has one, as the layers' FLOPs that take
+      // as long.
+      double head = lm_head_[task] ? shape.group_head_flops(stage.tp) : 2.0 * shape.hidden;
+      if (lm_head_[task] && width_curve(cluster_.nodes[stage.node].gpu_type, task, stage.tp, GemmPart::kHead)) {
+        head *= efficiency / gemm_efficiency(task, stage.node, stage.tp, chunk_tokens, GemmPart::kHead);
+      }
+      linear += samples * head;
+    }
     const double rate = stage.tp * peak_flops(stage.node);
     const double bandwidth = g.memory_bandwidth * g.efficiency.memory;
     // Each chunk's GEMMs take the longer of their compute and streaming the stage's weights.
@@ -409,7 +444,7 @@ std::pair<double, double> CostModel::prefill_seconds(int task, std::span<const S
     // The engine's share of the kernel rates (a GPU type's own, measured by a run), or all.
     const double share = g.efficiency.prefill_share();
     const double compute =
-        std::max(linear / (rate * gemm_efficiency(task, stage.node, stage.tp, chunk_tokens) * share), weights) +
+        std::max(linear / (rate * efficiency * share), weights) +
         tokens * shape.attention_flops(stage.layers, prompt_ / 2) / (rate * g.efficiency.attention * share) +
         tokens * stage.layers * shape.shard_elementwise_bytes(false, stage.tp) / bandwidth +
         chunks * stage.layers * params_.prefill_layer_overhead;
@@ -555,7 +590,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
     const double compute =
         gemm_passes * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
-        (head > 0 ? head_passes * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows)) : 0.0) +
+        (head > 0 ? head_passes * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows, GemmPart::kHead))
+                  : 0.0) +
         attention_factor * attention / (rate * g.efficiency.attention) +
         elementwise_factor * micro * stage.layers * shape.shard_elementwise_bytes(eager, stage.tp) /
             (g.memory_bandwidth * g.efficiency.memory);

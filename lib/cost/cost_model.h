@@ -136,7 +136,9 @@ struct CostParams {
   // TP, hw::kGemmReferenceWidth) reach less of the peak, wider ones more: the efficiency scales by
   // w / (w + gemm_width_half), relative to its value at the reference width, up to
   // max_gemm_efficiency (cuBLAS at 8192^3 on A100: 81% of peak, published kernels table).
-  // Fitted on the calibration rows of the fit split (benchmarks/calibration).
+  // Fitted on the calibration rows of the fit split (benchmarks/calibration), whose models'
+  // widths it takes as their hidden sizes; a type measured at several widths prices each of a
+  // model's GEMMs at its own width instead (CostModel::width_curve).
   double gemm_width_half = 1024;
   double max_gemm_efficiency = 0.85;
   // The trainer's framework, which sets what share of the kernel rates its training and
@@ -578,6 +580,10 @@ class CostModel {
     double gemm_small = 0;  // efficiencies (see hw::Efficiency)
     double gemm_large = 0;
     const hw::GemmCurve* gemm_curve = nullptr;  // a measured curve, which replaces the two above
+    // Of flops_fixed, the LM head's, and where the type prices it on a curve of its own (wider
+    // GEMMs than the layers'), that curve; null: at the layers' efficiency.
+    double head_flops = 0;
+    const hw::GemmCurve* head_curve = nullptr;
     double weight_seconds = 0;        // streaming the stage's weights once
     double kv_seconds_per_token = 0;  // streaming one token of KV cache
     double tp_fixed = 0;
@@ -587,6 +593,12 @@ class CostModel {
     double overhead = 0;  // the engine's seconds a step outside the kernels on this stage's GPUs
   };
   using DecodeStages = std::vector<DecodeStage>;
+  // A step's FLOPs a sequence on a stage, its head's counted as the layers' FLOPs that take as
+  // long at `efficiency` (the layers' at `batch` rows) where it has a curve of its own.
+  static double head_priced(const DecodeStage& d, double efficiency, double batch) {
+    if (d.head_curve == nullptr) return d.flops_fixed;
+    return d.flops_fixed + d.head_flops * (efficiency / hw::gemm_curve_efficiency(*d.head_curve, batch) - 1.0);
+  }
   // Fills `out` (reused between calls to spare allocations).
   void decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const;
   // One decode step of `batch` sequences whose contexts add up to `total_context` tokens.
@@ -640,7 +652,10 @@ class CostModel {
   // CostParams::gemm_width_half; a GPU type measured at its own width half has it, and one
   // measured at several widths its curve at the stage's width, width_curve), at most the
   // larger of CostParams::max_gemm_efficiency and the best the type was measured to reach.
-  double gemm_efficiency(int task, int node, int tp, double tokens) const;
+  // A task's GEMMs by part: its layers' (each at its own width, FLOP-weighted) and its LM
+  // head's. A type measured at several widths prices each at its widths; the others the same.
+  enum class GemmPart { kLayers = 0, kHead = 1 };
+  double gemm_efficiency(int task, int node, int tp, double tokens, GemmPart part = GemmPart::kLayers) const;
   // Of the forward GEMM's rate at `tokens` rows, what a training pass's weight-gradient GEMM
   // (dW = dY^T X, the rows its inner dimension) reaches on `node`'s GPUs: the type's measured
   // weight-gradient curve over its GEMM curve, both at the width the profile measured them at
@@ -648,18 +663,25 @@ class CostModel {
   // efficiency over the forward's where it is higher, else 1; 1 without a curve.
   double weight_gradient_ratio(int node, double tokens) const;
   double gemm_width_scale(int task, int tp, int gpu_type) const;
-  // A GPU type measured at several widths (hw::Efficiency::gemm_curves): its GEMM curve at the
-  // width of a task's GEMMs on a stage of TP `tp` (as gemm_width_scale takes it), the type's
-  // curve moved by hw::gemm_width_ratio at each token count; null for other types, and at a
-  // TP of kWidthScales or more (the type's curve then as it is).
-  const hw::GemmCurve* width_curve(int gpu_type, int task, int tp) const {
+  // A GPU type measured at several widths (hw::Efficiency::gemm_curves): the GEMM curve of a
+  // task's part on a stage of TP `tp`. At each token count the type's rate moved by
+  // hw::gemm_width_ratio to each of the part's GEMMs' widths (ModelShape::layer_gemms on a
+  // shard, or the head's), and of the layers' the rate their FLOPs run at together (their
+  // FLOPs over the sum of each GEMM's FLOPs over its rate). Null for other types, and at a TP
+  // of kWidthScales or more (the type's curve then as it is).
+  const hw::GemmCurve* width_curve(int gpu_type, int task, int tp, GemmPart part = GemmPart::kLayers) const {
     const auto& curves = width_curves_[static_cast<std::size_t>(gpu_type)];
     if (curves.empty() || tp < 1 || tp >= kWidthScales) return nullptr;
-    const hw::GemmCurve& curve = curves[static_cast<std::size_t>(task) * kWidthScales + static_cast<std::size_t>(tp)];
+    const hw::GemmCurve& curve =
+        curves[(static_cast<std::size_t>(task) * kWidthScales + static_cast<std::size_t>(tp)) * kGemmParts +
+               static_cast<std::size_t>(part)];
     return curve.empty() ? nullptr : &curve;
   }
-  hw::GemmCurve make_width_curve(int gpu_type, int task, int tp) const;
+  hw::GemmCurve make_width_curve(int gpu_type, int task, int tp, GemmPart part) const;
+  // The width gemm_width_scale prices a task's GEMMs at on a type without curves by width: the
+  // hidden size's on a shard, as the catalogue's efficiencies were fitted.
   double gemm_width(int task, int tp) const { return shapes_[task].hidden / std::sqrt(static_cast<double>(tp)); }
+  static constexpr std::size_t kGemmParts = 2;
   static constexpr int kWidthScales = 65;  // TP degrees whose scale is kept per task and GPU type
   // Seconds of one decode step outside the kernels on a GPU type (CostParams's, or the type's
   // measured engine).
@@ -678,7 +700,8 @@ class CostModel {
   std::vector<double> peak_flops_;  // per GPU type, in the workload's precision (0: not run)
   // Per GPU type, task and TP below kWidthScales: gemm_width_scale.
   std::vector<double> width_scale_;
-  // Per GPU type measured at several widths, per task and TP below kWidthScales: width_curve.
+  // Per GPU type measured at several widths, per task, TP below kWidthScales and part:
+  // width_curve.
   std::vector<std::vector<hw::GemmCurve>> width_curves_;
   std::vector<double> max_gemm_;  // per GPU type: the cap of gemm_efficiency
   double samples_ = 0;

@@ -22,6 +22,8 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
   eager_elementwise_hidden_bytes = 2 * 36 * hidden + 2 * 6 * hidden;
   eager_elementwise_bytes =
       eager_elementwise_hidden_bytes + 24 * (q_dim + kv_dim) + (arch.gated_mlp ? 10.0 : 4.0) * arch.ffn_hidden;
+  layer_gemms = {GemmShape{2, hidden * q_dim}, GemmShape{2, hidden * kv_dim},
+                 GemmShape{arch.gated_mlp ? 3.0 : 2.0, hidden * arch.ffn_hidden}};
   const double gemm_outputs = q_dim + 2 * kv_dim + 2 * hidden + (arch.gated_mlp ? 2.0 : 1.0) * arch.ffn_hidden;
   selective_activation_bytes = 2.0 * (hidden + q_dim + gemm_outputs / 2);
 }

@@ -8,6 +8,8 @@
 // (scores and weighted sum); the LM head adds 2 x hidden x vocab where logits are needed.
 // Backward is twice the forward (gradients of activations and of weights).
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "workload/model.h"
@@ -55,6 +57,17 @@ struct ModelShape {
   // (bf16): the layer's input, the fused attention's output, and every second GEMM output of
   // q, k, v, o, gate, up, down (torchtitan's per-op policy saves alternate matmuls).
   double selective_activation_bytes = 0;
+  // A layer's GEMMs by the shape of their weights (input x output elements at TP 1), each with
+  // how many of the layer's GEMMs have it: q and o (hidden x q_dim), k and v (hidden x
+  // kv_dim), and the MLP's gate, up and down (hidden x ffn; without the gate two). A GEMM runs
+  // at the rate of its width, the geometric mean of its weight's two dimensions: the LM head's
+  // (hidden x vocab) is several times the hidden size, the MLP's twice or more.
+  struct GemmShape {
+    double count = 0;
+    double elements = 0;
+  };
+  std::array<GemmShape, 3> layer_gemms{};
+  static constexpr std::size_t kKvGemms = 1;  // of layer_gemms, k and v's
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;
@@ -95,6 +108,12 @@ struct ModelShape {
   double linear_flops(int stage_layers) const { return stage_layers * 2.0 * layer_linear_params; }
   double attention_flops(int stage_layers, double context) const { return stage_layers * 4.0 * q_dim * context; }
   double head_flops() const { return 2.0 * hidden * vocab; }
+  // The width of a GEMM whose weight has `elements` at TP 1 on one of `tp` shards: tensor
+  // parallelism splits one of its two dimensions (a column-parallel GEMM's output, a row-
+  // parallel one's input, the vocabulary of a vocab-parallel head).
+  static double gemm_width(double elements, int tp) { return std::sqrt(elements / tp); }
+  // The LM head's on a shard (whole on every shard without vocab_parallel).
+  double head_width(int tp) const { return gemm_width(hidden * vocab, vocab_parallel ? tp : 1); }
   // The FLOPs a TP group of `tp` spends on one token's logits: the head's once, split over the
   // group, or without vocab_parallel on every GPU of it.
   double group_head_flops(int tp) const { return head_flops() * (vocab_parallel ? 1 : tp); }

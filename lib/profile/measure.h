@@ -36,10 +36,10 @@ struct ProfileParams {
   double repeat_seconds = 2e-3;      // each repeat runs the operation until it lasts this long
   double point_seconds = 1.5;        // a point predicted to take longer, over every pass, is left out
   device::DType dtype = device::DType::kBf16;  // GEMMs and attention (fp32 is also measured at one size)
-  // GEMM widths (n = k), ascending. A task's GEMMs are priced at the geometric mean of a
-  // shard's two dimensions (hidden / sqrt(TP)), which tensor parallelism takes below the
-  // model's hidden size: 896 / sqrt(2) = 634 for the smallest model of the catalogue, whose
-  // TP-1 and TP-2 passes a profile from 1024 up gave the same rate.
+  // GEMM widths (n = k), ascending. Each of a model's GEMMs is priced at the geometric mean of
+  // its weight's two dimensions on a shard, which tensor parallelism takes below the model's:
+  // from 240 (the k and v of the catalogue's smallest model at TP 2) to tens of thousands (a
+  // language head), so a profile from 256 up, whose ends price those beyond them.
   std::vector<int> widths{256, 512, 1024, 2048, 4096, 5120, 8192};
   // Decode's batches of a few sequences get points of their own (4 and 8 tokens): the curve is
   // read as linear in log2 of the tokens between points, which need not hold from 1 to 16.

@@ -705,21 +705,23 @@ TEST_CASE("a measured weight-gradient curve prices one of a training pass's thre
   CHECK(held[0] == hetrl::testing::approx(faster[0]).epsilon(1e-9));
 }
 
-TEST_CASE("a GPU type measured at several widths prices each model's GEMMs at its own width") {
-  // PPO on one A100 of a type measured at widths 1024 and 4096 (slow: decode's GEMMs bound by
-  // their compute): GEMMs of a few rows four times as fast at 1024 as at 4096 (a CPU's
-  // caches), as fast from 2048 rows on.
+TEST_CASE("a GPU type measured at several widths prices each of a model's GEMMs at its own width") {
+  // PPO on one A100 of a type measured at widths 1024 and 1400 (slow: decode's GEMMs bound by
+  // their compute): GEMMs of a few rows twice as fast at 1024 as at 1400 and wider (a CPU's
+  // caches), of thousands of rows an eighth faster.
   const hw::GemmCurve wide{{1, 0.0005}, {64, 0.025}, {hw::kGemmLargeTokens, 0.8}};
-  const hw::GemmCurve narrow{{1, 0.002}, {64, 0.05}, {hw::kGemmLargeTokens, 0.8}};
-  const auto priced = [&](const char* model, int layers, int tp, const hw::GemmCurve& curve, const hw::WidthCurves& curves) {
+  const hw::GemmCurve narrow{{1, 0.001}, {64, 0.05}, {hw::kGemmLargeTokens, 0.9}};
+  const auto cluster_of = [&](const hw::GemmCurve& curve, const hw::WidthCurves& curves) {
     hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
     hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
     e.gemm_curve = curve;
     e.gemm_curves = curves;
     e.gemm_width_half = 0.0;
     e.decode_step_overhead = 0.0;  // the steps' kernels alone
-    const workload::Workload w = ppo(model, 64, 512, 512, 2);
-    const Fixture f(cluster, w);
+    return cluster;
+  };
+  const auto priced = [&](const char* model, int layers, int tp, const hw::GemmCurve& curve, const hw::WidthCurves& curves) {
+    const Fixture f(cluster_of(curve, curves), ppo(model, 64, 512, 512, 2));
     const std::vector<cost::Stage> stages{{0, tp, layers}};
     const std::vector<double> budget{60 * core::kGiB};
     std::vector<double> out;
@@ -729,24 +731,56 @@ TEST_CASE("a GPU type measured at several widths prices each model's GEMMs at it
     }
     return out;
   };
-  const hw::WidthCurves measured{{1024, narrow}, {4096, wide}};
-  // Qwen2.5-0.5B (hidden 896), at TP 1 and TP 2 (width 634): narrower than 1024, so at the
-  // narrow curve, as if it were the type's own.
+  const hw::WidthCurves measured{{1024, narrow}, {1400, wide}};
+  // Qwen2.5-0.5B (hidden 896, q 896, k and v 128, MLP 4864, vocabulary 151936): at TP 1 its q,
+  // o, k and v GEMMs are 896 and 339 wide (the narrow rate), the MLP's 2088 and the head's
+  // 11667 (the wide rate); at TP 2 634, 240, 1476 and 8250. A decode step's GEMMs of 64
+  // sequences take each GEMM's FLOPs over its width's rate.
+  const double layer_narrow = 2.0 * (2 * 896.0 * 896 + 2 * 896.0 * 128);
+  const double layer_wide = 2.0 * 3 * 896.0 * 4864;
+  const double head = 2.0 * 896 * 151936;
   for (int tp : {1, 2}) {
     CAPTURE(tp);
+    const Fixture f(cluster_of(wide, measured), ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
+    cost::CostModel::DecodeStages stages;
+    f.model.decode_stages(f.task("generate"), std::vector<cost::Stage>{{0, tp, 24}}, stages);
+    const cost::CostModel::StepCost step = f.model.decode_step(stages, 64, 0);
+    const double expected = 64 * (24 * (layer_narrow / 0.05 + layer_wide / 0.025) + head / 0.025) / (tp * f.model.peak_flops(0));
+    CHECK(step.memory == 0);  // bound by its compute
+    CHECK(step.compute == hetrl::testing::approx(expected).epsilon(1e-9));
+    // Generation and training between the type's two rates (training by a little: a tenth of
+    // its FLOPs, the narrow ones, an eighth faster).
     const std::vector<double> by_width = priced("Qwen2.5-0.5B", 24, tp, wide, measured);
     const std::vector<double> as_narrow = priced("Qwen2.5-0.5B", 24, tp, narrow, {});
     const std::vector<double> as_wide = priced("Qwen2.5-0.5B", 24, tp, wide, {});
-    CHECK(by_width[0] == hetrl::testing::approx(as_narrow[0]).epsilon(1e-9));
-    CHECK(by_width[1] == hetrl::testing::approx(as_narrow[1]).epsilon(1e-9));
-    CHECK(by_width[0] < 0.9 * as_wide[0]);  // its decode steps' GEMMs of a few rows
+    for (std::size_t task : {0, 1}) {
+      CAPTURE(task);
+      CHECK(by_width[task] > 1.02 * as_narrow[task]);
+      CHECK(by_width[task] < 0.995 * as_wide[task]);
+    }
   }
-  // Qwen2.5-32B (hidden 5120; a stage of 8 of its layers at TP 1): wider than 4096, at the
-  // wide curve, which is the type's.
+  // Training's micro-batches of thousands of rows: only q, o, k and v run faster than the
+  // rest (0.9 of the peak against 0.8), the head's GEMM at its own width with the MLP's. Of
+  // the time the narrow rate saves on all GEMMs (one head row for two layer rows: half the
+  // tokens are responses), their share of the FLOPs.
+  {
+    const std::vector<double> by_width = priced("Qwen2.5-0.5B", 24, 1, wide, measured);
+    const std::vector<double> as_narrow = priced("Qwen2.5-0.5B", 24, 1, narrow, {});
+    const std::vector<double> as_wide = priced("Qwen2.5-0.5B", 24, 1, wide, {});
+    const double share = 24 * layer_narrow / (24 * (layer_narrow + layer_wide) + 0.5 * head);
+    CHECK((as_wide[1] - by_width[1]) / (as_wide[1] - as_narrow[1]) == hetrl::testing::approx(share).epsilon(1e-6));
+  }
+  // Qwen2.5-32B (hidden 5120; a stage of 8 of its layers at TP 1): every GEMM wider than 1400,
+  // at the wide curve, which is the type's.
   const std::vector<double> big = priced("Qwen2.5-32B", 8, 1, wide, measured);
   const std::vector<double> big_plain = priced("Qwen2.5-32B", 8, 1, wide, {});
   CHECK(big[0] == hetrl::testing::approx(big_plain[0]).epsilon(1e-9));
   CHECK(big[1] == hetrl::testing::approx(big_plain[1]).epsilon(1e-9));
+  // The same curve at every width: the model's GEMMs together at that curve's rate.
+  const std::vector<double> same = priced("Qwen2.5-0.5B", 24, 1, wide, {{1024, wide}, {1400, wide}});
+  const std::vector<double> same_plain = priced("Qwen2.5-0.5B", 24, 1, wide, {});
+  CHECK(same[0] == hetrl::testing::approx(same_plain[0]).epsilon(1e-9));
+  CHECK(same[1] == hetrl::testing::approx(same_plain[1]).epsilon(1e-9));
   // One width measured says nothing about the width: the type's curve and its width half.
   const std::vector<double> single = priced("Qwen2.5-0.5B", 24, 1, wide, {{1024, narrow}});
   const std::vector<double> plain = priced("Qwen2.5-0.5B", 24, 1, wide, {});
