@@ -195,18 +195,14 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
 }
 
 hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPart part) const {
-  // The part's GEMMs: each shape's FLOPs a token (in proportion) and its width on a shard. k and
-  // v are split by whole heads: past kv_heads shards each holds one head's.
+  // The part's GEMMs on a shard: each shape's FLOPs a token and its width.
   const ModelShape& shape = shapes_[task];
-  std::vector<std::pair<double, double>> gemms;  // (FLOPs, width)
+  std::vector<ModelShape::ShardGemm> gemms;
   if (part == GemmPart::kHead) {
-    gemms.emplace_back(1.0, shape.head_width(tp));
+    gemms.push_back({1.0, shape.head_width(tp)});
   } else {
-    for (std::size_t i = 0; i < shape.layer_gemms.size(); ++i) {
-      const ModelShape::GemmShape& gemm = shape.layer_gemms[i];
-      if (gemm.count <= 0 || gemm.elements <= 0) continue;
-      const int shards = i == ModelShape::kKvGemms ? std::min(tp, std::max(1, shape.kv_heads)) : tp;
-      gemms.emplace_back(gemm.count * gemm.elements, ModelShape::gemm_width(gemm.elements, shards));
+    for (const ModelShape::ShardGemm& gemm : shape.shard_layer_gemms(tp)) {
+      if (gemm.flops > 0) gemms.push_back(gemm);
     }
   }
   // At every token count either curve has a point: the type's rate there, moved by the
@@ -224,10 +220,10 @@ hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPa
   hw::GemmCurve curve;
   for (const double t : tokens) {
     double flops = 0, seconds = 0;  // of the part's GEMMs, in proportion
-    for (const auto& [share, width] : gemms) {
-      const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, width, hw::kGemmReferenceWidth);
-      flops += share;
-      seconds += share / std::clamp(e.gemm(t) * ratio, 1e-6, 1.0);
+    for (const ModelShape::ShardGemm& gemm : gemms) {
+      const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, gemm.width, hw::kGemmReferenceWidth);
+      flops += gemm.flops;
+      seconds += gemm.flops / std::clamp(e.gemm(t) * ratio, 1e-6, 1.0);
     }
     curve.emplace_back(t, flops / seconds);
   }

@@ -15,17 +15,26 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
       layers(arch.layers),
       heads(arch.heads),
       kv_heads(arch.kv_heads) {
-  layer_linear_params =
-      hidden * q_dim * 2 + hidden * kv_dim * 2 + (arch.gated_mlp ? 3.0 : 2.0) * hidden * arch.ffn_hidden;
+  layer_gemms = {GemmShape{2, hidden * q_dim}, GemmShape{2, hidden * kv_dim},
+                 GemmShape{arch.gated_mlp ? 3.0 : 2.0, hidden * arch.ffn_hidden}};
+  for (const GemmShape& g : layer_gemms) layer_linear_params += g.count * g.elements;
   elementwise_hidden_bytes = 2.0 * 10 * hidden;
   elementwise_bytes = elementwise_hidden_bytes + 2.0 * (2 * (q_dim + kv_dim) + (arch.gated_mlp ? 3.0 : 2.0) * arch.ffn_hidden);
   eager_elementwise_hidden_bytes = 2 * 36 * hidden + 2 * 6 * hidden;
   eager_elementwise_bytes =
       eager_elementwise_hidden_bytes + 24 * (q_dim + kv_dim) + (arch.gated_mlp ? 10.0 : 4.0) * arch.ffn_hidden;
-  layer_gemms = {GemmShape{2, hidden * q_dim}, GemmShape{2, hidden * kv_dim},
-                 GemmShape{arch.gated_mlp ? 3.0 : 2.0, hidden * arch.ffn_hidden}};
   const double gemm_outputs = q_dim + 2 * kv_dim + 2 * hidden + (arch.gated_mlp ? 2.0 : 1.0) * arch.ffn_hidden;
   selective_activation_bytes = 2.0 * (hidden + q_dim + gemm_outputs / 2);
+}
+
+std::array<ModelShape::ShardGemm, 3> ModelShape::shard_layer_gemms(int tp) const {
+  std::array<ShardGemm, 3> out{};
+  for (std::size_t i = 0; i < layer_gemms.size(); ++i) {
+    const int shards = i == 1 ? std::min(tp, std::max(1, kv_heads)) : tp;  // 1: k and v
+    out[i] = {2.0 * layer_gemms[i].count * layer_gemms[i].elements / shards,
+              gemm_width(layer_gemms[i].elements, shards)};
+  }
+  return out;
 }
 
 double ModelShape::total_params() const {

@@ -705,6 +705,33 @@ TEST_CASE("a measured weight-gradient curve prices one of a training pass's thre
   CHECK(held[0] == hetrl::testing::approx(faster[0]).epsilon(1e-9));
 }
 
+TEST_CASE("a layer's GEMMs on a shard: each shape's FLOPs a token and its width, k and v split by whole heads") {
+  // Qwen2.5-0.5B: hidden 896, q 14 x 64, k and v 2 heads of 64, a gated MLP of 4864.
+  const cost::ModelShape shape(catalogs().models.get("Qwen2.5-0.5B", ""));
+  const auto one = shape.shard_layer_gemms(1);
+  CHECK(one[0].flops == hetrl::testing::approx(2.0 * 2 * 896 * 896));
+  CHECK(one[0].width == hetrl::testing::approx(896));
+  CHECK(one[1].flops == hetrl::testing::approx(2.0 * 2 * 896 * 128));
+  CHECK(one[1].width == hetrl::testing::approx(std::sqrt(896.0 * 128)));
+  CHECK(one[2].flops == hetrl::testing::approx(2.0 * 3 * 896 * 4864));
+  CHECK(one[2].width == hetrl::testing::approx(std::sqrt(896.0 * 4864)));
+  // Together the layer's linear FLOPs.
+  CHECK(one[0].flops + one[1].flops + one[2].flops == hetrl::testing::approx(2 * shape.layer_linear_params));
+  // Four shards: q, o and the MLP split four ways, k and v two (each of its two heads on two
+  // shards).
+  const auto four = shape.shard_layer_gemms(4);
+  CHECK(four[0].flops == hetrl::testing::approx(one[0].flops / 4));
+  CHECK(four[0].width == hetrl::testing::approx(896 / 2.0));
+  CHECK(four[1].flops == hetrl::testing::approx(one[1].flops / 2));
+  CHECK(four[1].width == hetrl::testing::approx(one[1].width / std::sqrt(2.0)));
+  CHECK(four[2].width == hetrl::testing::approx(one[2].width / 2));
+  // The head: its vocabulary split, or whole on every shard without vocab_parallel.
+  CHECK(shape.head_width(4) == hetrl::testing::approx(std::sqrt(896.0 * 151936 / 4)));
+  cost::ModelShape whole = shape;
+  whole.vocab_parallel = false;
+  CHECK(whole.head_width(4) == hetrl::testing::approx(std::sqrt(896.0 * 151936)));
+}
+
 TEST_CASE("a GPU type measured at several widths prices each of a model's GEMMs at its own width") {
   // PPO on one A100 of a type measured at widths 1024 and 1400 (slow: decode's GEMMs bound by
   // their compute): GEMMs of a few rows twice as fast at 1024 as at 1400 and wider (a CPU's
