@@ -85,6 +85,9 @@ class Communicator {
 // after another, as data-parallel trainers send their gradients (a transport may be much
 // slower a byte on one large buffer: Open MPI's on the cpu backend is, past 16 MiB).
 void all_reduce_in_buckets(Communicator& comm, DType t, void* data, std::size_t count, std::size_t bucket);
+// The bytes of a bucket of gradients: PyTorch DDP's default, what hetrl-exec sends its
+// gradients in and hetrl-profile times a gradient's all-reduce in.
+inline constexpr std::size_t kGradientBucketBytes = std::size_t{25} << 20;
 
 // The communicator over the processes the launcher started, for `backend`'s device. Throws
 // DeviceError when the build lacks what the launch needs (MPI, or NCCL for the cuda backend

@@ -43,10 +43,6 @@ using workload::TaskKind;
 using device::Buffer;
 using device::DType;
 
-// The gradients' all-reduce goes in pieces of at most this many bytes in the type they cross
-// in: PyTorch DDP's default bucket, and what hetrl-profile times a gradient's all-reduce in.
-constexpr std::size_t kGradientBucketBytes = std::size_t{25} << 20;
-
 // Device time, measured: the product of hetrl-exec (its tests never read it).
 class Stopwatch {
  public:
@@ -1677,7 +1673,7 @@ class Runner {
           } else {
             model.reduce_gradients([&](float* data, std::size_t count) {
               all_reduce_gradients(b_, *dp, reduce_type, data, count,
-                                   kGradientBucketBytes / device::dtype_bytes(reduce_type), scratch);
+                                   device::kGradientBucketBytes / device::dtype_bytes(reduce_type), scratch);
             });
           }
           loss = sum_over(*dp, loss);

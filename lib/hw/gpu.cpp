@@ -164,25 +164,25 @@ void validate_gpu_spec(const GpuSpec& spec) {
   }
 }
 
+bool closer_to_reference(double width, double than, double reference) {
+  const double a = std::abs(std::log2(width / reference));
+  const double b = std::abs(std::log2(than / reference));
+  return a < b - 1e-9 || (a < b + 1e-9 && width > than);
+}
+
 double gemm_width_ratio(const WidthCurves& curves, double tokens, double width, double reference) {
   // The widths measured this far, and each one's rate at `tokens`.
   std::vector<std::pair<double, double>> reach;  // (log width, log rate)
+  const WidthCurve* closest = nullptr;
   for (const WidthCurve& w : curves) {
     if (w.curve.empty() || w.curve.back().first < tokens) continue;
     reach.emplace_back(std::log(w.width), std::log(gemm_curve_efficiency(w.curve, tokens)));
+    if (!closest || closer_to_reference(w.width, closest->width, reference)) closest = &w;
   }
   if (reach.size() < 2) return 1.0;
-  // Against the measured width closest to the reference (the wider of two as close): the one
-  // hetrl-profile takes a type's curve from at this token count.
-  const double target = std::log(reference);
-  double base = reach.front().second, best = std::abs(reach.front().first - target);
-  for (const auto& [x, y] : reach) {
-    const double distance = std::abs(x - target);
-    if (distance <= best + 1e-12) {
-      best = std::min(best, distance);
-      base = y;
-    }
-  }
+  // Against the measured width closest to the reference: the one hetrl-profile takes a type's
+  // curve from at this token count.
+  const double base = std::log(gemm_curve_efficiency(closest->curve, tokens));
   const auto log_rate = [&](double at) {
     const double x = std::log(at);
     if (x <= reach.front().first) return reach.front().second;

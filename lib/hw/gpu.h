@@ -81,11 +81,15 @@ struct WidthCurve {
   GemmCurve curve;  // as Efficiency::gemm_curve: (tokens, fraction of the tensor peak)
 };
 using WidthCurves = std::vector<WidthCurve>;
+// Whether GEMMs `width` wide are closer to `reference` than `than` wide, in the logarithm, the
+// wider of two as close: the measured width a profile's GEMM curve is taken at, and that
+// gemm_width_ratio scales the others from.
+bool closer_to_reference(double width, double than, double reference = kGemmReferenceWidth);
 // The rate of a GEMM of `tokens` rows at `width` over one at the measured width closest to
-// `reference` (in the logarithm, the wider of two as close: the width a profile's curve is
-// taken at), from the curves measured up to `tokens` rows or more (a width's curve says
-// nothing past its last point): the rate's logarithm linear in the width's between two measured
-// widths, and the nearest one's beyond them. 1 where fewer than two widths reach `tokens`.
+// `reference` (closer_to_reference), from the curves measured up to `tokens` rows or more (a
+// width's curve says nothing past its last point): the rate's logarithm linear in the width's
+// between two measured widths, and the nearest one's beyond them. 1 where fewer than two widths
+// reach `tokens`.
 double gemm_width_ratio(const WidthCurves& curves, double tokens, double width, double reference);
 
 // The curve a cost model uses from a measured one: a GEMM of fewer rows takes no longer than

@@ -267,15 +267,6 @@ void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, D
   }
 }
 
-// Whether GEMMs `width` wide are closer to the cost model's reference width
-// (hw::kGemmReferenceWidth, which it scales other widths from) than `than` wide, in the
-// logarithm, the wider of two as close: the width the GEMM curve takes at a token count.
-bool closer_to_reference(int width, int than) {
-  const double a = std::abs(std::log2(width / hw::kGemmReferenceWidth));
-  const double b = std::abs(std::log2(than / hw::kGemmReferenceWidth));
-  return a < b - 1e-9 || (a < b + 1e-9 && width > than);
-}
-
 // The backward's weight-gradient GEMM of a square layer `width` wide over `tokens` rows, as the
 // executor runs it (dW += dY^T X, fp32 accumulated): the same flops as the forward's, but the
 // whole weight is its output and the tokens its inner dimension. The gradients a pass writes are
@@ -536,7 +527,8 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
     measure_gemm_width(backend, timer, params, params.dtype, width, params.tokens, seen, p);
   }
   // The weight gradient at the width the GEMM curve takes (fit()): closest to the reference.
-  const int gradient_width = *std::min_element(params.widths.begin(), params.widths.end(), closer_to_reference);
+  const int gradient_width = *std::min_element(params.widths.begin(), params.widths.end(),
+                                              [](int a, int b) { return hw::closer_to_reference(a, b); });
   steps.next("GEMM weight gradient width " + std::to_string(gradient_width));
   measure_weight_gradient(backend, timer, params, params.dtype, gradient_width, params.tokens, seen, p);
   steps.next("GEMM fp32");
@@ -610,7 +602,7 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
 
 void fit(hw::GpuProfile& p) {
   // The GEMM curve: at each token count, the width measured there closest to the cost model's
-  // reference width (closer_to_reference).
+  // reference width (hw::closer_to_reference).
   std::map<int, std::pair<int, double>> best;  // tokens -> (width, rate)
   // fp32 GEMMs beside half-precision ones give the fp32 peak only; alone, they are the curve.
   const bool half_measured =
@@ -621,7 +613,7 @@ void fit(hw::GpuProfile& p) {
     if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
     if (g.dtype == "fp32" && half_measured) continue;
     const auto [at, added] = best.try_emplace(g.tokens, g.n, rate);
-    if (!added && (closer_to_reference(g.n, at->second.first) || (g.n == at->second.first && rate > at->second.second))) {
+    if (!added && (hw::closer_to_reference(g.n, at->second.first) || (g.n == at->second.first && rate > at->second.second))) {
       at->second = {g.n, rate};
     }
     if (g.tokens >= hw::kGemmLargeTokens) p.gemm_large_flops = std::max(p.gemm_large_flops.value_or(0.0), rate);

@@ -49,8 +49,8 @@ struct ProfileParams {
   // hundred times its GEMMs') to a micro-batch's worth of tokens, as far as the budget goes.
   std::vector<std::pair<int, int>> pass_attention{{1, 128}, {1, 512}, {4, 1024}, {4, 2048}, {8, 4096}};
   double largest_buffer = 1 << 30;   // bytes, memory traffic and transfers
-  // Bytes a bucket of a gradient's all-reduce: PyTorch DDP's default, hetrl-exec's.
-  double gradient_bucket = 25.0 * (1 << 20);
+  // Bytes a bucket of a gradient's all-reduce: hetrl-exec's (PyTorch DDP's default).
+  double gradient_bucket = static_cast<double>(device::kGradientBucketBytes);
 
   // The settings of --quick: fewer sizes, one repeat a pass, a tighter point budget.
   static ProfileParams quick_settings();
