@@ -37,6 +37,11 @@ struct DeviceInfo {
   int compute_units = 0;    // streaming multiprocessors, or CPU threads
   std::string driver;       // CUDA driver version, or the kernel's release
   std::string runtime;      // CUDA runtime and cuBLAS versions, or OpenBLAS's configuration
+  // Row counts where the GEMM of a layer's weight (B transposed) changes algorithm: the most rows
+  // each algorithm but the last takes, ascending (the CPU's few-row loop: up to 14). Its rate
+  // breaks there, so a profile measures a point at each; none known for cuBLAS, whose kernel
+  // choice is its own.
+  std::vector<int> gemm_row_limits;
 };
 
 // C[m x n] = A[m x k] B[k x n] (B given as [n x k] when b_transposed, as a layer's weight is;

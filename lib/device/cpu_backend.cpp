@@ -185,6 +185,7 @@ class CpuBackend final : public Backend {
     openblas_set_num_threads(threads);
     info_.name = cpu_model_name() + " (" + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
     info_.compute_units = threads;
+    info_.gemm_row_limits = {kFewRows};
     // The processes a launcher started on this host share its memory as they share its cores:
     // each device is its share.
     info_.memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) /

@@ -521,16 +521,17 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
   measure_memory(backend, timer, params, p);
   steps.next("optimizer step");
   measure_optimizer(backend, timer, params, p);
+  const std::vector<int> tokens = gemm_tokens(params.tokens, backend.info());
   std::map<int, double> seen;
   for (int width : params.widths) {
     steps.next("GEMM " + std::string(device::dtype_name(params.dtype)) + " width " + std::to_string(width));
-    measure_gemm_width(backend, timer, params, params.dtype, width, params.tokens, seen, p);
+    measure_gemm_width(backend, timer, params, params.dtype, width, tokens, seen, p);
   }
   // The weight gradient at the width the GEMM curve takes (fit()): closest to the reference.
   const int gradient_width = *std::min_element(params.widths.begin(), params.widths.end(),
                                               [](int a, int b) { return hw::closer_to_reference(a, b); });
   steps.next("GEMM weight gradient width " + std::to_string(gradient_width));
-  measure_weight_gradient(backend, timer, params, params.dtype, gradient_width, params.tokens, seen, p);
+  measure_weight_gradient(backend, timer, params, params.dtype, gradient_width, tokens, seen, p);
   steps.next("GEMM fp32");
   if (params.dtype != DType::kF32) {
     // One large fp32 point: the fp32 peak a new type needs, at the listed width nearest
@@ -550,6 +551,17 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
 }
 
 }  // namespace
+
+std::vector<int> gemm_tokens(std::vector<int> tokens, const device::DeviceInfo& info) {
+  if (tokens.empty()) return tokens;
+  const int most = *std::max_element(tokens.begin(), tokens.end());
+  for (int rows : info.gemm_row_limits) {
+    if (rows < most) tokens.push_back(rows);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
+}
 
 ProfileParams ProfileParams::quick_settings() {
   ProfileParams p;

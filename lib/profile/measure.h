@@ -42,7 +42,8 @@ struct ProfileParams {
   // language head), so a profile from 256 up, whose ends price those beyond them.
   std::vector<int> widths{256, 512, 1024, 2048, 4096, 5120, 8192};
   // Decode's batches of a few sequences get points of their own (4 and 8 tokens): the curve is
-  // read as linear in log2 of the tokens between points, which need not hold from 1 to 16.
+  // read as linear in log2 of the tokens between points, which need not hold from 1 to 16. The
+  // device's GEMM row limits join these (gemm_tokens).
   std::vector<int> tokens{1, 4, 8, 16, 64, 256, 512, 1024, 2048, 4096, 8192};
   // A pass's attention: (sequences, length) packed together, from one short sequence (which
   // every device affords: its cost grows with the square of the length, and a CPU's is some
@@ -65,6 +66,11 @@ using Progress = std::function<void(const std::string& step, double done)>;
 // profile has the device's own curves. Throws device::DeviceError when the device fails.
 hw::GpuProfile measure(device::Backend& backend, device::Communicator& comm, const core::Clock& clock,
                        const ProfileParams& params, const Progress& progress = {});
+
+// The token counts a GEMM curve is measured at: `tokens`, with each of the device's GEMM row
+// limits below the most of them (DeviceInfo::gemm_row_limits: its rate breaks past one, where
+// the curve's reading, linear in log2 of the tokens between points, would not see it), ascending.
+std::vector<int> gemm_tokens(std::vector<int> tokens, const device::DeviceInfo& info);
 
 // Fills the fitted figures of `profile` from its measurements: the GEMM curve (at each token
 // count, the rate of the width closest to the cost model's reference width), the small- and

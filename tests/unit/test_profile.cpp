@@ -258,6 +258,38 @@ TEST_CASE("profile: a burst of load during one pass leaves every point's median 
   }
 }
 
+TEST_CASE("profile: a GEMM curve gets a point at each row count where the device's GEMM changes algorithm") {
+  device::DeviceInfo info;
+  info.gemm_row_limits = {14, 100};
+  // Inside the listed range only (past the most tokens there is no curve to break), once.
+  CHECK(profile::gemm_tokens({1, 8, 16, 64}, info) == std::vector<int>{1, 8, 14, 16, 64});
+  CHECK(profile::gemm_tokens({1, 14, 16}, info) == std::vector<int>{1, 14, 16});
+  CHECK(profile::gemm_tokens({1, 8}, info) == std::vector<int>{1, 8});
+  CHECK(profile::gemm_tokens({}, info).empty());
+
+  // The CPU's few-row loop ends at a row count the listed tokens lack: the forward's curves and
+  // the weight gradient's are measured there.
+  const auto backend = device::make_cpu_backend();
+  const std::vector<int>& limits = backend->info().gemm_row_limits;
+  REQUIRE(!limits.empty());
+  const int limit = limits.front();
+  const core::FakeClock clock(2e-3);
+  const auto alone = device::make_single_communicator(*backend);
+  profile::ProfileParams params = tiny_params();
+  params.tokens = {1, 2 * limit};
+  params.passes = 1;
+  const hw::GpuProfile p = profile::measure(*backend, *alone, clock, params);
+  std::map<bool, std::set<int>> widths_at_limit;  // weight gradient? -> widths measured at the limit
+  for (const hw::GemmMeasurement& g : p.gemms) {
+    if (g.tokens == limit) widths_at_limit[g.weight_gradient].insert(g.n);
+  }
+  CHECK(widths_at_limit[false] == std::set<int>{32, 64});
+  CHECK(widths_at_limit[true] == std::set<int>{64});
+  std::vector<double> curve;
+  for (const auto& [tokens, rate] : p.gemm_curve) curve.push_back(tokens);
+  CHECK(curve == std::vector<double>{1.0, static_cast<double>(limit), 2.0 * limit});
+}
+
 TEST_CASE("profile: a device that fails mid-run ends the measurement with its error") {
   FailingBackend backend(40);
   const core::FakeClock clock(2e-3);  // each repeat "lasts" 2 ms: one call a repeat
