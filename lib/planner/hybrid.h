@@ -28,8 +28,11 @@
 //   until one is left, which then searches to the end. Where the starts were bounded, a
 //   second, smaller halving searches the best 512 bottleneck first (the first sweep tries
 //   each task's fastest strategies alone first, and every better strategy lists the moves
-//   again busiest group first); the plan is the better of the two. A time limit stops
-//   the search at any point with the best plan found so far.
+//   again busiest group first); the plan is the better of the two. Last, the winner is
+//   polished: searched once more from its best plan with joint moves no candidate makes (a
+//   group laid out alike with its training's options a step either way; a training task
+//   spread to make room for a forward pass with its options a step either way), keeping its
+//   best. A time limit stops the search at any point with the best plan found so far.
 //
 // Deterministic: the same inputs and seed give the same plan (when the time limit does not
 // bind). Constraints (budget per hour, minimum throughput) make a plan unacceptable; the
