@@ -259,6 +259,12 @@ class Search {
   // These joint moves, and those after a move (chain_exchange, settle, spread_into), stop when
   // the candidate has spent `budget` evaluations.
   double make_room(Candidate& c, std::size_t i, long long budget);
+  // Task j (a position in Candidate::tasks) at each of its strategies on `nodes` that `takes`
+  // accepts, the other tasks as they are: where one scores above `best`, it becomes `best` and
+  // the choices `best_choices`. Task j's strategy is left as it was.
+  template <typename Takes>
+  void try_choices(Candidate& c, std::size_t j, const std::vector<int>& nodes, long long budget, Takes takes,
+                   double& best, std::vector<TaskChoice>& best_choices);
   // After the group's tasks were laid out alike: each training task of the group one step
   // leaner or one step less lean in its options (ZeRO stage, recompute) on its new layout,
   // whose memory differs from the old one's; keeps the best if it beats `score` and returns
@@ -784,6 +790,11 @@ bool one_step_leaner(const cost::TrainOptions& a, const cost::TrainOptions& b) {
   return (zero == 1 && recompute == 0) || (zero == 0 && recompute == 1);
 }
 
+// Whether `a` and `b` are one step apart either way (one_step_leaner).
+bool one_step_apart(const cost::TrainOptions& a, const cost::TrainOptions& b) {
+  return one_step_leaner(a, b) || one_step_leaner(b, a);
+}
+
 // A strategy for task i that does not fit may fit with a partner in its group made leaner: for
 // a training task, a forward pass spread thinner (more GPUs a replica); for a forward pass, a
 // training task's other options on its layout (a higher ZeRO stage, recompute). Tries each
@@ -799,29 +810,37 @@ double Search::make_room(Candidate& c, std::size_t i, long long budget) {
   for (std::size_t j = 0; j < c.tasks.size(); ++j) {
     if (j == i || c.task_group[j] != c.task_group[i] || graph.tasks[c.tasks[j]].kind != partner) continue;
     const TaskChoice was = c.choices[j];
-    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
-      if (c.evaluations >= budget) break;
+    try_choices(c, j, nodes, budget, [&](const TaskChoice& choice) {
+      if (training) return choice.tp * choice.pp > was.tp * was.pp;
       // A forward pass that does not fit: a training task of its group one step leaner in
       // place, or spread over twice the GPUs (twice the TP or the stages) with its options (and
       // while polishing, with its options a step either way: the spread one holds less).
       const bool leaner = choice.tp == was.tp && choice.pp == was.pp && one_step_leaner(choice.train, was.train);
-      const bool options = choice.train == was.train ||
-                           (c.polishing && (one_step_leaner(choice.train, was.train) ||
-                                            one_step_leaner(was.train, choice.train)));
+      const bool options = choice.train == was.train || (c.polishing && one_step_apart(choice.train, was.train));
       const bool spread = options && choice.tp * choice.pp == 2 * was.tp * was.pp &&
                           (choice.tp == was.tp || choice.pp == was.pp);
-      if (training ? choice.tp * choice.pp <= was.tp * was.pp : !leaner && !spread) continue;
-      c.choices[j] = choice;
-      const double s = evaluate(c);
-      if (s > best) {
-        best = s;
-        best_choices = c.choices;
-      }
-    }
-    c.choices[j] = was;
+      return leaner || spread;
+    }, best, best_choices);
   }
   if (best != kWorst) c.choices = best_choices;
   return best;
+}
+
+template <typename Takes>
+void Search::try_choices(Candidate& c, std::size_t j, const std::vector<int>& nodes, long long budget, Takes takes,
+                         double& best, std::vector<TaskChoice>& best_choices) {
+  const TaskChoice was = c.choices[j];
+  for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
+    if (c.evaluations >= budget) break;
+    if (!takes(choice)) continue;
+    c.choices[j] = choice;
+    const double s = evaluate(c);
+    if (s > best) {
+      best = s;
+      best_choices = c.choices;
+    }
+  }
+  c.choices[j] = was;
 }
 
 double Search::retrain_options(Candidate& c, int group, double score, long long budget) {
@@ -832,20 +851,9 @@ double Search::retrain_options(Candidate& c, int group, double score, long long 
   for (std::size_t j = 0; j < c.tasks.size(); ++j) {
     if (c.task_group[j] != group || graph.tasks[c.tasks[j]].kind != workload::TaskKind::kTrain) continue;
     const TaskChoice was = c.choices[j];
-    for (const TaskChoice& choice : task_choices(model_, models_, params_.space, c.tasks[j], nodes)) {
-      if (c.evaluations >= budget) break;
-      if (choice.tp != was.tp || choice.pp != was.pp ||
-          !(one_step_leaner(choice.train, was.train) || one_step_leaner(was.train, choice.train))) {
-        continue;
-      }
-      c.choices[j] = choice;
-      const double s = evaluate(c);
-      if (s > best) {
-        best = s;
-        best_choices = c.choices;
-      }
-    }
-    c.choices[j] = was;
+    try_choices(c, j, nodes, budget, [&](const TaskChoice& choice) {
+      return choice.tp == was.tp && choice.pp == was.pp && one_step_apart(choice.train, was.train);
+    }, best, best_choices);
   }
   c.choices = best_choices;
   return best;
