@@ -30,7 +30,7 @@ ModelShape::ModelShape(const workload::ModelArch& arch)
 std::array<ModelShape::ShardGemm, 3> ModelShape::shard_layer_gemms(int tp) const {
   std::array<ShardGemm, 3> out{};
   for (std::size_t i = 0; i < layer_gemms.size(); ++i) {
-    const int shards = i == 1 ? std::min(tp, std::max(1, kv_heads)) : tp;  // 1: k and v
+    const int shards = i == kKvGemms ? std::min(tp, std::max(1, kv_heads)) : tp;
     out[i] = {2.0 * layer_gemms[i].count * layer_gemms[i].elements / shards,
               gemm_width(layer_gemms[i].elements, shards)};
   }

@@ -67,6 +67,7 @@ struct ModelShape {
     double elements = 0;
   };
   std::array<GemmShape, 3> layer_gemms{};
+  static constexpr std::size_t kKvGemms = 1;  // of layer_gemms, k and v's
   // The same on one of `tp` shards: each shape's FLOPs a token there and its width. Tensor
   // parallelism splits each weight over the shards, k and v by whole heads (past kv_heads
   // shards each holds a copy of one head's).

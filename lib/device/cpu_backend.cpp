@@ -109,8 +109,9 @@ template <int Rows>
 __attribute__((always_inline)) inline void few_rows(const float* a, const Bf16* bt, float* c, int n, int k,
                                                    bool accumulate) {
   // Weight rows read together, A's loads shared by them: as many as the vector registers hold
-  // beside the rows' sums. A decode step of a 896-wide model on one core took 15-22% less at 3
-  // to 6 rows with 4 than with 2, 11-13% less at 12 to 14 with 2 than with 1.
+  // beside the rows' sums. A decode step of a 896-wide model on one core took 17-19% less at 3
+  // to 6 rows with 4 than with 2, 18-20% less at 12 and 14 with 2 than with 1 (RESULTS.md, "The
+  // few-row GEMM's columns").
   constexpr int kColumns = Rows <= 6 ? 4 : Rows <= 8 ? 3 : 2;
   int first = 0;
   for (; first + kColumns <= n; first += kColumns) few_rows_block<Rows, kColumns>(a, bt, c, n, k, first, accumulate);

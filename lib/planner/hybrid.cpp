@@ -81,9 +81,6 @@ struct Move {
   int from = 0;
   int to = 0;
   int nodes = 1;  // how many move
-  // kUniform, kForwardsAlike while polishing (Search::polish): when the layout alone is no
-  // better, the group's training tasks' options a step either way too (retrain_options).
-  bool retrain = false;
 
   // Whether the groups' nodes or tasks change, so that the strategy moves listed no longer hold.
   bool regroups() const {
@@ -274,9 +271,10 @@ class Search {
   // joint moves that every candidate's search leaves out: each group laid out alike (all its
   // tasks, or its forward passes) with its training's options a step either way, and a
   // training task spread to make room for a forward pass with its options a step either way
-  // (make_room). In every candidate's search such moves led elsewhere: on the paper's
-  // scenarios, three plans came out 2-9% worse. Here the winner keeps its best plan, so they
-  // only add.
+  // (make_room). Made in every candidate's search, joint moves of this kind led elsewhere (with
+  // every forward pass of a group spread beside a training task's new options, 11 of the
+  // planner benchmark's 222 rows came out 0.7-9.4% worse). Here the winner keeps its best plan,
+  // so they only add.
   void polish(Candidate& c, long long budget);
   // The group's tasks laid out alike, each layout they all take tried; keeps the best if it
   // beats `score` (or, when nothing fits, `overflow`), and returns it with its overflow.
@@ -1018,7 +1016,6 @@ void Search::list_exchanges(Candidate& c) const {
       m.kind = Move::Kind::kForwardsAlike;
       m.to = g;
       m.choice = TaskChoice{tp, pp, {}};
-      m.retrain = c.polishing;
       c.moves.push_back(m);
     }
   }
@@ -1361,7 +1358,6 @@ void Search::next_sweep(Candidate& c, bool busiest) {
       m.kind = Move::Kind::kUniform;
       m.to = g;
       m.choice = TaskChoice{tp, pp, {}};
-      m.retrain = c.polishing;
       c.moves.push_back(m);
     }
   }
@@ -1701,7 +1697,10 @@ void Search::search(Candidate& c, long long budget) {
     // full recompute, where the ILP's optimum has 12 of two stages with selective recompute, and
     // the critic's forward passes at TP 1 beside its update with full recompute, where the
     // optimum has them at TP 2 PP 2 and the update with selective recompute).
-    if (m.retrain && s <= c.current) s = retrain_options(c, m.to, s, budget);
+    // Polishing (Search::polish): such a layout no better alone, with the group's training
+    // tasks' options a step either way too.
+    const bool laid_out_alike = m.kind == Move::Kind::kUniform || m.kind == Move::Kind::kForwardsAlike;
+    if (c.polishing && laid_out_alike && s <= c.current) s = retrain_options(c, m.to, s, budget);
     // Two tasks exchanged that do not fit with their own strategies: each takes the other's TP
     // and PP too (its place as it was laid out). On the paper's region network, GRPO-14B async
     // in two groups: hybrid had the reference's forward pass beside generation (TP1 PP2) and the
