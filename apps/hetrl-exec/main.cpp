@@ -169,24 +169,39 @@ void rescale_layers(plan::Replica& r, int layers, const std::string& task) {
   }
 }
 
-// Each device's memory at its most next to the cost model's need of the plan GPU it stands for
-// (under mpirun; in one process the device runs every plan GPU's replicas in turn).
+// Each device's memory at its most, by purpose, next to the cost model's need of the plan GPU it
+// stands for (under mpirun; in one process the device runs every plan GPU's replicas in turn).
 void print_memory(std::FILE* text, const exec::RunResult& run) {
-  if (run.device_peak_bytes.empty()) return;
+  if (run.devices.empty()) return;
   constexpr double kMiB = 1024.0 * 1024.0;
-  const bool predicted = run.predicted_device_bytes.size() == run.device_peak_bytes.size();
-  fmt::print(text, "\n{:<16} {:>14} {:>14} {:>10}\n", "device", "predicted MiB", "peak MiB", "ratio");
-  for (std::size_t d = 0; d < run.device_peak_bytes.size(); ++d) {
-    const double peak = run.device_peak_bytes[d] / kMiB;
-    const double need = predicted ? run.predicted_device_bytes[d] / kMiB : 0.0;
-    fmt::print(text, "{:<16} {:>14} {:>14.1f} {:>10}\n",
-               run.device_peak_bytes.size() > 1 ? fmt::format("process {}", d) : std::string("this device"),
-               predicted ? fmt::format("{:.1f}", need) : std::string("-"), peak,
-               predicted && need > 0 ? fmt::format("{:.2f}", peak / need) : std::string("-"));
+  const auto mib = [](double bytes) { return fmt::format("{:.1f}", bytes / kMiB); };
+  fmt::print(text, "\n{:<12} {:<5}", "device MiB", "");
+  for (const device::Purpose purpose : device::kAllPurposes) fmt::print(text, " {:>13}", device::purpose_name(purpose));
+  fmt::print(text, " {:>9} {:>9}\n", "total", "peak/need");
+  bool predicted = false;
+  for (std::size_t d = 0; d < run.devices.size(); ++d) {
+    const exec::DeviceMemory& memory = run.devices[d];
+    const std::string name = run.devices.size() > 1 ? fmt::format("process {}", d) : std::string("this device");
+    fmt::print(text, "{:<12} {:<5}", name, "peak");
+    for (const std::size_t bytes : memory.peak) fmt::print(text, " {:>13}", mib(static_cast<double>(bytes)));
+    const double peak = memory.peak_bytes();
+    if (!memory.predicted) {
+      fmt::print(text, " {:>9} {:>9}\n", mib(peak), "-");
+      continue;
+    }
+    predicted = true;
+    const plan::MemoryUse& need = *memory.predicted;
+    fmt::print(text, " {:>9} {:>9}\n", mib(peak), need.used() > 0 ? fmt::format("{:.2f}", peak / need.used()) : "-");
+    fmt::print(text, "{:<12} {:<5}", "", "need");
+    for (const double bytes : {need.weights, need.gradients, need.optimizer, need.activations, need.kv_cache}) {
+      fmt::print(text, " {:>13}", mib(bytes));
+    }
+    fmt::print(text, " {:>13} {:>13} {:>13} {:>9} {:>9}\n", "-", "-", "-", mib(need.used()), "");
   }
-  fmt::print(text, "(peak: the device memory allocated at its most over the run, warm-up included; predicted: the "
-                   "cost model's weights, gradients, optimizer state, activations and KV cache of the plan GPU{})\n",
-             predicted ? " the process stands for" : ", not given in one process, whose device runs every plan GPU's replicas");
+  fmt::print(text, "(peak: the device memory allocated at its most over the run, warm-up included, by what was in use "
+                   "then; need: the cost model's of the plan GPU{})\n",
+             predicted ? " the process stands for, whose activations are its largest transient need"
+                       : ", not given in one process, whose device runs every plan GPU's replicas");
 }
 
 // Each generation and training task's time by part, predicted and measured (the median over

@@ -723,12 +723,13 @@ StageMemory CostModel::stage_memory(int task, std::span<const Stage> stages, int
       if (last && lm_head_[task]) m.activations += micro * shape.vocab * 4.0 / stage.tp;
       break;
     case TaskKind::kTrain: {
-      // Mixed-precision Adam: bf16 weights (2) and gradients (2), fp32 master weights,
-      // momentum and variance (12): 16 bytes per parameter (Rajbhandari et al. 2020, ZeRO),
-      // each part sharded over the DP replicas from its ZeRO stage on.
+      // Mixed-precision Adam: bf16 weights (2), gradients (CostParams::gradient_bytes_held),
+      // fp32 master weights, momentum and variance (12): 16 or 18 bytes per parameter
+      // (Rajbhandari et al. 2020, ZeRO), each part sharded over the DP replicas from its ZeRO
+      // stage on.
       const double shards = std::max(1, dp);
       m.weights = kBf16 * params / (train.zero_stage >= 3 ? shards : 1);
-      m.gradients = kBf16 * params / (train.zero_stage >= 2 ? shards : 1);
+      m.gradients = params_.gradient_bytes_held * params / (train.zero_stage >= 2 ? shards : 1);
       m.optimizer = train.optimizer_offload ? 0.0 : kAdamState * params / (train.zero_stage >= 1 ? shards : 1);
       // Sharded weights serve no forward pass of another task: it holds its own slice.
       const bool sharded = train.zero_stage >= 3 && dp > 1;
@@ -923,7 +924,8 @@ double CostModel::least_resident_bytes(std::span<const int> tasks) const {
     const workload::Task& task = graph_.tasks[t];
     if (!task.role) continue;
     const double params = shapes_[t].total_params();
-    const double bytes = task.kind == TaskKind::kTrain ? (2 * kBf16 + kAdamState) * params : kBf16 * params;
+    const double bytes =
+        task.kind == TaskKind::kTrain ? (kBf16 + params_.gradient_bytes_held + kAdamState) * params : kBf16 * params;
     double& role = need[static_cast<std::size_t>(*task.role)];
     role = std::max(role, bytes);
   }

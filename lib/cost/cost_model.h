@@ -183,6 +183,13 @@ struct CostParams {
   // (TensorRT-LLM, 16 ms measured against 9.3 ms of GEMMs and weight streaming: 0.21 ms a
   // layer; fit split).
   double prefill_layer_overhead = 0.2e-3;
+  // Bytes a trained parameter's gradient takes on the GPU beside its bf16 weight and Adam's 12
+  // bytes of fp32 state. 2 counts FSDP's mixed precision (verl's trainers: fp32 sharded
+  // parameters and gradients and Adam's two moments, 16 bytes a parameter, the bf16 weights
+  // gathered for a layer's compute only) as 2 + 2 + 12; trainers that keep fp32 gradients
+  // beside bf16 weights and an fp32 master copy (Megatron's main gradients, hetrl-exec's) hold
+  // 4: 18 bytes a parameter (Megatron Core's distributed optimizer guide).
+  double gradient_bytes_held = 2;
   // Bytes the Adam step reads and writes per parameter: fp32 master, momentum and variance
   // read and written (24), fp32 gradient read (4), bf16 weight written (2).
   double adam_bytes_per_param = 30;
@@ -532,7 +539,8 @@ class CostModel {
 
   // The least memory the roles of `tasks` keep resident on all their GPUs together, whatever
   // their layout: per role, the largest of its tasks' weights in bf16, or 16 bytes a parameter
-  // (weights, gradients and Adam state, sharded as thin as ZeRO-3 allows) for training. A
+  // (weights, gradients and Adam state; 18 with fp32 gradients held, CostParams::
+  // gradient_bytes_held) for training. A
   // bound for the planners' space, where the optimizer stays on the GPU.
   double least_resident_bytes(std::span<const int> tasks) const;
 

@@ -4,6 +4,20 @@
 
 namespace hetrl::device {
 
+const char* purpose_name(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::kWeights: return "weights";
+    case Purpose::kGradients: return "gradients";
+    case Purpose::kOptimizer: return "optimizer";
+    case Purpose::kActivations: return "activations";
+    case Purpose::kKvCache: return "kv_cache";
+    case Purpose::kWorkspace: return "workspace";
+    case Purpose::kCommunication: return "communication";
+    case Purpose::kOther: return "other";
+  }
+  return "other";
+}
+
 std::vector<std::string> built_backends() {
 #if defined(HETRL_HAVE_CUDA)
   return {"cpu", "cuda"};

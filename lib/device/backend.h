@@ -11,11 +11,14 @@
 // DeviceError with what failed.
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "device/kernels.h"
@@ -94,19 +97,63 @@ struct Block {
 };
 inline Block whole(std::size_t count) { return {1, count, count, 0, 0}; }
 
+// What an allocation holds, as a training framework's memory report names it: the device's
+// memory in use is counted by purpose, so that a run's peak can be set beside the cost model's
+// need term by term. Workspace is what a model keeps between its steps for reuse (step inputs,
+// a layer's scratch, logits); communication, a collective's staging buffers.
+enum class Purpose : std::uint8_t {
+  kWeights,
+  kGradients,
+  kOptimizer,
+  kActivations,
+  kKvCache,
+  kWorkspace,
+  kCommunication,
+  kOther,
+};
+inline constexpr std::size_t kPurposes = 8;
+inline constexpr std::array<Purpose, kPurposes> kAllPurposes{
+    Purpose::kWeights,  Purpose::kGradients, Purpose::kOptimizer,     Purpose::kActivations,
+    Purpose::kKvCache,  Purpose::kWorkspace, Purpose::kCommunication, Purpose::kOther};
+// "weights", "gradients", "optimizer", "activations", "kv_cache", "workspace", "communication",
+// "other": the keys of hetrl.execreport's breakdowns.
+const char* purpose_name(Purpose purpose);
+// Bytes by purpose, indexed by the enum's value.
+using MemoryByPurpose = std::array<std::size_t, kPurposes>;
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual const DeviceInfo& info() const = 0;
 
+  // Device memory for `purpose` (Buffer's constructor calls this); allocate alone counts its
+  // block as Purpose::kOther.
+  void* allocate_for(Purpose purpose, std::size_t bytes) {
+    const Purpose was = pending_;
+    pending_ = purpose;
+    try {
+      void* p = allocate(bytes);
+      pending_ = was;
+      return p;
+    } catch (...) {
+      pending_ = was;
+      throw;
+    }
+  }
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void release(void* p) noexcept = 0;
   // The bytes of device memory allocated and not yet released (as the backend rounds them up;
   // blocks its allocator keeps for reuse are not in use), and the most there have been since the
-  // backend was made or reset_memory_peak last ran: a framework's max_memory_allocated.
+  // backend was made or reset_memory_peak last ran: a framework's max_memory_allocated. Each
+  // also by purpose: the peak's is what was in use for each at the moment of the peak.
   std::size_t memory_in_use() const { return in_use_; }
   std::size_t memory_peak() const { return peak_; }
-  void reset_memory_peak() { peak_ = in_use_; }
+  const MemoryByPurpose& memory_in_use_by_purpose() const { return by_purpose_; }
+  const MemoryByPurpose& memory_peak_by_purpose() const { return peak_by_purpose_; }
+  void reset_memory_peak() {
+    peak_ = in_use_;
+    peak_by_purpose_ = by_purpose_;
+  }
   virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* device, std::size_t bytes) = 0;
   virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
@@ -189,16 +236,31 @@ class Backend {
   virtual double sum_squares(const float* x, std::size_t count) = 0;
 
  protected:
-  // Each backend's allocate and release report the bytes they hand out and take back.
-  void count_allocated(std::size_t bytes) {
+  // Each backend's allocate and release report the blocks they hand out and take back, with
+  // their bytes as the backend rounds them (a block's purpose is the allocate call's).
+  void count_allocated(const void* p, std::size_t bytes) {
+    purposes_[p] = pending_;
     in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
+    by_purpose_[static_cast<std::size_t>(pending_)] += bytes;
+    if (in_use_ > peak_) {
+      peak_ = in_use_;
+      peak_by_purpose_ = by_purpose_;
+    }
   }
-  void count_released(std::size_t bytes) { in_use_ -= bytes; }
+  void count_released(const void* p, std::size_t bytes) noexcept {
+    in_use_ -= bytes;
+    const auto it = purposes_.find(p);
+    if (it == purposes_.end()) return;
+    by_purpose_[static_cast<std::size_t>(it->second)] -= bytes;
+    purposes_.erase(it);
+  }
 
  private:
   std::size_t in_use_ = 0;
   std::size_t peak_ = 0;
+  MemoryByPurpose by_purpose_{}, peak_by_purpose_{};
+  std::unordered_map<const void*, Purpose> purposes_;  // each block handed out
+  Purpose pending_ = Purpose::kOther;                   // the purpose of the allocate under way
 };
 
 // A device allocation released with its owner, or a view of part of another that it does not
@@ -206,7 +268,8 @@ class Backend {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Backend& backend, std::size_t bytes) : backend_(&backend), data_(backend.allocate(bytes)), bytes_(bytes) {}
+  Buffer(Backend& backend, std::size_t bytes, Purpose purpose = Purpose::kOther)
+      : backend_(&backend), data_(backend.allocate_for(purpose, bytes)), bytes_(bytes) {}
   static Buffer view(void* data, std::size_t bytes) {
     Buffer out;
     out.data_ = data;
@@ -250,8 +313,8 @@ class Buffer {
 // it is allocated, so the first collective or kernel into it does not fault its pages in (on
 // the cpu backend a first touch runs near 0.7 GB/s on a VM: a 150 MB all-gather's first call
 // took 3 s).
-inline Buffer zeros(Backend& backend, std::size_t bytes) {
-  Buffer out(backend, bytes);
+inline Buffer zeros(Backend& backend, std::size_t bytes, Purpose purpose = Purpose::kOther) {
+  Buffer out(backend, bytes, purpose);
   backend.fill_zero(out.data(), bytes);
   return out;
 }

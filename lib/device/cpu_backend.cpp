@@ -238,7 +238,7 @@ class CpuBackend final : public Backend {
     if (block == live_.end()) return;  // not ours (null, or released already)
     const std::size_t bytes = block->second;
     live_.erase(block);
-    count_released(bytes);
+    count_released(p, bytes);
     if (bytes < kCachedFrom || static_cast<double>(cached_bytes_ + bytes) > info_.memory / 4) {
       std::free(p);
       return;
@@ -661,7 +661,7 @@ class CpuBackend final : public Backend {
 
   void hand_out(void* p, std::size_t bytes) {
     live_[p] = bytes;
-    count_allocated(bytes);
+    count_allocated(p, bytes);
   }
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;

@@ -511,7 +511,7 @@ class CudaBackend final : public Backend {
       void* p = it->second.back();
       it->second.pop_back();
       in_use_.emplace(p, size);
-      count_allocated(size);
+      count_allocated(p, size);
       return p;
     }
     void* p = nullptr;
@@ -524,13 +524,13 @@ class CudaBackend final : public Backend {
     }
     check(status, "cudaMalloc");
     in_use_.emplace(p, size);
-    count_allocated(size);
+    count_allocated(p, size);
     return p;
   }
   void release(void* p) noexcept override {
     const auto it = in_use_.find(p);
     if (it == in_use_.end()) return;
-    count_released(it->second);
+    count_released(p, it->second);
     cached_[it->second].push_back(p);
     in_use_.erase(it);
   }

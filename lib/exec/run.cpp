@@ -88,7 +88,7 @@ class PipeLink {
       return;
     }
     const std::size_t bytes = count * device::dtype_bytes(t);
-    if (held_.bytes() < bytes) held_ = device::Buffer(b_, bytes);
+    if (held_.bytes() < bytes) held_ = device::Buffer(b_, bytes, device::Purpose::kCommunication);
     b_.copy(held_.data(), data, bytes);
     type_ = t;
     count_ = count;
@@ -165,9 +165,9 @@ class Runner {
           model_for(*t.role, layout(task, r));
         }
       }
-      // Under mpirun every process holds a copy of each trained role's weights, which the
-      // training's broadcasts keep new.
-      if (multi() && t.kind == TaskKind::kTrain) model_for(*t.role, source_layout(*t.role));
+      // Under mpirun the processes that need one hold a copy of a trained role's weights,
+      // which the training's broadcasts or posts keep new.
+      if (t.kind == TaskKind::kTrain && keeps_copy(*t.role)) model_for(*t.role, source_layout(*t.role));
     }
     // The initial weights' pieces for the first iteration's weight sync from another group.
     if (multi() && sync_apart_) post_sync_pieces(-1);
@@ -193,6 +193,10 @@ class Runner {
         run_task(iteration, task, m);
         b_.synchronize();
         out.end = now();
+        // What the task's models worked in goes with it, as on a framework's GPU.
+        for (auto* held : {&models_, &rollouts_}) {
+          for (auto& [key, model] : *held) model->release_workspace();
+        }
         hand_on(iteration, task);
       }
       if (score_task_ >= 0 && holds(score_task_)) {
@@ -238,21 +242,22 @@ class Runner {
   // process's plan GPU (processes are the plan's GPUs group by group, as place_on_ranks ranks
   // them).
   void gather_memory() {
-    const double mine = static_cast<double>(b_.memory_peak());
+    const device::MemoryByPurpose& mine = b_.memory_peak_by_purpose();
     if (!multi()) {
-      result_.device_peak_bytes = {mine};
+      result_.devices = {DeviceMemory{mine, std::nullopt}};
       return;
     }
-    result_.device_peak_bytes.assign(static_cast<std::size_t>(comm_->size()), 0.0);
+    result_.devices.assign(static_cast<std::size_t>(comm_->size()), DeviceMemory{});
     for (int r = 0; r < comm_->size(); ++r) {
-      double peak = r == rank_ ? mine : 0.0;
-      world().broadcast_host(&peak, sizeof peak, r);
-      result_.device_peak_bytes[static_cast<std::size_t>(r)] = peak;
+      device::MemoryByPurpose peak = r == rank_ ? mine : device::MemoryByPurpose{};
+      world().broadcast_host(peak.data(), sizeof peak, r);
+      result_.devices[static_cast<std::size_t>(r)].peak = peak;
     }
     if (!prediction_.feasible) return;
+    std::size_t rank = 0;
     for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
       for (const plan::MemoryUse& use : evaluator_.gpu_memory(static_cast<int>(g))) {
-        result_.predicted_device_bytes.push_back(use.used());
+        if (rank < result_.devices.size()) result_.devices[rank++].predicted = use;
       }
     }
   }
@@ -540,26 +545,44 @@ class Runner {
     return l;
   }
 
-  // Each tensor of a trained role's copy (its training's layout, every shard) with the process
-  // of the training's first replica holding it: a shard's tensor ("name/j") shard j's, a whole
-  // one shard 0's; a layer's the stage's holding it, the embedding the first's, the final norm
-  // and the head the last's.
-  std::vector<std::pair<Transformer::Tensor, int>> owned_tensors(Role role) {
+  // Whether this process keeps a copy of a trained role's weights in its training's layout
+  // (source_layout), from which its models of the role in other layouts load: where a forward
+  // pass in the training's group runs another layout than the training's (share_weights
+  // broadcasts to every process of the group), and in each other group that scores with the
+  // role (fresh_weights takes what the training posted). Elsewhere none is kept: a GPU holds
+  // only the layouts its tasks run in, as the cost model counts it.
+  bool keeps_copy(Role role) const {
+    const int i = role_index(role);
+    if (!multi() || !trainer_task_.contains(i)) return false;
+    if (task_group_[static_cast<std::size_t>(trainer_task_.at(i))] == group_) return copied_[static_cast<std::size_t>(i)];
+    const std::vector<int> readers = weight_readers(role);
+    return std::find(readers.begin(), readers.end(), rank_) != readers.end();
+  }
+  // The process of the training's first replica that holds a trained role's tensor `name` (as
+  // a model names it): a shard's tensor ("name/j") shard j's, a whole one shard 0's; a layer's
+  // the stage's holding it, the embedding the first's, the final norm and the head the last's.
+  int owner_of(Role role, const std::string& name) const {
     const int task = trainer_task_.at(role_index(role));
     const ReplicaRanks& owners = ranks_.at(task).front();
-    const std::vector<Transformer::Layers> spans = layer_spans(task, 0);
+    const std::size_t slash = name.rfind('/');
+    const int shard = slash == std::string::npos ? 0 : std::stoi(name.substr(slash + 1));
+    std::size_t stage = name == "embedding" ? 0 : owners.size() - 1;
+    if (name.rfind("layer.", 0) == 0) {
+      const int layer = std::stoi(name.substr(6));
+      const std::vector<Transformer::Layers> spans = layer_spans(task, 0);
+      for (std::size_t g = 0; g < spans.size(); ++g) {
+        if (layer >= spans[g].first && layer < spans[g].first + spans[g].count) stage = g;
+      }
+    }
+    return owners.at(stage).at(static_cast<std::size_t>(shard));
+  }
+  // Each tensor of a trained role's copy here (keeps_copy: its training's layout, every shard)
+  // with its owner.
+  std::vector<std::pair<Transformer::Tensor, int>> owned_tensors(Role role) {
+    if (!keeps_copy(role)) throw std::logic_error("run: no copy of a trained role's weights here");
     std::vector<std::pair<Transformer::Tensor, int>> out;
     for (const Transformer::Tensor& p : model_for(role, source_layout(role)).parameters()) {
-      const std::size_t slash = p.name.rfind('/');
-      const int shard = slash == std::string::npos ? 0 : std::stoi(p.name.substr(slash + 1));
-      std::size_t stage = p.name == "embedding" ? 0 : owners.size() - 1;
-      if (p.name.rfind("layer.", 0) == 0) {
-        const int layer = std::stoi(p.name.substr(6));
-        for (std::size_t g = 0; g < spans.size(); ++g) {
-          if (layer >= spans[g].first && layer < spans[g].first + spans[g].count) stage = g;
-        }
-      }
-      out.emplace_back(p, owners.at(stage).at(static_cast<std::size_t>(shard)));
+      out.emplace_back(p, owner_of(role, p.name));
     }
     return out;
   }
@@ -632,12 +655,14 @@ class Runner {
   void hand_on_trained(int iteration, Role role) {
     const int i = role_index(role);
     const std::vector<int> readers = multi() ? weight_readers(role) : std::vector<int>{};
-    if (!readers.empty() && iteration + 1 < settings_.iterations) {
-      const std::map<std::string, Transformer::Tensor> trained = trained_tensors(role);
-      for (const auto& [p, owner] : owned_tensors(role)) {
-        if (owner != rank_) continue;
+    // The tensors this process owns, from its training model in the copy's order (a shard's
+    // tensors by layer as in the copy), which is how the readers take them.
+    if (!readers.empty() && iteration + 1 < settings_.iterations &&
+        where(ranks_.at(trainer_task_.at(i)).front()).stage >= 0) {
+      for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) {
+        if (owner_of(role, p.name) != rank_) continue;
         std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
-        b_.download(bytes.data(), trained.at(p.name).buffer->data(), bytes.size());
+        b_.download(bytes.data(), p.buffer->data(), bytes.size());
         for (const int q : readers) world().post(bytes, q, tag(iteration, trainer_task_.at(i), Carries::kWeights));
       }
     }
@@ -1079,7 +1104,11 @@ class Runner {
   // (the reshard, untimed: the schedule prices the weights' transfer apart from the task).
   Transformer& model_for(Role role, const Layout& l) {
     const int i = role_index(role);
-    const ModelKey k = key(i, l);
+    // A replica on this process alone in the training's TP, other than a training replica, is
+    // the copy's layout: it reads the copy itself rather than a second one.
+    const bool as_copy = keeps_copy(role) && l.comm == nullptr && l.pipe == nullptr && l.tp == trainer_tp_[i] &&
+                         key(i, l) != key(i, trainer_layout(role));
+    const ModelKey k = key(i, as_copy ? source_layout(role) : l);
     std::unique_ptr<Transformer>& m = models_[k];
     if (!m) m = make(role, l);
     int& held = held_[k];
@@ -1153,7 +1182,7 @@ class Runner {
         pipe->send(DType::kF32, gradient, count, last);
         pipe->recv(DType::kF32, gradient, count, last);
       } else {
-        device::Buffer first(*b, count * sizeof(float));
+        device::Buffer first(*b, count * sizeof(float), device::Purpose::kCommunication);
         pipe->recv(DType::kF32, first.data(), count, 0);
         b->add(DType::kF32, gradient, first.data(), count);
         pipe->send(DType::kF32, gradient, count, 0);
@@ -1535,7 +1564,7 @@ class Runner {
     device::Buffer scratch;  // the gradients in the reduce type, where it is not fp32
     device::Buffer meeting;
     if (data_parallel) {
-      meeting = device::Buffer(b_, sizeof(float));
+      meeting = device::Buffer(b_, sizeof(float), device::Purpose::kCommunication);
       const float nothing = 0;
       b_.upload(meeting.data(), &nothing, sizeof nothing);
     }
@@ -1854,12 +1883,17 @@ std::vector<PipelineStep> one_f_one_b(int stages, int stage, int micro_batches) 
   return out;
 }
 
+double DeviceMemory::peak_bytes() const {
+  return static_cast<double>(std::accumulate(peak.begin(), peak.end(), std::size_t{0}));
+}
+
 cost::CostParams executor_cost_params() {
   cost::CostParams params;
   params.vocab_parallel = false;
   params.sequence_parallel = false;  // a shard's norms and residual adds run over every token
   params.head_recompute = true;  // Transformer's backward computes the logits again, chunk by chunk
   params.zero3_prefetch = false;  // a unit's gathers run in line before its compute
+  params.gradient_bytes_held = 4;  // fp32 gradients beside the weights and the fp32 master copy
   // Generation holds its weights, its KV cache and its step's activations, no engine's reserve
   // (CUDA graphs, NCCL's and a sampler's buffers).
   params.engine_reserve = 0;

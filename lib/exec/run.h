@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "device/backend.h"
 #include "device/comm.h"
 #include "exec/rl.h"
+#include "plan/evaluate.h"
 #include "plan/plan.h"
 
 namespace hetrl::exec {
@@ -105,19 +107,27 @@ struct IterationMeasurement {
   double start = 0, end = 0, period = 0;
 };
 
+// A device's memory over a run: what was in use at its peak, by purpose, beside the cost model's
+// need of the plan GPU the device stands for.
+struct DeviceMemory {
+  // At the moment of the device's peak (device::Backend::memory_peak_by_purpose): the weights
+  // include ZeRO-3's gathered units; activations are a training pass's saved tensors; workspace
+  // what the models keep for reuse between steps.
+  device::MemoryByPurpose peak{};
+  // Under mpirun, the cost model's need (plan::Evaluator::gpu_memory): none in one process, whose
+  // device runs every plan GPU's replicas in turn.
+  std::optional<plan::MemoryUse> predicted;
+  double peak_bytes() const;  // the sum of peak: device::Backend::memory_peak
+};
+
 struct RunResult {
   std::vector<IterationMeasurement> iterations;
   std::size_t parameter_bytes = 0;  // of every model held
   // The tensor-parallel all-reduces were timed on the host (transformer.h, TensorParallel::
   // timed): under mpirun on the MPI transport.
   bool collectives_timed = false;
-  // Each process's device memory at its most over the run (device::Backend::memory_peak), by
-  // rank (one entry in one process).
-  std::vector<double> device_peak_bytes;
-  // Under mpirun, the cost model's need of the plan GPU each process stands for, by rank (its
-  // weights, gradients, optimizer state, activations and KV cache: plan::MemoryUse::used); empty
-  // in one process, whose device runs every plan GPU's replicas in turn.
-  std::vector<double> predicted_device_bytes;
+  // Each process's device memory at its most over the run, by rank (one entry in one process).
+  std::vector<DeviceMemory> devices;
 };
 
 // The cost model's parameters for what run_plan executes: its defaults, but a tensor-parallel

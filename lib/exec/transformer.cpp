@@ -13,6 +13,7 @@ namespace hetrl::exec {
 
 using device::Buffer;
 using device::DType;
+using device::Purpose;
 
 workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale) {
   workload::ModelArch s = arch;
@@ -170,6 +171,11 @@ Transformer::Transformer(device::Backend& backend, const workload::ModelArch& ar
 }
 
 std::size_t Transformer::parameter_bytes() const { return parameter_bytes_; }
+
+void Transformer::release_workspace() {
+  workspace_.clear();
+  spare_.clear();
+}
 
 std::string Transformer::shard_name(const std::string& name, const ShardShape& shard) const {
   return options_.tp.size > 1 ? fmt::format("{}/{}", name, shard.index) : name;
@@ -427,14 +433,14 @@ std::uint64_t Transformer::next_seed() {
 Buffer Transformer::make_weight(std::size_t count, float bound) { return make_block(device::whole(count), bound, next_seed()); }
 
 Buffer Transformer::make_block(const device::Block& block, float bound, std::uint64_t seed) {
-  Buffer w(b_, block.count() * device::dtype_bytes(options_.dtype));
+  Buffer w(b_, block.count() * device::dtype_bytes(options_.dtype), Purpose::kWeights);
   b_.fill_uniform(options_.dtype, w.data(), block, -bound, bound, seed);
   parameter_bytes_ += w.bytes();
   return w;
 }
 
 Buffer Transformer::make_constant(std::size_t count, float value) {
-  Buffer w(b_, count * device::dtype_bytes(options_.dtype));
+  Buffer w(b_, count * device::dtype_bytes(options_.dtype), Purpose::kWeights);
   b_.fill_value(options_.dtype, w.data(), count, value);
   parameter_bytes_ += w.bytes();
   return w;
@@ -444,7 +450,7 @@ Buffer& Transformer::scratch(const std::string& name, std::size_t bytes) {
   Buffer& buffer = workspace_[name];
   if (buffer.bytes() < bytes) {
     buffer = Buffer();  // released before the larger one is taken
-    buffer = Buffer(b_, bytes);
+    buffer = Buffer(b_, bytes, Purpose::kWorkspace);
   }
   return buffer;
 }
@@ -487,8 +493,8 @@ Transformer::Cache Transformer::make_cache(int slots, int capacity) {
       const std::size_t bytes = static_cast<std::size_t>(slots) * static_cast<std::size_t>(capacity) *
                                 static_cast<std::size_t>(sh.kv_heads) * static_cast<std::size_t>(arch_.head_dim) *
                                 device::dtype_bytes(options_.dtype);
-      cache.k.emplace_back(b_, bytes);
-      cache.v.emplace_back(b_, bytes);
+      cache.k.emplace_back(b_, bytes, Purpose::kKvCache);
+      cache.v.emplace_back(b_, bytes, Purpose::kKvCache);
     }
   }
   return cache;
@@ -518,7 +524,7 @@ const Buffer& Transformer::run_layers(const Step& step, Pass* pass) {
     if (!save) return scratch(name, bytes);
     if (saved.bytes() < bytes) {
       saved = Buffer();
-      saved = Buffer(b_, bytes);
+      saved = Buffer(b_, bytes, Purpose::kActivations);
     }
     return saved;
   };
@@ -827,7 +833,7 @@ Buffer& Transformer::grad(const std::string& name) {
   if (!o.grad.data()) {
     const std::size_t count = parameter_elements(name);
     if (count == 0) throw std::logic_error("transformer: no parameter " + name);
-    o.grad = device::zeros(b_, count * sizeof(float));
+    o.grad = device::zeros(b_, count * sizeof(float), Purpose::kGradients);
   }
   return o.grad;
 }
@@ -1125,9 +1131,9 @@ void Transformer::update(const device::AdamW& options, Stretch stretch) {
     if (moments == opt.moments.end()) {
       Moments m;
       m.first = first;
-      m.master = Buffer(b_, count * sizeof(float));
-      m.m = Buffer(b_, count * sizeof(float));
-      m.v = Buffer(b_, count * sizeof(float));
+      m.master = Buffer(b_, count * sizeof(float), Purpose::kOptimizer);
+      m.m = Buffer(b_, count * sizeof(float), Purpose::kOptimizer);
+      m.v = Buffer(b_, count * sizeof(float), Purpose::kOptimizer);
       b_.cast(options_.dtype, static_cast<const char*>(p.buffer->data()) + first * e, DType::kF32, m.master.data(), count);
       b_.fill_zero(m.m.data(), m.m.bytes());
       b_.fill_zero(m.v.data(), m.v.bytes());
@@ -1189,10 +1195,10 @@ namespace {
 // its size differs, which takes each tensor's contents before the one they were views of goes;
 // a tensor with none gets zeros.
 template <typename Place>
-void* into_flat(device::Backend& b, device::Buffer& flat, std::size_t bytes, std::size_t element,
+void* into_flat(device::Backend& b, device::Buffer& flat, std::size_t bytes, std::size_t element, Purpose purpose,
                 const std::vector<Transformer::Tensor>& tensors, Place buffer) {
   Buffer fresh;
-  if (flat.bytes() != bytes) fresh = device::zeros(b, bytes);
+  if (flat.bytes() != bytes) fresh = device::zeros(b, bytes, purpose);
   auto* start = static_cast<std::byte*>((fresh.data() ? fresh : flat).data());
   std::size_t at = 0;
   for (const Transformer::Tensor& p : tensors) {
@@ -1218,7 +1224,7 @@ void* into_flat(device::Backend& b, device::Buffer& flat, std::size_t bytes, std
 float* Transformer::flat_gradients(std::size_t elements) {
   check_whole("flat_gradients");
   if (elements < parameter_count()) throw std::logic_error("transformer: a flat gradient shorter than the parameters");
-  return static_cast<float*>(into_flat(b_, flat_gradients_, elements * sizeof(float), sizeof(float), parameters(),
+  return static_cast<float*>(into_flat(b_, flat_gradients_, elements * sizeof(float), sizeof(float), Purpose::kGradients, parameters(),
                                        [&](const Tensor& p) -> Buffer& { return optimizer_[p.name].grad; }));
 }
 
@@ -1226,7 +1232,7 @@ void* Transformer::flat_weights(std::size_t elements) {
   check_whole("flat_weights");
   if (elements < parameter_count()) throw std::logic_error("transformer: a flat weight buffer shorter than the parameters");
   const std::size_t e = device::dtype_bytes(options_.dtype);
-  return into_flat(b_, flat_weights_, elements * e, e, parameters(), [](const Tensor& p) -> Buffer& { return *p.buffer; });
+  return into_flat(b_, flat_weights_, elements * e, e, Purpose::kWeights, parameters(), [](const Tensor& p) -> Buffer& { return *p.buffer; });
 }
 
 void Transformer::reduce_gradients(const std::function<void(float* data, std::size_t count)>& sum) {

@@ -17,7 +17,7 @@
 // another layout). The model may be one tensor-parallel split of several (TensorParallel),
 // its shards here or over processes. Activations live in a workspace (and, for a training
 // forward, in per-layer buffers) that grow to the largest step and are reused, so
-// steady-state steps allocate nothing.
+// steady-state steps allocate nothing, until release_workspace gives them back.
 
 #include <cstdint>
 #include <deque>
@@ -126,6 +126,11 @@ class Transformer {
   // The activations' tensor-parallel all-reduces so far, where they are timed (null: not).
   const CollectiveTime* collective_time() const { return options_.tp.timed ? &collective_time_ : nullptr; }
   std::size_t parameter_bytes() const;
+  // Gives back the workspace and the finished training passes' buffers (to the backend, whose
+  // allocator keeps large blocks for reuse): what a task leaves behind when it ends, as a
+  // framework's temporaries go with their step, so that a GPU's models do not each hold theirs
+  // through the other tasks' turns. A training forward's pass awaiting its backward stays.
+  void release_workspace();
 
   // Every parameter tensor this process holds, by name ("embedding", "layer.3.wq",
   // "final_norm", "head"; the matrices [out][in]; a tensor-parallel shard's slice with its

@@ -12,6 +12,7 @@ namespace hetrl::exec {
 
 using device::Buffer;
 using device::DType;
+using device::Purpose;
 
 
 void Transformer::check_whole(const char* what) const {
@@ -28,7 +29,7 @@ std::pair<Transformer::Unit*, const Transformer::UnitTensor*> Transformer::unit_
 }
 
 float* Transformer::unit_gradients(Unit& unit) {
-  if (!unit.grads.data()) unit.grads = device::zeros(b_, whole_count(unit) * sizeof(float));
+  if (!unit.grads.data()) unit.grads = device::zeros(b_, whole_count(unit) * sizeof(float), Purpose::kGradients);
   return unit.grads.as<float>();
 }
 
@@ -75,16 +76,16 @@ void Transformer::shard_weights(const WeightSharding& sharding) {
     std::size_t largest = 0;
     for (Unit& unit : units_) {
       unit.chunk = (unit.count + static_cast<std::size_t>(sharding_.size) - 1) / static_cast<std::size_t>(sharding_.size);
-      unit.own = device::zeros(b_, unit.chunk * e);
-      unit.own_grad = device::zeros(b_, unit.chunk * sizeof(float));
+      unit.own = device::zeros(b_, unit.chunk * e, Purpose::kWeights);
+      unit.own_grad = device::zeros(b_, unit.chunk * sizeof(float), Purpose::kGradients);
       largest = std::max(largest, unit.chunk);
     }
     const std::size_t all = largest * static_cast<std::size_t>(sharding_.size);
     if (sharding_.reduce != DType::kF32) {
-      mine_ = Buffer(b_, largest * sizeof(float));
+      mine_ = Buffer(b_, largest * sizeof(float), Purpose::kCommunication);
       const std::size_t r = device::dtype_bytes(sharding_.reduce);
-      sent_ = Buffer(b_, all * r);
-      received_ = Buffer(b_, largest * r);
+      sent_ = Buffer(b_, all * r, Purpose::kCommunication);
+      received_ = Buffer(b_, largest * r, Purpose::kCommunication);
     }
   }
   // Each unit keeps its own stretch of the weights, whole until now, and frees them.
@@ -130,7 +131,7 @@ void Transformer::gather_unit(int u) {
   const std::size_t e = device::dtype_bytes(options_.dtype);
   timed_call(sharding_time_, sharding_.timed, [&] {
     // Gathered into one buffer of the unit's, its tensors views of it (FSDP's flat parameter).
-    unit.whole = Buffer(b_, whole_count(unit) * e);
+    unit.whole = Buffer(b_, whole_count(unit) * e, Purpose::kWeights);
     sharding_.all_gather(options_.dtype, unit.own.data(), unit.whole.data(), unit.chunk);
     for (const UnitTensor& t : unit.tensors) {
       *t.buffer = Buffer::view(unit.whole.as<std::byte>() + t.at * e, t.count * e);
@@ -213,9 +214,9 @@ void Transformer::update_shards(const device::AdamW& options) {
     const std::size_t count = own_count(unit);
     if (count == 0) continue;
     if (!unit.master.data()) {
-      unit.master = Buffer(b_, unit.chunk * sizeof(float));
-      unit.m = Buffer(b_, unit.chunk * sizeof(float));
-      unit.v = Buffer(b_, unit.chunk * sizeof(float));
+      unit.master = Buffer(b_, unit.chunk * sizeof(float), Purpose::kOptimizer);
+      unit.m = Buffer(b_, unit.chunk * sizeof(float), Purpose::kOptimizer);
+      unit.v = Buffer(b_, unit.chunk * sizeof(float), Purpose::kOptimizer);
       b_.cast(options_.dtype, unit.own.data(), DType::kF32, unit.master.data(), count);
       b_.fill_zero(unit.m.data(), unit.m.bytes());
       b_.fill_zero(unit.v.data(), unit.v.bytes());

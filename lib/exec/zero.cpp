@@ -23,8 +23,8 @@ void ShardedOptimizer::reduce_scatter_gradients() {
   }
   const std::size_t e = device::dtype_bytes(reduce_);
   if (!sent_.data()) {
-    sent_ = device::zeros(b_, whole() * e);
-    received_ = device::zeros(b_, chunk_ * e);
+    sent_ = device::zeros(b_, whole() * e, device::Purpose::kCommunication);
+    received_ = device::zeros(b_, chunk_ * e, device::Purpose::kCommunication);
   }
   b_.cast(device::DType::kF32, flat, reduce_, sent_.data(), whole());
   group_.reduce_scatter(reduce_, sent_.data(), received_.data(), chunk_);
@@ -52,7 +52,7 @@ void all_reduce_gradients(device::Backend& backend, device::Communicator& comm, 
     return;
   }
   const std::size_t bytes = count * device::dtype_bytes(type);
-  if (scratch.bytes() < bytes) scratch = device::Buffer(backend, bytes);
+  if (scratch.bytes() < bytes) scratch = device::Buffer(backend, bytes, device::Purpose::kCommunication);
   backend.cast(device::DType::kF32, data, type, scratch.data(), count);
   device::all_reduce_in_buckets(comm, type, scratch.data(), count, bucket);
   backend.cast(type, scratch.data(), device::DType::kF32, data, count);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -50,12 +51,24 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
   }
   out["models"] = std::move(models);
   out["parameter_bytes"] = run.parameter_bytes;
-  // Per device (a process under mpirun), its memory at its most and, where one process stands for
-  // one plan GPU, the cost model's need of that GPU.
+  // Per device (a process under mpirun), its memory at its most, what was in use for each purpose
+  // then and, where one process stands for one plan GPU, the cost model's need of that GPU by term.
   OrderedJson devices = OrderedJson::array();
-  for (std::size_t d = 0; d < run.device_peak_bytes.size(); ++d) {
-    OrderedJson device = {{"peak_bytes", std::llround(run.device_peak_bytes[d])}};
-    if (d < run.predicted_device_bytes.size()) device["predicted_bytes"] = std::llround(run.predicted_device_bytes[d]);
+  for (const exec::DeviceMemory& memory : run.devices) {
+    OrderedJson device = {{"peak_bytes", std::llround(memory.peak_bytes())}};
+    OrderedJson at_peak = OrderedJson::object();
+    for (const device::Purpose purpose : device::kAllPurposes) {
+      at_peak[device::purpose_name(purpose)] = memory.peak[static_cast<std::size_t>(purpose)];
+    }
+    device["peak_by_purpose"] = std::move(at_peak);
+    if (const std::optional<plan::MemoryUse>& need = memory.predicted) {
+      device["predicted_bytes"] = std::llround(need->used());
+      device["predicted_by_purpose"] = {{"weights", std::llround(need->weights)},
+                                        {"gradients", std::llround(need->gradients)},
+                                        {"optimizer", std::llround(need->optimizer)},
+                                        {"activations", std::llround(need->activations)},
+                                        {"kv_cache", std::llround(need->kv_cache)}};
+    }
     devices.push_back(std::move(device));
   }
   out["devices"] = std::move(devices);

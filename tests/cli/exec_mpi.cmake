@@ -250,6 +250,45 @@ set(PPO3 --cluster ${DATA}/exec_cluster4.json --plan ${DATA}/plan_exec_ppo_group
     --vocab 512 --backend cpu --iterations 3 --warmup 0 --seed 5 --dtype fp32 --learning-rate 0.01)
 alone_and_over(exec_ppo3 4 "PPO over three groups" ${PPO3} --workload ${DATA}/exec_ppo.json)
 alone_and_over(exec_ppo3_async 4 "async PPO over three groups" ${PPO3} --workload ${DATA}/exec_ppo_async.json)
+# The same plan in bf16 (the cost model's weights): each process's memory at its peak by purpose
+# adds up to the peak; on processes 1 to 3 the weights, gradients and optimizer state there are
+# the cost model's need of its plan GPU (within 2%: norms and biases), so that no process holds
+# a copy of a trained role that no task of its reads (the scoring group's reads its copy; the
+# training group, whose tasks all run in the training's layout, keeps none) and the gradients
+# are held in fp32. (Process 0 holds the actor twice, generation's engine and the scoring's
+# copy, where the cost model lets an untrained role's two share one.)
+file(REMOVE ${OUT}/exec_ppo3_bf16.json)
+run(${MPI} 4 ${EXEC} --cluster ${DATA}/exec_cluster4.json --plan ${DATA}/plan_exec_ppo_groups.json --layers 1
+    --hidden 128 --vocab 512 --backend cpu --iterations 1 --warmup 0 --seed 5 --workload ${DATA}/exec_ppo.json
+    --report ${OUT}/exec_ppo3_bf16.json)
+file(READ ${OUT}/exec_ppo3_bf16.json bf16)
+foreach(d 0 1 2 3)
+  string(JSON peak GET "${bf16}" devices ${d} peak_bytes)
+  set(sum 0)
+  foreach(purpose weights gradients optimizer activations kv_cache workspace communication other)
+    string(JSON bytes GET "${bf16}" devices ${d} peak_by_purpose ${purpose})
+    math(EXPR sum "${sum} + ${bytes}")
+  endforeach()
+  if(NOT sum EQUAL peak)
+    message(FATAL_ERROR "process ${d}: its peak of ${peak} bytes, by purpose ${sum}")
+  endif()
+  foreach(purpose weights gradients optimizer)
+    if(d EQUAL 0)
+      break()
+    endif()
+    string(JSON held GET "${bf16}" devices ${d} peak_by_purpose ${purpose})
+    string(JSON need GET "${bf16}" devices ${d} predicted_by_purpose ${purpose})
+    math(EXPR high "${need} + ${need} / 50")
+    math(EXPR low "${need} - ${need} / 50")
+    if(held LESS low OR held GREATER high)
+      message(FATAL_ERROR "process ${d}: ${purpose} of ${held} bytes at its peak, the cost model's need ${need}")
+    endif()
+  endforeach()
+endforeach()
+string(JSON trained GET "${bf16}" devices 2 peak_by_purpose gradients)
+if(NOT trained GREATER 0)
+  message(FATAL_ERROR "process 2 (both trainings): no gradients at its peak")
+endif()
 
 # Async with a staleness bound of 1, generation in a group of its own: it runs an iteration
 # ahead of training, so the weight sync of iteration i takes the weights trained in i - 2 (in

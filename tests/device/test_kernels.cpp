@@ -101,6 +101,52 @@ TEST_CASE("memory: the bytes a backend has handed out, and the most at once, kep
   CHECK(b->memory_in_use() == before);
 }
 
+TEST_CASE("memory: the bytes in use by purpose, and what each held at the peak") {
+  auto b = test_backend();
+  const MemoryByPurpose before = b->memory_in_use_by_purpose();
+  const auto held = [&](Purpose p) {
+    return b->memory_in_use_by_purpose()[static_cast<std::size_t>(p)] - before[static_cast<std::size_t>(p)];
+  };
+  const auto sum = [](const MemoryByPurpose& bytes) {
+    std::size_t total = 0;
+    for (const std::size_t n : bytes) total += n;
+    return total;
+  };
+  CHECK(sum(before) == b->memory_in_use());
+  constexpr std::size_t kWeights = std::size_t{3} << 20, kCache = std::size_t{2} << 20, kScratch = 5000;
+  std::size_t weights = 0, cache = 0;  // as the backend rounds them
+  {
+    const Buffer w(*b, kWeights, Purpose::kWeights);
+    weights = held(Purpose::kWeights);
+    CHECK(weights >= kWeights);
+    CHECK(held(Purpose::kOther) == 0);
+    b->reset_memory_peak();
+    {
+      const Buffer kv(*b, kCache, Purpose::kKvCache);
+      cache = held(Purpose::kKvCache);
+      CHECK(cache >= kCache);
+      const Buffer untagged(*b, kScratch);  // no purpose given: other
+      CHECK(held(Purpose::kOther) >= kScratch);
+      CHECK(held(Purpose::kWeights) == weights);
+    }
+    // Released: each purpose gives back its own bytes.
+    CHECK(held(Purpose::kKvCache) == 0);
+    CHECK(held(Purpose::kOther) == 0);
+    const Buffer grads(*b, 1000, Purpose::kGradients);  // below the peak: it stays as it was
+    const MemoryByPurpose& peak = b->memory_peak_by_purpose();
+    CHECK(sum(peak) == b->memory_peak());
+    CHECK(peak[static_cast<std::size_t>(Purpose::kWeights)] == before[static_cast<std::size_t>(Purpose::kWeights)] + weights);
+    CHECK(peak[static_cast<std::size_t>(Purpose::kKvCache)] == before[static_cast<std::size_t>(Purpose::kKvCache)] + cache);
+    CHECK(peak[static_cast<std::size_t>(Purpose::kOther)] >= before[static_cast<std::size_t>(Purpose::kOther)] + kScratch);
+    CHECK(peak[static_cast<std::size_t>(Purpose::kGradients)] == before[static_cast<std::size_t>(Purpose::kGradients)]);
+  }
+  CHECK(b->memory_in_use_by_purpose() == before);
+  b->reset_memory_peak();
+  CHECK(b->memory_peak_by_purpose() == before);
+  CHECK(std::string(purpose_name(Purpose::kKvCache)) == "kv_cache");
+  CHECK(std::string(purpose_name(Purpose::kCommunication)) == "communication");
+}
+
 TEST_CASE("kernels: casts between fp32, bf16 and fp16 on the device") {
   auto b = test_backend();
   const std::vector<double> values{0.0, 1.0, -2.5, 3.14159, 1e-3, 65504.0, 1e5, -7e-6};

@@ -83,7 +83,7 @@ TEST_CASE("GEMM and weight-streaming rates match the published Llama-2-7B layer 
   }
 }
 
-TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO") {
+TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO, and 18 with fp32 gradients held") {
   for (const char* name : {"Qwen2.5-7B", "Llama-3.1-8B"}) {
     CAPTURE(name);
     const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo(name, 8, 64, 64, 1));
@@ -102,6 +102,19 @@ TEST_CASE("mixed-precision Adam holds 16 bytes per parameter, sharded by ZeRO") 
     // TP 2 halves every part.
     const std::vector<cost::Stage> tp2{{0, 2, catalogs().models.get(name, "").layers}};
     CHECK(f.model.stage_memory(train, tp2, 0, 8, none).resident() == hetrl::testing::approx(8 * params));
+    // A trainer holding fp32 gradients (Megatron's main gradients, hetrl-exec's): 4 bytes of
+    // them, 18 in all, sharded from ZeRO-2 on; the floor over any layout counts them too.
+    cost::CostParams fp32_held;
+    fp32_held.gradient_bytes_held = 4;
+    const Fixture g(make_cluster({"a:8xA100-SXM-80G"}), ppo(name, 8, 64, 64, 1), fp32_held);
+    const cost::StageMemory megatron = g.model.stage_memory(train, one, 0, 8, none);
+    CHECK(megatron.gradients == hetrl::testing::approx(4 * params));
+    CHECK(megatron.resident() == hetrl::testing::approx(18 * params));
+    CHECK(g.model.stage_memory(train, one, 0, 8, {2, cost::Recompute::kNone}).gradients ==
+          hetrl::testing::approx(4 * params / 8));
+    const std::vector<int> trained{train};
+    CHECK(g.model.least_resident_bytes(trained) == hetrl::testing::approx(18 * params));
+    CHECK(f.model.least_resident_bytes(trained) == hetrl::testing::approx(16 * params));
   }
 }
 
