@@ -22,7 +22,7 @@ of all the plan's runs) and prints the table with each ratio, and the iteration'
 runs a plan's tasks one after another, so its iteration is set beside the sum of the tasks'
 predictions; the plan's own predicted iteration, which may overlap a group's tasks with
 another's, is in the last column. OUT/memory.csv has each process's device memory at its most over
-a plan's runs beside the cost model's need of its plan GPU.
+a plan's runs beside the cost model's need of its plan GPU, both by purpose.
 
 Usage: benchmarks/calibration_loop.py OUT [--iterations N] [--runs R] [--layers L] [--hidden H] [--vocab V]
 """
@@ -39,6 +39,9 @@ APPS = os.path.join(ROOT, "build", "release", "apps")
 DATA = os.path.join(ROOT, "benchmarks", "calibration_loop")
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 MPI = ["mpirun", "--oversubscribe", "-n", "2"]
+# The execreport's memory terms: the cost model's need, and the run's peak by purpose.
+NEED_TERMS = ("weights", "gradients", "optimizer", "activations", "kv_cache")
+PURPOSES = ("weights", "gradients", "optimizer", "activations", "kv_cache", "workspace", "communication", "other")
 
 
 def run(cmd):
@@ -217,16 +220,21 @@ def main():
                     "plan_iteration_after_s"])
         w.writerows(rows)
     # Each process's device memory at its most over the plan's runs, beside the cost model's
-    # need of the plan GPU it stands for (the after run's, against the calibrated cluster).
+    # need of the plan GPU it stands for (the after run's, against the calibrated cluster), and
+    # both by purpose (the run with the highest peak's).
     memory = []
     for index, (label, workload, plan) in enumerate(plans):
         everything = reports[index]["before"] + reports[index]["after"]
         for d, device in enumerate(reports[index]["after"][0].get("devices", [])):
-            peak = max(rep["devices"][d]["peak_bytes"] for rep in everything)
-            memory.append([label, d, device.get("predicted_bytes", ""), peak])
+            highest = max(everything, key=lambda rep: rep["devices"][d]["peak_bytes"])["devices"][d]
+            at_peak = highest.get("peak_by_purpose", {})
+            need = device.get("predicted_by_purpose", {})
+            memory.append([label, d, device.get("predicted_bytes", ""), highest["peak_bytes"]] +
+                          [need.get(k, "") for k in NEED_TERMS] + [at_peak.get(k, "") for k in PURPOSES])
     with open(p("memory.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["plan", "process", "predicted_bytes", "peak_bytes"])
+        w.writerow(["plan", "process", "predicted_bytes", "peak_bytes"] + [f"need_{k}" for k in NEED_TERMS] +
+                   [f"peak_{k}" for k in PURPOSES])
         w.writerows(memory)
     extra = "".join(f", {name} {fitted[key]:.3f}" for key, name in
                     (("prefill_efficiency", "prefill efficiency"), ("copy_efficiency", "copy efficiency"),
@@ -241,11 +249,22 @@ def main():
             continue
         print(f"{label:<60} {task:<26} {before:>8.4f} {after:>8.4f} {measured:>9.4f} {measured / before:>8.2f} "
               f"{measured / after:>8.2f}" + (f"   (the plan's iteration: {overlapped:.4f})" if overlapped else ""))
-    print(f"\n{'plan':<60} {'process':>7} {'need MiB':>9} {'peak MiB':>9} {'peak/need':>9}")
-    for label, process, need, peak in memory:
+    # MiB of the peak against the need, term by term: weights, gradients, optimizer; then the
+    # transient (activations and KV cache against the run's activations, KV cache, workspace
+    # and communication buffers).
+    print(f"\n{'plan':<60} {'process':>7} {'need MiB':>9} {'peak MiB':>9} {'peak/need':>9}   "
+          f"weights, gradients, optimizer, transient: peak/need MiB")
+    for label, process, need, peak, *terms in memory:
         ratio = f"{peak / need:>9.2f}" if need else f"{'-':>9}"
         need_text = f"{need / 2**20:>9.1f}" if need else f"{'-':>9}"
-        print(f"{label:<60} {process:>7} {need_text} {peak / 2**20:>9.1f} {ratio}")
+        want = dict(zip(NEED_TERMS, terms[:len(NEED_TERMS)]))
+        have = dict(zip(PURPOSES, terms[len(NEED_TERMS):]))
+        mib = lambda x: f"{x / 2**20:.1f}" if x != "" else "-"
+        parts = [f"{mib(have[k])}/{mib(want[k])}" for k in ("weights", "gradients", "optimizer")]
+        transient_need = (want["activations"] or 0) + (want["kv_cache"] or 0) if want["weights"] != "" else ""
+        transient = sum(have[k] or 0 for k in ("activations", "kv_cache", "workspace", "communication", "other"))
+        parts.append(f"{mib(transient)}/{mib(transient_need)}")
+        print(f"{label:<60} {process:>7} {need_text} {peak / 2**20:>9.1f} {ratio}   " + ", ".join(parts))
 
 
 if __name__ == "__main__":
