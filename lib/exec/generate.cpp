@@ -18,6 +18,7 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
                                        request.response_lengths.size()));
   }
   if (request.concurrency < 1) throw core::InputError("generate: concurrency must be at least 1");
+  if (request.prefill_chunk_tokens < 0) throw core::InputError("generate: a negative prefill chunk");
   int capacity = 0;
   for (std::size_t i = 0; i < count; ++i) {
     if (request.prompts[i].empty() || request.response_lengths[i] < 1) {
@@ -44,7 +45,8 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
            request.response_lengths[static_cast<std::size_t>(p)];
   };
   // Free slots take the next prompts, prefilled together as an engine batches the prompts it
-  // schedules in one step (a pass for each prompt length among them), each giving its first
+  // schedules in one step (passes for each prompt length among them, each within the prefill
+  // chunk), each giving its first
   // response token. A prompt whose response is that one token is done at once, and its slot
   // takes the next prompt.
   const auto fill = [&](std::vector<int> free) {
@@ -60,27 +62,37 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
         by_length[request.prompts[p].size()].push_back(slot);
       }
       free.clear();
-      for (const auto& [length, slots_of] : by_length) {
-        std::vector<int> tokens, ids, positions;
-        for (const int slot : slots_of) {
-          const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
-          tokens.insert(tokens.end(), request.prompts[p].begin(), request.prompts[p].end());
-          ids.push_back(id(p));
-          positions.push_back(static_cast<int>(length));
-        }
-        const int rows = static_cast<int>(slots_of.size());
-        const device::Buffer& logits = model.prefill(cache, slots_of, tokens, static_cast<int>(length));
-        const std::vector<int> drawn = model.sample(logits, rows, request.temperature, request.seed, ids, positions);
-        for (int r = 0; r < rows; ++r) {
-          const int slot = slots_of[static_cast<std::size_t>(r)];
-          const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
-          result.prefill_tokens += static_cast<long long>(length);
-          result.generated_tokens += 1;
-          result.responses[p].push_back(drawn[static_cast<std::size_t>(r)]);
-          next_token[static_cast<std::size_t>(slot)] = drawn[static_cast<std::size_t>(r)];
-          if (done(slot)) {
-            holds[static_cast<std::size_t>(slot)] = -1;
-            free.push_back(slot);
+      for (const auto& [length, admitted_slots] : by_length) {
+        // Passes of whole prompts within the chunk (one at least).
+        const std::size_t per_pass =
+            request.prefill_chunk_tokens > 0
+                ? std::max<std::size_t>(1, static_cast<std::size_t>(request.prefill_chunk_tokens) / length)
+                : admitted_slots.size();
+        for (std::size_t first = 0; first < admitted_slots.size(); first += per_pass) {
+          const auto from = admitted_slots.begin() + static_cast<std::ptrdiff_t>(first);
+          const std::vector<int> slots_of(from, from + static_cast<std::ptrdiff_t>(std::min(per_pass, admitted_slots.size() - first)));
+          std::vector<int> tokens, ids, positions;
+          for (const int slot : slots_of) {
+            const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
+            tokens.insert(tokens.end(), request.prompts[p].begin(), request.prompts[p].end());
+            ids.push_back(id(p));
+            positions.push_back(static_cast<int>(length));
+          }
+          const int rows = static_cast<int>(slots_of.size());
+          const device::Buffer& logits = model.prefill(cache, slots_of, tokens, static_cast<int>(length));
+          ++result.prefill_passes;
+          const std::vector<int> drawn = model.sample(logits, rows, request.temperature, request.seed, ids, positions);
+          for (int r = 0; r < rows; ++r) {
+            const int slot = slots_of[static_cast<std::size_t>(r)];
+            const std::size_t p = static_cast<std::size_t>(holds[static_cast<std::size_t>(slot)]);
+            result.prefill_tokens += static_cast<long long>(length);
+            result.generated_tokens += 1;
+            result.responses[p].push_back(drawn[static_cast<std::size_t>(r)]);
+            next_token[static_cast<std::size_t>(slot)] = drawn[static_cast<std::size_t>(r)];
+            if (done(slot)) {
+              holds[static_cast<std::size_t>(slot)] = -1;
+              free.push_back(slot);
+            }
           }
         }
       }

@@ -1404,6 +1404,7 @@ class Runner {
         request.concurrency = std::max(
             1, static_cast<int>(model_.concurrent_sequences(task, stages, prediction_.tasks[static_cast<std::size_t>(task)].kv_budget[r])));
         request.temperature = settings_.temperature;
+        request.prefill_chunk_tokens = static_cast<int>(model_.params().prefill_chunk_tokens);
         request.seed = settings_.seed * 1000003 + static_cast<std::uint64_t>(iteration);
         request.first_sequence = static_cast<int>(first);
         const Layout where_here = layout(task, r);

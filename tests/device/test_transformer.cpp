@@ -987,7 +987,7 @@ TEST_CASE("pipeline parallelism: two stages hand on their rows and give the whol
   CHECK_THROWS_AS(Transformer(*b, a, Head::kLanguage, beyond), core::InputError);  // layers 1 and 2 of 2
 }
 
-TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency") {
+TEST_CASE("generation: continuous batching gives each prompt its response length, the same tokens at any concurrency and prefill chunk") {
   auto b = device::test_backend();
   const workload::ModelArch a = tiny(true, false, false);
   TransformerOptions o;
@@ -1015,6 +1015,7 @@ TEST_CASE("generation: continuous batching gives each prompt its response length
     for (const int concurrency : {1, 3, 8}) {
       CAPTURE(concurrency);
       request.concurrency = concurrency;
+      request.prefill_chunk_tokens = 0;
       const GenerationResult r = generate(model, request);
       REQUIRE(r.responses.size() == lengths.size());
       for (std::size_t i = 0; i < lengths.size(); ++i) CHECK(static_cast<int>(r.responses[i].size()) == lengths[i]);
@@ -1030,6 +1031,15 @@ TEST_CASE("generation: continuous batching gives each prompt its response length
       } else {
         CHECK(r.responses == first);
       }
+      // Prefill passes within a chunk of 4 tokens: a prompt of 3 to 5 tokens a pass, the same
+      // responses; unchunked, the 8 prompts admitted at once take a pass for each of their 3
+      // lengths.
+      request.prefill_chunk_tokens = 4;
+      const GenerationResult chunked = generate(model, request);
+      CHECK(chunked.responses == first);
+      CHECK(chunked.prefill_passes == static_cast<long long>(lengths.size()));
+      CHECK(chunked.decode_steps == r.decode_steps);
+      if (concurrency == 8) CHECK(r.prefill_passes == 3);
     }
     if (temperature == 0.0f) {
       // Greedy: each response token is the most likely continuation of what came before, so
@@ -1046,6 +1056,9 @@ TEST_CASE("generation: continuous batching gives each prompt its response length
       }
     }
   }
+  request.prefill_chunk_tokens = -1;
+  CHECK_THROWS_AS(generate(model, request), core::InputError);
+  request.prefill_chunk_tokens = 0;
   request.response_lengths[3] = 0;
   CHECK_THROWS_AS(generate(model, request), core::InputError);
 }
