@@ -99,8 +99,8 @@ inline Block whole(std::size_t count) { return {1, count, count, 0, 0}; }
 
 // What an allocation holds, as a training framework's memory report names it: the device's
 // memory in use is counted by purpose, so that a run's peak can be set beside the cost model's
-// need term by term. Workspace is what a model keeps between its steps for reuse (step inputs,
-// a layer's scratch, logits); communication, a collective's staging buffers.
+// need term by term. Workspace is what a model works in through a task, reused from step to
+// step (step inputs, a layer's scratch, logits); communication, a collective's staging buffers.
 enum class Purpose : std::uint8_t {
   kWeights,
   kGradients,
