@@ -1018,6 +1018,7 @@ class Runner {
         out.replica_seconds.resize(replicas, 0.0);
         if (t.kind == TaskKind::kGenerate) {
           out.replica_decode_steps.resize(replicas, 0);
+          out.replica_prefill_passes.resize(replicas, 0);
           out.replica_prefill_seconds.resize(replicas, 0.0);
         }
         if (timed_collectives()) {
@@ -1031,6 +1032,7 @@ class Runner {
           world().broadcast_host(&out.replica_seconds[r], sizeof(double), lead);
           if (t.kind == TaskKind::kGenerate) {
             world().broadcast_host(&out.replica_decode_steps[r], sizeof(long long), lead);
+            world().broadcast_host(&out.replica_prefill_passes[r], sizeof(long long), lead);
             world().broadcast_host(&out.replica_prefill_seconds[r], sizeof(double), lead);
           }
           if (timed_collectives()) {
@@ -1062,6 +1064,8 @@ class Runner {
         if (t.kind == TaskKind::kGenerate) {
           m.decode_steps = 0;
           for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
+          m.prefill_passes = 0;
+          for (const long long passes : out.replica_prefill_passes) m.prefill_passes += passes;
         }
       }
       if (score_task_ >= 0) {
@@ -1382,6 +1386,7 @@ class Runner {
     out.replica_seconds.assign(ranges.size(), 0.0);
     if (t.kind == TaskKind::kGenerate) {
       out.replica_decode_steps.assign(ranges.size(), 0);
+      out.replica_prefill_passes.assign(ranges.size(), 0);
       out.replica_prefill_seconds.assign(ranges.size(), 0.0);
     }
     if (timed_collectives()) {
@@ -1415,6 +1420,7 @@ class Runner {
         out.replica_seconds[r] = over_stages(where_here, watch.seconds());
         span(out, r, watch, out.replica_seconds[r], static_cast<int>(last - first), g_out.decode_steps);
         out.replica_decode_steps[r] = g_out.decode_steps;
+        out.replica_prefill_passes[r] = g_out.prefill_passes;
         out.replica_prefill_seconds[r] = g_out.prefill_seconds;
         if (timed_collectives()) record_tp_collectives(out, r, where_here, g_out.decode_collectives);
         for (std::size_t i = first; i < last; ++i) {
@@ -1465,6 +1471,7 @@ class Runner {
     if (t.kind == TaskKind::kGenerate) {
       // Every replica's decode steps, and the tokens its responses hold.
       for (const long long steps : out.replica_decode_steps) m.decode_steps += steps;
+      for (const long long passes : out.replica_prefill_passes) m.prefill_passes += passes;
       for (const auto& [first, last] : ranges) {
         for (std::size_t i = first; i < last; ++i) out.tokens += response_lengths_[i];
       }

@@ -81,6 +81,7 @@ struct TaskMeasurement {
   double start = 0, end = 0;            // seconds from the start of the run, as run here
   std::vector<ReplicaSpan> spans;       // each replica's stretches of work (a trainer's, one a mini-batch)
   std::vector<long long> replica_decode_steps;  // generation
+  std::vector<long long> replica_prefill_passes;  // generation: passes within the prefill chunk
   std::vector<double> replica_prefill_seconds;  // generation: the prefills' part of replica_seconds
   // Where the tensor-parallel all-reduces were timed (RunResult::collectives_timed): each
   // replica's seconds in them (its stage's processes' mean, what they lose to the slowest
@@ -100,6 +101,7 @@ struct IterationMeasurement {
   double value_grad_norm = 0;          // the critic's
   double mean_score = 0;               // the reward over the iteration's samples
   long long decode_steps = 0;
+  long long prefill_passes = 0;  // generation's, every replica's
   // As run, in seconds from the start of the run: its first task's start and its last task's
   // end, and its period: from the previous iteration's end (the first's from its own start) to
   // its end. Under mpirun the groups overlap iterations, so that periods fall below the

@@ -121,7 +121,8 @@ std::string exec_report_json(const ExecReportInputs& inputs, const exec::RunResu
                           {"policy_grad_norm", detail::file_units(it.policy_grad_norm)},
                           {"value_grad_norm", detail::file_units(it.value_grad_norm)},
                           {"mean_score", detail::file_units(it.mean_score)},
-                          {"decode_steps", it.decode_steps}});
+                          {"decode_steps", it.decode_steps},
+                          {"prefill_passes", it.prefill_passes}});
   }
   out["iteration_stats"] = std::move(iterations);
   // Each iteration as run: its first task's start and last task's end (seconds from the run's

@@ -107,3 +107,22 @@ string(JSON has_reward ERROR_VARIABLE missing GET "${g}" tasks reward)
 if(NOT score GREATER 0 OR NOT score LESS 1 OR missing STREQUAL "")
   message(FATAL_ERROR "GRPO: mean score ${score}; the rule reward ran as a GPU task: ${has_reward}")
 endif()
+
+# Prompts of 1,200 tokens: the 8 samples of each of the two generation replicas, admitted
+# together, prefill in passes within the cost model's prefill chunk of 8,192 tokens (6 prompts
+# a pass: two passes a replica), as an engine batches the tokens of a step; the short prompts
+# above in one pass a replica.
+file(REMOVE ${OUT}/exec_long_prompts.json)
+run(${EXEC} --cluster ${DATA}/exec_cluster.json --workload ${DATA}/exec_grpo_long_prompts.json
+    --plan ${DATA}/plan_exec_grpo.json --layers 1 --hidden 64 --vocab 512 --backend cpu --iterations 1
+    --report ${OUT}/exec_long_prompts.json)
+file(READ ${OUT}/exec_long_prompts.json long)
+string(JSON replicas LENGTH "${long}" tasks generate replica_seconds 0)
+string(JSON passes GET "${long}" iteration_stats 0 prefill_passes)
+math(EXPR expected "2 * ${replicas}")
+string(JSON short GET "${g}" iteration_stats 0 prefill_passes)
+string(JSON short_replicas LENGTH "${g}" tasks generate replica_seconds 0)
+if(NOT passes EQUAL expected OR NOT short EQUAL short_replicas)
+  message(FATAL_ERROR "prefill passes: ${passes} for 16 prompts of 1,200 tokens over ${replicas} generation "
+                      "replicas (2 a replica expected), ${short} for short prompts over ${short_replicas}")
+endif()
