@@ -561,15 +561,15 @@ class Runner {
   // The process of the training's first replica that holds a trained role's tensor `name` (as
   // a model names it): a shard's tensor ("name/j") shard j's, a whole one shard 0's; a layer's
   // the stage's holding it, the embedding the first's, the final norm and the head the last's.
-  int owner_of(Role role, const std::string& name) const {
-    const int task = trainer_task_.at(role_index(role));
-    const ReplicaRanks& owners = ranks_.at(task).front();
+  // `spans`: the first replica's stages' layers (layer_spans(training, 0)), taken once by the
+  // caller for all of a model's tensors.
+  int owner_of(Role role, const std::string& name, const std::vector<Transformer::Layers>& spans) const {
+    const ReplicaRanks& owners = ranks_.at(trainer_task_.at(role_index(role))).front();
     const std::size_t slash = name.rfind('/');
     const int shard = slash == std::string::npos ? 0 : std::stoi(name.substr(slash + 1));
     std::size_t stage = name == "embedding" ? 0 : owners.size() - 1;
     if (name.rfind("layer.", 0) == 0) {
       const int layer = std::stoi(name.substr(6));
-      const std::vector<Transformer::Layers> spans = layer_spans(task, 0);
       for (std::size_t g = 0; g < spans.size(); ++g) {
         if (layer >= spans[g].first && layer < spans[g].first + spans[g].count) stage = g;
       }
@@ -580,9 +580,10 @@ class Runner {
   // with its owner.
   std::vector<std::pair<Transformer::Tensor, int>> owned_tensors(Role role) {
     if (!keeps_copy(role)) throw std::logic_error("run: no copy of a trained role's weights here");
+    const std::vector<Transformer::Layers> spans = layer_spans(trainer_task_.at(role_index(role)), 0);
     std::vector<std::pair<Transformer::Tensor, int>> out;
     for (const Transformer::Tensor& p : model_for(role, source_layout(role)).parameters()) {
-      out.emplace_back(p, owner_of(role, p.name));
+      out.emplace_back(p, owner_of(role, p.name, spans));
     }
     return out;
   }
@@ -659,8 +660,9 @@ class Runner {
     // tensors by layer as in the copy), which is how the readers take them.
     if (!readers.empty() && iteration + 1 < settings_.iterations &&
         where(ranks_.at(trainer_task_.at(i)).front()).stage >= 0) {
+      const std::vector<Transformer::Layers> spans = layer_spans(trainer_task_.at(i), 0);
       for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) {
-        if (owner_of(role, p.name) != rank_) continue;
+        if (owner_of(role, p.name, spans) != rank_) continue;
         std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
         b_.download(bytes.data(), p.buffer->data(), bytes.size());
         for (const int q : readers) world().post(bytes, q, tag(iteration, trainer_task_.at(i), Carries::kWeights));
