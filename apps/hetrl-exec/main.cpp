@@ -446,7 +446,7 @@ int main(int argc, char** argv) {
       for (const workload::Role role : workload::kRoles) {
         const workload::RoleModel& r = w.role(role);
         if (r.kind != workload::RoleModel::Kind::kModel) continue;
-        const double params = cost::ModelShape(models.get(r.model, "workload")).total_params();
+        const double params = cost::ModelShape(models.get(r.model, "workload"), workload::head_of(role)).total_params();
         least += params * static_cast<double>(device::dtype_bytes(settings.dtype));
         const bool trained = std::any_of(graph.tasks.begin(), graph.tasks.end(), [&](const workload::Task& t) {
           return t.kind == workload::TaskKind::kTrain && t.role && *t.role == role;

@@ -38,12 +38,6 @@ double allreduce_volume(const hw::IntraNodeLink& link, int ranks) {
   return link.nvls ? 1.0 : 2.0 * (ranks - 1) / ranks;
 }
 
-// Roles whose model ends in a vocabulary-sized LM head (log-probabilities); the critic and a
-// reward model end in a scalar value head.
-bool has_lm_head(const workload::Task& task) {
-  return task.role == workload::Role::kActor || task.role == workload::Role::kReference;
-}
-
 }  // namespace
 
 const char* recompute_name(Recompute r) {
@@ -70,10 +64,12 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   if (workload_.micro_batch_tokens > 0) params_.micro_batch_tokens = workload_.micro_batch_tokens;
   params_.decode_points = std::clamp(params_.decode_points, 1, CostParams::kMaxDecodePoints);
   for (const workload::Task& task : graph_.tasks) {
-    shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, "")));
+    // A task of a model has a role (workload::build_graph), whose head it runs and holds.
+    const workload::Head head = task.role ? workload::head_of(*task.role) : workload::Head::kLanguage;
+    shapes_.push_back(task.model.empty() ? ModelShape() : ModelShape(models.get(task.model, ""), head));
     shapes_.back().vocab_parallel = params_.vocab_parallel;
     shapes_.back().sequence_parallel = params_.sequence_parallel;
-    lm_head_.push_back(has_lm_head(task));
+    lm_head_.push_back(task.role && head == workload::Head::kLanguage);
   }
   for (const hw::GpuSpec& g : cluster_.gpu_types) {
     switch (workload_.precision) {

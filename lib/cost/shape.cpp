@@ -4,10 +4,10 @@
 
 namespace hetrl::cost {
 
-ModelShape::ModelShape(const workload::ModelArch& arch)
+ModelShape::ModelShape(const workload::ModelArch& arch, workload::Head head)
     : layer_params(static_cast<double>(arch.params_per_layer())),
       embedding_params(static_cast<double>(arch.embedding_params())),
-      head_params(static_cast<double>(arch.lm_head_params())),
+      head_params(static_cast<double>(arch.head_params(head))),
       hidden(arch.hidden),
       vocab(arch.vocab),
       q_dim(static_cast<double>(arch.heads) * arch.head_dim),

@@ -32,7 +32,8 @@ struct ModelShape {
   double layer_params = 0;        // parameters of one decoder layer
   double layer_linear_params = 0;  // of which in GEMMs (q, k, v, o, gate, up, down)
   double embedding_params = 0;
-  double head_params = 0;          // LM head (0 when tied: the embedding matrix is reused)
+  double head_params = 0;          // the head: vocab x hidden, 0 when tied (the embedding matrix
+                                   // is reused), hidden for a value head
   double hidden = 0;
   double vocab = 0;
   double q_dim = 0;                // heads x head_dim
@@ -86,7 +87,8 @@ struct ModelShape {
   // sequence parallelism); false: every shard does them whole.
   bool sequence_parallel = true;
 
-  explicit ModelShape(const workload::ModelArch& arch);
+  // `head`: the model's last layer, a language head or (a critic's, a reward model's) a value head.
+  explicit ModelShape(const workload::ModelArch& arch, workload::Head head = workload::Head::kLanguage);
   // Element-wise bytes per token and layer on one of `tp` shards, fused or eager.
   double shard_elementwise_bytes(bool eager, int tp) const {
     const double all = eager ? eager_elementwise_bytes : elementwise_bytes;

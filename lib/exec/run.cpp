@@ -1153,7 +1153,7 @@ class Runner {
       link = std::make_unique<PipeLink>(b_, *l.pipe);
       o.pp = pipeline(l, link.get());
     }
-    const Head head = role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
+    const Head head = workload::head_of(role);
     try {
       std::unique_ptr<Transformer> model = std::make_unique<Transformer>(b_, *archs_[i], head, o);
       if (link) links_[model.get()] = std::move(link);

@@ -44,10 +44,9 @@ struct Scale {
 // that is not a multiple of head_dim, or larger than the model's).
 workload::ModelArch scaled(const workload::ModelArch& arch, const Scale& scale);
 
-enum class Head {
-  kLanguage,  // logits over the vocabulary (actor, reference)
-  kScalar,    // one value per token (critic, reward model)
-};
+// kLanguage: logits over the vocabulary (actor, reference); kScalar: one value per token
+// (critic, reward model).
+using workload::Head;
 
 // Tensor parallelism inside the model, as Megatron splits it: each of `size` shards holds
 // heads / size of the attention heads (and of the kv heads) and about ffn / size of the MLP's

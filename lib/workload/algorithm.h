@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "workload/model.h"
+
 namespace hetrl::workload {
 
 enum class Role { kActor, kCritic, kReference, kReward };
@@ -16,6 +18,10 @@ inline constexpr std::array<Role, 4> kRoles = {Role::kActor, Role::kCritic, Role
                                                Role::kReward};
 std::string_view role_name(Role role);
 std::optional<Role> role_from_name(std::string_view name);
+
+// What a role's model ends in: the actor and the reference in logits over the vocabulary
+// (log-probabilities), the critic and a reward model in one value per token.
+Head head_of(Role role);
 
 enum class TaskKind { kGenerate, kForward, kTrain, kCpu, kWeightSync };
 std::string_view task_kind_name(TaskKind kind);

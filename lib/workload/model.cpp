@@ -26,8 +26,12 @@ std::int64_t ModelArch::lm_head_params() const {
   return tied_embeddings ? 0 : static_cast<std::int64_t>(vocab) * hidden;
 }
 
-std::int64_t ModelArch::parameter_count() const {
-  return embedding_params() + layers * params_per_layer() + hidden + lm_head_params();
+std::int64_t ModelArch::head_params(Head head) const {
+  return head == Head::kScalar ? hidden : lm_head_params();
+}
+
+std::int64_t ModelArch::parameter_count(Head head) const {
+  return embedding_params() + layers * params_per_layer() + hidden + head_params(head);
 }
 
 void ModelArch::validate() const {

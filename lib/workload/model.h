@@ -10,6 +10,14 @@
 
 namespace hetrl::workload {
 
+// The layer a model ends in: a language head (logits over the vocabulary; the input embedding
+// reused where the embeddings are tied) or a value head (hidden -> 1, one value per token), which
+// replaces it in a critic or a reward model built from a language model.
+enum class Head {
+  kLanguage,
+  kScalar,
+};
+
 struct ModelArch {
   std::string name;
   int layers = 0;
@@ -32,7 +40,9 @@ struct ModelArch {
   std::int64_t params_per_layer() const;
   std::int64_t embedding_params() const;  // input embeddings
   std::int64_t lm_head_params() const;    // 0 when tied
-  std::int64_t parameter_count() const;
+  // The head's own parameters: lm_head_params() for a language head, hidden for a value head.
+  std::int64_t head_params(Head head) const;
+  std::int64_t parameter_count(Head head = Head::kLanguage) const;
 
   // Throws core::InputError naming the model and the field: counts below 1, heads not a
   // multiple of kv_heads, or a shape no trained dense model has (attention width far from the

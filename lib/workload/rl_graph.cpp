@@ -136,10 +136,10 @@ TaskGraph build_task_graph(const Workload& workload, const AlgorithmCatalog& alg
                                                                              : 0.0;
       edge.bytes = payload.bytes_per_token * tokens + payload.bytes_per_sample * samples;
       if (payload.bytes_per_parameter > 0) {
-        const std::string& model = graph.tasks[from].model;
-        assert(!model.empty());
+        const Task& source = graph.tasks[from];
+        assert(!source.model.empty() && source.role);
         edge.bytes += payload.bytes_per_parameter *
-                      static_cast<double>(models.get(model, "").parameter_count());
+                      static_cast<double>(models.get(source.model, "").parameter_count(head_of(*source.role)));
       }
       graph.edges.push_back(std::move(edge));
     }

@@ -205,8 +205,12 @@ TEST_CASE("forward passes of trained roles read the weights their training wrote
   CHECK(actor.lag == 1);
   CHECK(g.reads_weights(critic));
   CHECK(g.reads_weights(actor));
+  // The critic's bf16 weights end in a value head (hidden -> 1) where the language model's tied
+  // embedding served as its head: one vector more than the language model's count.
+  const workload::ModelArch& critic_model = catalogs().models.get("Qwen2.5-1.5B", "");
+  REQUIRE(critic_model.tied_embeddings);
   CHECK(critic.bytes ==
-        hetrl::testing::approx(2.0 * static_cast<double>(catalogs().models.get("Qwen2.5-1.5B", "").parameter_count())));
+        hetrl::testing::approx(2.0 * static_cast<double>(critic_model.parameter_count() + critic_model.hidden)));
   // The actor's weights reach generation through the weight sync; data edges read no weights.
   CHECK_FALSE(g.reads_weights(edge(g, "weight_sync", "generate")));
   CHECK_FALSE(g.reads_weights(edge(g, "actor_train", "weight_sync")));

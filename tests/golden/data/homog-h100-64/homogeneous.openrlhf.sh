@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# OpenRLHF 0.11.0: plan by homogeneous for ppo-qwen2.5-7b on homog-h100-64: 26.67 samples/s predicted
+# OpenRLHF 0.11.0: plan by homogeneous for ppo-qwen2.5-7b on homog-h100-64: 26.68 samples/s predicted
 # keys as documented in the flags of openrlhf.cli.train_ppo_ray (its --help and README)
 # the reward is a rule: give it as --reward.remote_url or --train.agent_func_path
 # give the prompts as --data.prompt_dataset, and submit it with ray job submit
@@ -14,7 +14,7 @@ python3 -m openrlhf.cli.train_ppo_ray \
   --train.colocate_all \
   --vllm.num_engines 16 \
   --vllm.tensor_parallel_size 4 \
-  --vllm.gpu_memory_utilization 0.36 \
+  --vllm.gpu_memory_utilization 0.38 \
   --ds.zero_stage 3 \
   --actor.gradient_checkpointing_enable \
   --ds.packing_samples \

@@ -14,7 +14,7 @@ python3 -m openrlhf.cli.train_ppo_ray \
   --train.colocate_all \
   --vllm.num_engines 4 \
   --vllm.tensor_parallel_size 4 \
-  --vllm.gpu_memory_utilization 0.23 \
+  --vllm.gpu_memory_utilization 0.25 \
   --ds.zero_stage 3 \
   --actor.gradient_checkpointing_enable \
   --ds.packing_samples \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl 0.8.0.dev: plan by homogeneous for ppo-llama3.1-8b on zones2-a100-l40s-64: 8.165 samples/s predicted
+# verl 0.8.0.dev: plan by homogeneous for ppo-llama3.1-8b on zones2-a100-l40s-64: 8.168 samples/s predicted
 # keys as documented in the reference configurations ppo_trainer.yaml and ppo_megatron_trainer.yaml (docs/examples/config.rst) and the one-step-off-policy recipe (docs/advance/one_step_off.md)
 # the reward is a rule: give it as custom_reward_function.path and .name
 # give the data as data.train_files and data.val_files
@@ -22,7 +22,7 @@ python3 -m verl.trainer.main_ppo --config-name=ppo_trainer \
   actor_rollout_ref.rollout.name=vllm \
   actor_rollout_ref.rollout.n=1 \
   actor_rollout_ref.rollout.tensor_model_parallel_size=8 \
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.26 \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.28 \
   actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True \
   actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=8192 \
   actor_rollout_ref.ref.strategy=fsdp \
