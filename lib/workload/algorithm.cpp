@@ -28,12 +28,12 @@ std::optional<Enum> from_name(const std::array<std::string_view, N>& names, std:
 }  // namespace
 
 std::string_view role_name(Role role) { return kRoleNames[static_cast<int>(role)]; }
+std::optional<Role> role_from_name(std::string_view name) {
+  return from_name<Role>(kRoleNames, name);
+}
 
 Head head_of(Role role) {
   return role == Role::kCritic || role == Role::kReward ? Head::kScalar : Head::kLanguage;
-}
-std::optional<Role> role_from_name(std::string_view name) {
-  return from_name<Role>(kRoleNames, name);
 }
 std::string_view task_kind_name(TaskKind kind) { return kTaskKindNames[static_cast<int>(kind)]; }
 std::optional<TaskKind> task_kind_from_name(std::string_view name) {
