@@ -46,9 +46,8 @@ GenerationResult generate(Transformer& model, const GenerationRequest& request) 
   };
   // Free slots take the next prompts, prefilled together as an engine batches the prompts it
   // schedules in one step (passes for each prompt length among them, each within the prefill
-  // chunk), each giving its first
-  // response token. A prompt whose response is that one token is done at once, and its slot
-  // takes the next prompt.
+  // chunk), each giving its first response token. A prompt whose response is that one token is
+  // done at once, and its slot takes the next prompt.
   const auto fill = [&](std::vector<int> free) {
     if (free.empty() || admitted == count) return;
     const auto start = std::chrono::steady_clock::now();

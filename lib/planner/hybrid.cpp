@@ -1912,10 +1912,15 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
     std::move(more.begin(), more.end(), std::back_inserter(alive));
   }
   PlannerResult result;
-  const Candidate* best = nullptr;
-  for (const Candidate& c : alive) {
-    if (c.best > kWorst && (!best || beats(c.best, c.best_price, best->best, best->best_price))) best = &c;
-  }
+  // The candidate of the best plan, of plans as good the cheapest; null where none fits.
+  const auto best_of = [](const std::vector<Candidate>& candidates) {
+    const Candidate* best = nullptr;
+    for (const Candidate& c : candidates) {
+      if (c.best > kWorst && (!best || beats(c.best, c.best_price, best->best, best->best_price))) best = &c;
+    }
+    return best;
+  };
+  const Candidate* best = best_of(alive);
   // The finalists' polish: the best few candidates of different plans, each searched once more
   // from its best plan; the best of all wins.
   if (best && !timed_out_) {
@@ -1941,10 +1946,7 @@ PlannerResult Search::run(const std::function<void(const SearchProgress&)>& prog
       polish(polished.back(), params_.evaluation_budget / kPolishBudgetShare);
     }
     std::move(polished.begin(), polished.end(), std::back_inserter(alive));
-    best = nullptr;
-    for (const Candidate& c : alive) {
-      if (c.best > kWorst && (!best || beats(c.best, c.best_price, best->best, best->best_price))) best = &c;
-    }
+    best = best_of(alive);
   }
   result.evaluations = evaluations_;
   if (best) {
