@@ -40,7 +40,7 @@ class SingleCommunicator final : public Communicator {
   void barrier() override {}
   double max(double x) override { return x; }
   void broadcast_host(void*, std::size_t, int root) override { check_rank(root, "broadcast root"); }
-  void post(std::vector<std::byte>, int peer, int) override { check_rank(peer, "post to"); }
+  void post(HostBytes, int peer, int) override { check_rank(peer, "post to"); }
   void take(void*, std::size_t, int peer, int) override { check_rank(peer, "take from"); }
   void finish_posted() override {}
   [[noreturn]] void abort(int code) override { std::exit(code); }

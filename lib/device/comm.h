@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device/backend.h"
+#include "device/host_memory.h"
 
 namespace hetrl::device {
 
@@ -68,7 +69,7 @@ class Communicator {
   // message was taken. Messages of one peer and tag are taken in the order posted. Tags run from
   // 0 to kPostTags - 1. On NCCL's transport they travel over its host communicator.
   static constexpr int kPostTags = 16384;
-  virtual void post(std::vector<std::byte> message, int peer, int tag) = 0;
+  virtual void post(HostBytes message, int peer, int tag) = 0;
   virtual void take(void* data, std::size_t bytes, int peer, int tag) = 0;
   virtual void finish_posted() = 0;
 

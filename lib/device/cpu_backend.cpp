@@ -25,6 +25,7 @@
 
 #include "device/backend.h"
 #include "device/comm.h"
+#include "device/host_memory.h"
 
 namespace hetrl::device {
 namespace {
@@ -203,10 +204,11 @@ class CpuBackend final : public Backend {
 
   ~CpuBackend() override { drop_cached(); }
 
-  // Blocks of 1 MiB or more that are released are kept for the next allocation of the same
-  // size, as a GPU runtime's caching allocator keeps device memory: the host would otherwise
-  // hand the pages back and fault each one in again when the same buffer is allocated anew (a
-  // profile's passes, a training step's activations). At most a quarter of the memory is kept.
+  // Device memory is host memory in large pages from 2 MiB (device/host_memory.h). Blocks of
+  // 1 MiB or more that are released are kept for the next allocation of the same size, as a
+  // GPU runtime's caching allocator keeps device memory: the host would otherwise hand the
+  // pages back and fault each one in again when the same buffer is allocated anew (a profile's
+  // passes, a training step's activations). At most a quarter of the memory is kept.
   void* allocate(std::size_t bytes) override {
     constexpr std::size_t kAlign = 64;
     const std::size_t rounded = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
@@ -219,16 +221,16 @@ class CpuBackend final : public Backend {
         return p;
       }
     }
-    void* p = std::aligned_alloc(kAlign, rounded);
+    void* p = allocate_host(rounded);
     if (!p && !cached_.empty()) {
       drop_cached();
-      p = std::aligned_alloc(kAlign, rounded);
+      p = allocate_host(rounded);
     }
     if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
     try {
       hand_out(p, rounded);
     } catch (...) {
-      std::free(p);
+      free_host(p, rounded);
       throw;
     }
     return p;
@@ -240,14 +242,14 @@ class CpuBackend final : public Backend {
     live_.erase(block);
     count_released(p, bytes);
     if (bytes < kCachedFrom || static_cast<double>(cached_bytes_ + bytes) > info_.memory / 4) {
-      std::free(p);
+      free_host(p, bytes);
       return;
     }
     try {
       cached_.emplace(bytes, p);
       cached_bytes_ += bytes;
     } catch (...) {
-      std::free(p);
+      free_host(p, bytes);
     }
   }
   void upload(void* device, const void* host, std::size_t bytes) override { std::memcpy(device, host, bytes); }
@@ -290,26 +292,25 @@ class CpuBackend final : public Backend {
     const bool c_wide = g.dtype == DType::kF32 || g.c_fp32;
     float* out = c_wide ? typed<float>(c) : nullptr;
     if (!c_wide) {
-      grow(wide_c_, c_count);
-      if (g.accumulate) cast(g.dtype, c, DType::kF32, wide_c_.data(), c_count);
-      out = wide_c_.data();
+      out = wide_c_.at_least(c_count);
+      if (g.accumulate) cast(g.dtype, c, DType::kF32, out, c_count);
     }
     if (g.dtype == DType::kF32) {
       cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, typed<float>(a), lda, typed<float>(b), ldb, beta, out, g.n);
     } else {
       const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
-      grow(wide_a_, a_count);
-      cast(g.dtype, a, DType::kF32, wide_a_.data(), a_count);
+      float* wide_a = wide_a_.at_least(a_count);
+      cast(g.dtype, a, DType::kF32, wide_a, a_count);
       if (g.dtype == DType::kBf16 && g.b_transposed && !g.a_transposed && g.m <= kFewRows) {
-        few_rows_gemm(wide_a_.data(), typed<Bf16>(b), out, g.m, g.n, g.k, g.accumulate);
+        few_rows_gemm(wide_a, typed<Bf16>(b), out, g.m, g.n, g.k, g.accumulate);
       } else {
         const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
-        grow(wide_b_, b_count);
-        cast(g.dtype, b, DType::kF32, wide_b_.data(), b_count);
-        cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, wide_a_.data(), lda, wide_b_.data(), ldb, beta, out, g.n);
+        float* wide_b = wide_b_.at_least(b_count);
+        cast(g.dtype, b, DType::kF32, wide_b, b_count);
+        cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, wide_a, lda, wide_b, ldb, beta, out, g.n);
       }
     }
-    if (!c_wide) cast(DType::kF32, wide_c_.data(), g.dtype, c, c_count);
+    if (!c_wide) cast(DType::kF32, out, g.dtype, c, c_count);
   }
 
   void rmsnorm(DType t, const void* x, const void* w, void* y, int rows, int n, float eps) override {
@@ -648,16 +649,40 @@ class CpuBackend final : public Backend {
 
  private:
   void drop_cached() noexcept {
-    for (const auto& [bytes, block] : cached_) std::free(block);
+    for (const auto& [bytes, block] : cached_) free_host(block, bytes);
     cached_.clear();
     cached_bytes_ = 0;
   }
 
-  // The GEMMs' fp32 scratch only ever grows: a resize to a larger size would zero the new
-  // part, and a step alternating small and large weights would pay that every call.
-  static void grow(std::vector<float>& scratch, std::size_t count) {
-    if (scratch.size() < count) scratch.resize(count);
-  }
+  // The GEMMs' fp32 scratch (operands widened from bf16 or fp16, a narrow product before its
+  // rounding), in host memory of allocate_host's: a stream over a widened weight is as much a
+  // stream as a copy of it. It only ever grows, and keeps nothing when it does (each call writes what
+  // it reads): a resize that zeroed the new part would cost a step that alternates small and
+  // large weights that much every call.
+  class Scratch {
+   public:
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() {
+      if (data_) free_host(data_, bytes_);
+    }
+    float* at_least(std::size_t count) {
+      const std::size_t bytes = count * sizeof(float);
+      if (bytes > bytes_) {
+        void* p = allocate_host(bytes);
+        if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes of GEMM scratch");
+        if (data_) free_host(data_, bytes_);
+        data_ = static_cast<float*>(p);
+        bytes_ = bytes;
+      }
+      return data_;
+    }
+
+   private:
+    float* data_ = nullptr;
+    std::size_t bytes_ = 0;
+  };
 
   void hand_out(void* p, std::size_t bytes) {
     live_[p] = bytes;
@@ -665,7 +690,7 @@ class CpuBackend final : public Backend {
   }
   static constexpr std::size_t kCachedFrom = std::size_t{1} << 20;
   DeviceInfo info_;
-  std::vector<float> wide_a_, wide_b_, wide_c_;
+  Scratch wide_a_, wide_b_, wide_c_;
   std::vector<float> inverse_;  // rmsnorm_backward: each row's inverse RMS
   std::unordered_map<void*, std::size_t> live_;     // blocks handed out, and their sizes
   std::multimap<std::size_t, void*> cached_;        // released large blocks by size

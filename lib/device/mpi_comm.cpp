@@ -213,7 +213,7 @@ class MpiCommunicator final : public Communicator {
   }
   // Posted messages go with MPI_Isend from the communicator's own copy, dropped once sent;
   // their tags sit above the point-to-point calls'.
-  void post(std::vector<std::byte> message, int peer, int tag) override {
+  void post(HostBytes message, int peer, int tag) override {
     const int mpi_tag = post_tag(tag);
     const int bytes = mpi_count(message.size(), "post");
     reap();
@@ -278,7 +278,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   struct Posted {
-    std::vector<std::byte> bytes;
+    HostBytes bytes;
     MPI_Request request = MPI_REQUEST_NULL;
   };
   static constexpr int kTag = 7;

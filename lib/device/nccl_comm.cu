@@ -74,7 +74,7 @@ class NcclCommunicator final : public Communicator {
   void barrier() override { host_->barrier(); }
   double max(double x) override { return host_->max(x); }
   void broadcast_host(void* data, std::size_t bytes, int root) override { host_->broadcast_host(data, bytes, root); }
-  void post(std::vector<std::byte> message, int peer, int tag) override { host_->post(std::move(message), peer, tag); }
+  void post(HostBytes message, int peer, int tag) override { host_->post(std::move(message), peer, tag); }
   void take(void* data, std::size_t bytes, int peer, int tag) override { host_->take(data, bytes, peer, tag); }
   void finish_posted() override { host_->finish_posted(); }
   // A group of its own: the host communicator split, and NCCL bootstrapped over that part.

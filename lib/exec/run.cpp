@@ -663,7 +663,7 @@ class Runner {
       const std::vector<Transformer::Layers> spans = layer_spans(trainer_task_.at(i), 0);
       for (const Transformer::Tensor& p : model_for(role, trainer_layout(role)).parameters()) {
         if (owner_of(role, p.name, spans) != rank_) continue;
-        std::vector<std::byte> bytes(p.count * device::dtype_bytes(settings_.dtype));
+        device::HostBytes bytes(p.count * device::dtype_bytes(settings_.dtype));
         b_.download(bytes.data(), p.buffer->data(), bytes.size());
         for (const int q : readers) world().post(bytes, q, tag(iteration, trainer_task_.at(i), Carries::kWeights));
       }
@@ -695,7 +695,7 @@ class Runner {
       if (std::find(takers.begin(), takers.end(), piece.to) == takers.end()) takers.push_back(piece.to);
       model->send_shard(piece.from_shard, piece.to_tp, piece.to_shard, piece.whole, piece.to_layers,
                         [&](const void* data, std::size_t bytes) {
-                          std::vector<std::byte> host(bytes);
+                          device::HostBytes host(bytes);
                           b_.download(host.data(), data, bytes);
                           world().post(std::move(host), piece.to, tag(trained, sync, Carries::kSyncPieces));
                         });
@@ -807,7 +807,7 @@ class Runner {
       world().take(data, bytes, peer, t);
       return;
     }
-    std::vector<std::byte> host(bytes);
+    device::HostBytes host(bytes);
     world().take(host.data(), bytes, peer, t);
     b_.upload(data, host.data(), bytes);
   }
@@ -860,8 +860,8 @@ class Runner {
     }
     return bytes;
   }
-  std::vector<std::byte> pack(int task, const std::vector<std::size_t>& which) {
-    std::vector<std::byte> out;
+  device::HostBytes pack(int task, const std::vector<std::size_t>& which) {
+    device::HostBytes out;
     out.reserve(packed_bytes(task, which));
     const auto put = [&](const void* data, std::size_t bytes) {
       const std::byte* b = static_cast<const std::byte*>(data);
@@ -882,7 +882,7 @@ class Runner {
     }
     return out;
   }
-  void unpack(int task, const std::vector<std::size_t>& which, const std::vector<std::byte>& bytes) {
+  void unpack(int task, const std::vector<std::size_t>& which, const device::HostBytes& bytes) {
     std::size_t at = 0;
     const auto get = [&](void* data, std::size_t n) {
       std::memcpy(data, bytes.data() + at, n);
@@ -956,7 +956,7 @@ class Runner {
     if (!multi()) return;
     for (const Piece& piece : pieces(task)) {
       const bool from_me = piece.lead == rank_;
-      std::vector<std::byte> bytes = from_me ? pack(task, piece.samples) : std::vector<std::byte>(packed_bytes(task, piece.samples));
+      device::HostBytes bytes = from_me ? pack(task, piece.samples) : device::HostBytes(packed_bytes(task, piece.samples));
       if (!bytes.empty()) group_comm_->broadcast_host(bytes.data(), bytes.size(), group_rank(piece.lead));
       if (!from_me) unpack(task, piece.samples, bytes);
     }
@@ -968,7 +968,7 @@ class Runner {
     for (const int u : upstream_[static_cast<std::size_t>(task)]) {
       if (holds(u)) continue;
       for (const Piece& piece : pieces(u)) {
-        std::vector<std::byte> bytes(packed_bytes(u, piece.samples));
+        device::HostBytes bytes(packed_bytes(u, piece.samples));
         world().take(bytes.data(), bytes.size(), piece.lead, tag(iteration, u, Carries::kResults));
         unpack(u, piece.samples, bytes);
       }
@@ -982,7 +982,7 @@ class Runner {
     if (multi() && !groups.empty()) {
       for (const Piece& piece : pieces(task)) {
         if (piece.lead != rank_) continue;
-        const std::vector<std::byte> bytes = pack(task, piece.samples);
+        const device::HostBytes bytes = pack(task, piece.samples);
         for (const int g : groups) {
           for (const int q : group_ranks_[static_cast<std::size_t>(g)]) world().post(bytes, q, tag(iteration, task, Carries::kResults));
         }

@@ -3,12 +3,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "device/backend.h"
+#include "device/host_memory.h"
 
 namespace hetrl::device {
 namespace {
@@ -65,6 +69,42 @@ TEST_CASE("backends: the cpu keeps a released large block for the next allocatio
   const Buffer larger(*b, 2 * kLarge);  // the kept block is too small for it
   CHECK(larger.data() != kept);
   b->fill_zero(larger.data(), 2 * kLarge);
+}
+
+// The flags of the mapping of this process that holds `p` (/proc/self/smaps' VmFlags line),
+// or "" where none does.
+std::string mapping_flags(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t first = 0, end = 0;
+    char dash = 0;
+    if (std::istringstream range(line); range >> std::hex >> first >> dash >> end && dash == '-') {
+      inside = first <= at && at < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST_CASE("backends: the cpu maps a block of a huge page or more on a huge page's boundary, marked for huge pages") {
+  const auto b = make_backend("cpu");
+  const Buffer large(*b, 3 * kHugePage + 4096);
+  b->fill_zero(large.data(), large.bytes());
+  CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % kHugePage == 0);
+  // Where the kernel has transparent huge pages at all, the mapping carries their advice.
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(thp, modes);
+  if (!modes.empty() && modes.find("[never]") == std::string::npos) {
+    const std::string flags = mapping_flags(large.data());
+    CHECK(flags.find(" hg") != std::string::npos);
+    // A block smaller than a huge page stays with the C library, without the advice.
+    const Buffer small(*b, kHugePage / 2);
+    CHECK(mapping_flags(small.data()).find(" hg") == std::string::npos);
+  }
 }
 
 TEST_CASE("backends: OpenBLAS's generic kernels give way to the CPU's vector units, nothing else does") {

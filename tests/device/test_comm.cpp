@@ -158,8 +158,8 @@ TEST_CASE("comm: send and receive around a ring") {
 }
 
 // Process `from`'s message `which` to `to`, `bytes` long.
-std::vector<std::byte> message(int from, int to, int which, std::size_t bytes) {
-  std::vector<std::byte> m(bytes);
+HostBytes message(int from, int to, int which, std::size_t bytes) {
+  HostBytes m(bytes);
   for (std::size_t i = 0; i < bytes; ++i) m[i] = static_cast<std::byte>((from * 31 + to * 7 + which * 3 + i) & 0xff);
   return m;
 }
@@ -175,9 +175,9 @@ TEST_CASE("comm: posted messages arrive without a meeting, each tag's in the ord
     return;
   }
   // Every process posts to every other before it takes anything (a blocking send of the large
-  // one would wait for its receive): two of tag 5, the large one (past any eager limit) then an
-  // empty one, and then one of tag 3.
-  constexpr std::size_t kLarge = std::size_t{1} << 20;
+  // one would wait for its receive): two of tag 5, the large one (past any eager limit, in huge
+  // pages) then an empty one, and then one of tag 3.
+  constexpr std::size_t kLarge = 3 * kHugePage + 100;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
     comm.post(message(me, peer, 0, kLarge), peer, 5);
@@ -187,7 +187,7 @@ TEST_CASE("comm: posted messages arrive without a meeting, each tag's in the ord
   // Tag 3's first: a message does not wait behind earlier ones of another tag.
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
-    std::vector<std::byte> small(100), large(kLarge);
+    HostBytes small(100), large(kLarge);
     comm.take(small.data(), small.size(), peer, 3);
     comm.take(large.data(), large.size(), peer, 5);
     comm.take(nullptr, 0, peer, 5);

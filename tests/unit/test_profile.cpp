@@ -146,7 +146,7 @@ class RecordingCommunicator final : public device::Communicator {
   void barrier() override {}
   double max(double x) override { return x; }
   void broadcast_host(void*, std::size_t, int) override {}
-  void post(std::vector<std::byte>, int, int) override {}
+  void post(device::HostBytes, int, int) override {}
   void take(void*, std::size_t, int, int) override {}
   void finish_posted() override {}
   [[noreturn]] void abort(int code) override { throw std::runtime_error("abort " + std::to_string(code)); }
