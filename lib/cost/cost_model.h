@@ -533,7 +533,8 @@ class CostModel {
   double reshard_seconds(int reader, std::span<const ReshardGpu> gpus, Breakdown& out) const;
   // The new weights, received into host memory while generation ran on the old ones (the
   // asynchronous overlap), copied into the generation replicas of task `reader`: each GPU loads
-  // its own shard from its node's host memory at host_bandwidth, all in parallel.
+  // its own shard from its node's host memory at host_bandwidth, all in parallel; none on a
+  // device whose memory is its host's (GpuSpec::memory_is_host).
   double weight_load_seconds(int reader, std::span<const std::span<const Stage>> replicas,
                              Breakdown& out) const;
 

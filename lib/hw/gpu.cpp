@@ -242,6 +242,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.fp32_flops) spec.fp32_flops = *o.fp32_flops;
   if (o.intra_node_link) spec.intra_node = catalog.intra_node_link(*o.intra_node_link, "");
   if (o.intra_node_bandwidth) spec.intra_node.bandwidth = *o.intra_node_bandwidth;
+  if (o.memory_is_host) spec.memory_is_host = *o.memory_is_host;
   if (o.price_per_hour) {
     spec.price_per_hour = *o.price_per_hour;
     spec.price_source = o.source;

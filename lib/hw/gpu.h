@@ -203,6 +203,9 @@ struct GpuSpec {
   double fp16_flops = 0;         // dense FP16 tensor FLOP/s
   double fp32_flops = 0;         // FP32 (non-tensor) FLOP/s
   IntraNodeLink intra_node;
+  // The device's memory is its host's (a CPU as a device, hetrl-profile --backend cpu): what
+  // reaches the host is on the device, with no load from host memory after it.
+  bool memory_is_host = false;
   std::optional<double> price_per_hour;  // USD per GPU-hour
   std::string price_source;
   Efficiency efficiency;
@@ -265,6 +268,7 @@ struct GpuTypeOverride {
   std::optional<double> fp32_flops;
   std::optional<std::string> intra_node_link;
   std::optional<double> intra_node_bandwidth;  // bytes/s, a measured link replaces the preset
+  std::optional<bool> memory_is_host;
   std::optional<double> price_per_hour;
   std::optional<double> gemm_large;
   std::optional<double> gemm_small;

@@ -103,6 +103,7 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     GpuTypeOverride o;
     o.name = profile.gpu_type;
     o.source = source;
+    if (profile.device->backend == "cpu") o.memory_is_host = true;
     o.memory = profile.device->memory;
     o.memory_bandwidth = profile.memory_bandwidth;
     o.bf16_flops = o.fp16_flops = profile.gemm_large_flops;

@@ -38,6 +38,7 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     o.intra_node_link = catalog.intra_node_link(*link, r.where("intra_node_link")).name;
   }
   o.intra_node_bandwidth = r.optional_quantity("intra_node_bandwidth_gb_per_s", core::kGBps);
+  o.memory_is_host = r.optional_boolean("memory_is_host");
   o.price_per_hour = r.optional_number("price_per_gpu_hour_usd", Range::kNonNegative);
   if (auto e = r.optional_object("efficiency")) {
     o.gemm_large = e->optional_number("gemm_large", Range::kFraction);
@@ -122,6 +123,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   put("fp32_tflops", o.fp32_flops, core::kTflops);
   if (o.intra_node_link) out["intra_node_link"] = *o.intra_node_link;
   put("intra_node_bandwidth_gb_per_s", o.intra_node_bandwidth, core::kGBps);
+  if (o.memory_is_host) out["memory_is_host"] = *o.memory_is_host;
   put("price_per_gpu_hour_usd", o.price_per_hour, 1.0);
   OrderedJson efficiency = OrderedJson::object();
   auto put_fraction = [&](const char* key, const std::optional<double>& value) {

@@ -184,6 +184,26 @@ TEST_CASE("a new GPU type can be defined in the cluster file") {
   CHECK(mi.source == "AMD Instinct MI300X datasheet");
 }
 
+TEST_CASE("a GPU type whose memory is its host's is read, written back and checked") {
+  const auto cluster_with = [](const std::string& value) {
+    return R"({"schema": "hetrl.cluster/v1", "name": "x",
+    "regions": [{"name": "r", "zones": ["z"]}],
+    "network": {"intra_zone": {"bandwidth_gbps": 400, "latency_ms": 0.01}},
+    "nodes": [{"name": "n", "zone": "z", "gpu": "cpu-x", "gpus": 2, "nic_gbps": 100}],
+    "gpu_types": {"cpu-x": {"memory_gib": 12, "memory_bandwidth_gb_per_s": 30, "bf16_dense_tflops": 0.1,
+                            "fp16_dense_tflops": 0.1, "fp32_tflops": 0.1, "intra_node_link": "pcie4",
+                            "memory_is_host": )" + value + "}}}";
+  };
+  const hw::Cluster c = io::parse_cluster(cluster_with("true"), "x.json", catalog());
+  CHECK(c.gpu_types[c.nodes[0].gpu_type].memory_is_host);
+  const hw::Cluster again = io::parse_cluster(io::cluster_to_json(c), "y.json", catalog());
+  CHECK(again.gpu_types[again.nodes[0].gpu_type].memory_is_host);
+  const hw::Cluster own = io::parse_cluster(cluster_with("false"), "x.json", catalog());
+  CHECK_FALSE(own.gpu_types[own.nodes[0].gpu_type].memory_is_host);
+  CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with("1"), "x.json", catalog()),
+                       doctest::Contains("/gpu_types/cpu-x/memory_is_host"), core::InputError);
+}
+
 TEST_CASE("a GPU type's GEMM curve in a cluster file is read, checked and written back") {
   const auto cluster_with = [](const std::string& curve) { return l4_cluster(R"({"gemm_curve": )" + curve + "}"); };
   const hw::Cluster c = io::parse_cluster(

@@ -1010,6 +1010,25 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   CHECK(seconds == hetrl::testing::approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
 }
 
+TEST_CASE("weights that reached generation's host: each GPU loads its shard at the host rate, a device whose memory is the host's none") {
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
+  const int generate = f.task("generate");
+  const cost::ModelShape& shape = f.model.shape(generate);
+  // Two replicas, TP 2 and TP 1: the TP-1 replica's whole model is the largest shard.
+  const std::vector<cost::Stage> tp2{{0, 2, shape.layers}}, tp1{{0, 1, shape.layers}};
+  const std::vector<std::span<const cost::Stage>> replicas{tp2, tp1};
+  cost::Breakdown loaded(true);
+  f.model.weight_load_seconds(generate, replicas, loaded);
+  CHECK(term(loaded, "weight load from host memory") ==
+        hetrl::testing::approx(2.0 * shape.total_params() / f.model.params().host_bandwidth));
+  hw::Cluster host = f.cluster;
+  host.gpu_types[0].memory_is_host = true;
+  const cost::CostModel on_host(host, f.workload, f.graph, catalogs().models);
+  cost::Breakdown none(true);
+  CHECK(on_host.weight_load_seconds(generate, replicas, none) == 0);
+  CHECK(term_or_zero(none, "weight load from host memory") == 0);
+}
+
 TEST_CASE("a weight sync inside a group copies what the GPU's training shard holds and gathers the rest, by hand") {
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
   const cost::CostModel& m = f.model;

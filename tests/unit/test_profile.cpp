@@ -760,6 +760,11 @@ TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are 
   CHECK(spec.efficiency.gemm(hw::kGemmLargeTokens) == hetrl::testing::approx(1.0));
   CHECK(spec.efficiency.gemm(hw::kGemmSmallTokens) == hetrl::testing::approx(0.25));
   CHECK(spec.memory_bandwidth * spec.efficiency.memory == hetrl::testing::approx(3e10));
+  // The cpu backend's device memory is the host's; a new CUDA device's is its own.
+  CHECK(spec.memory_is_host);
+  p.device->backend = "cuda";
+  CHECK_FALSE(hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json")).memory_is_host);
+  p.device->backend = "cpu";
   // With a measured curve, GEMMs follow it (relative to the large rate), and with a measured
   // link and all-reduce, collectives reach the measured share of the link.
   p.gemm_curve = {{1, 2e9}, {64, 5e10}, {2048, 2e11}};
