@@ -656,9 +656,9 @@ class CpuBackend final : public Backend {
 
   // The GEMMs' fp32 scratch (operands widened from bf16 or fp16, a narrow product before its
   // rounding), in host memory of allocate_host's: a stream over a widened weight is as much a
-  // stream as a copy of it. It only ever grows, and keeps nothing when it does (each call writes what
-  // it reads): a resize that zeroed the new part would cost a step that alternates small and
-  // large weights that much every call.
+  // stream as a copy of it. It only ever grows, and keeps nothing when it does (each call
+  // writes what it reads): a resize that zeroed the new part would cost a step that alternates
+  // small and large weights that much every call.
   class Scratch {
    public:
     Scratch() = default;

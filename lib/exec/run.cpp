@@ -956,7 +956,8 @@ class Runner {
     if (!multi()) return;
     for (const Piece& piece : pieces(task)) {
       const bool from_me = piece.lead == rank_;
-      device::HostBytes bytes = from_me ? pack(task, piece.samples) : device::HostBytes(packed_bytes(task, piece.samples));
+      device::HostBytes bytes =
+          from_me ? pack(task, piece.samples) : device::HostBytes(packed_bytes(task, piece.samples));
       if (!bytes.empty()) group_comm_->broadcast_host(bytes.data(), bytes.size(), group_rank(piece.lead));
       if (!from_me) unpack(task, piece.samples, bytes);
     }

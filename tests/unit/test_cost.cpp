@@ -1010,7 +1010,7 @@ TEST_CASE("weights to another group: the transfer across, or the broadcast insid
   CHECK(seconds == hetrl::testing::approx(std::max(m.transfer_seconds(bytes, trainer, two), bytes / (100 * core::kGbps))));
 }
 
-TEST_CASE("weights that reached generation's host: each GPU loads its shard at the host rate, a device whose memory is the host's none") {
+TEST_CASE("weights at generation's host: each GPU loads its shard at the host rate, a device whose memory is the host's none") {
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-7B", 64, 512, 512, 1));
   const int generate = f.task("generate");
   const cost::ModelShape& shape = f.model.shape(generate);

@@ -763,7 +763,8 @@ TEST_CASE("profile: a device the catalogue lacks becomes a type whose peaks are 
   // The cpu backend's device memory is the host's; a new CUDA device's is its own.
   CHECK(spec.memory_is_host);
   p.device->backend = "cuda";
-  CHECK_FALSE(hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json")).memory_is_host);
+  const hw::Catalog& catalog = testing::catalogs().hardware;
+  CHECK_FALSE(hw::apply_override(catalog, hw::override_from_profile(p, catalog, "p.json")).memory_is_host);
   p.device->backend = "cpu";
   // With a measured curve, GEMMs follow it (relative to the large rate), and with a measured
   // link and all-reduce, collectives reach the measured share of the link.
