@@ -204,7 +204,7 @@ class CpuBackend final : public Backend {
 
   ~CpuBackend() override { drop_cached(); }
 
-  // Device memory is host memory in large pages from 2 MiB (device/host_memory.h). Blocks of
+  // Device memory is host memory in large pages from 1 MiB (device/host_memory.h). Blocks of
   // 1 MiB or more that are released are kept for the next allocation of the same size, as a
   // GPU runtime's caching allocator keeps device memory: the host would otherwise hand the
   // pages back and fault each one in again when the same buffer is allocated anew (a profile's

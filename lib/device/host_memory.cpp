@@ -1,7 +1,6 @@
 #include "device/host_memory.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -12,16 +11,16 @@ namespace {
 
 constexpr std::size_t kAlign = 64;
 
-std::size_t page_rounded(std::size_t bytes) noexcept {
-  static const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return (bytes + page - 1) / page * page;
-}
+// The mapping's length: whole huge pages from kWholeHugePagesFrom up.
+std::size_t mapped_length(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
 
 }  // namespace
 
 void* allocate_host(std::size_t bytes) noexcept {
-  if (bytes < kHugePage) return std::aligned_alloc(kAlign, std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
-  const std::size_t length = page_rounded(bytes);
+  if (bytes < kWholeHugePagesFrom) {
+    return std::aligned_alloc(kAlign, std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
+  }
+  const std::size_t length = mapped_length(bytes);
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   // The mapping is a huge page longer than asked: the part before the first boundary in it and
@@ -38,10 +37,10 @@ void* allocate_host(std::size_t bytes) noexcept {
 
 void free_host(void* p, std::size_t bytes) noexcept {
   if (!p) return;
-  if (bytes < kHugePage) {
+  if (bytes < kWholeHugePagesFrom) {
     std::free(p);
   } else {
-    munmap(p, page_rounded(bytes));
+    munmap(p, mapped_length(bytes));
   }
 }
 

@@ -71,39 +71,49 @@ TEST_CASE("backends: the cpu keeps a released large block for the next allocatio
   b->fill_zero(larger.data(), 2 * kLarge);
 }
 
-// The flags of the mapping of this process that holds `p` (/proc/self/smaps' VmFlags line),
-// or "" where none does.
-std::string mapping_flags(const void* p) {
+// The mapping of this process that holds `p`: where it ends and its flags (/proc/self/smaps'
+// VmFlags line); an end of 0 and no flags where none does.
+struct Mapping {
+  std::uintptr_t end = 0;
+  std::string flags;
+};
+Mapping mapping_of(const void* p) {
   std::ifstream smaps("/proc/self/smaps");
   const auto at = reinterpret_cast<std::uintptr_t>(p);
-  bool inside = false;
+  Mapping found;
   for (std::string line; std::getline(smaps, line);) {
     std::uintptr_t first = 0, end = 0;
     char dash = 0;
     if (std::istringstream range(line); range >> std::hex >> first >> dash >> end && dash == '-') {
-      inside = first <= at && at < end;
-    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
-      return line;
+      if (!found.flags.empty()) break;
+      found.end = first <= at && at < end ? end : 0;
+    } else if (found.end != 0 && line.rfind("VmFlags:", 0) == 0) {
+      found.flags = line;
     }
   }
-  return "";
+  return found;
 }
 
-TEST_CASE("backends: the cpu maps a block of a huge page or more on a huge page's boundary, marked for huge pages") {
+TEST_CASE("backends: the cpu maps a block of half a huge page or more on whole huge pages, marked for huge pages") {
   const auto b = make_backend("cpu");
-  const Buffer large(*b, 3 * kHugePage + 4096);
+  const Buffer large(*b, 3 * kHugePage + 4096), half(*b, kHugePage / 2 + 64);
   b->fill_zero(large.data(), large.bytes());
+  b->fill_zero(half.data(), half.bytes());
   CHECK(reinterpret_cast<std::uintptr_t>(large.data()) % kHugePage == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(half.data()) % kHugePage == 0);
   // Where the kernel has transparent huge pages at all, the mapping carries their advice.
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;
   std::getline(thp, modes);
   if (!modes.empty() && modes.find("[never]") == std::string::npos) {
-    const std::string flags = mapping_flags(large.data());
-    CHECK(flags.find(" hg") != std::string::npos);
-    // A block smaller than a huge page stays with the C library, without the advice.
-    const Buffer small(*b, kHugePage / 2);
-    CHECK(mapping_flags(small.data()).find(" hg") == std::string::npos);
+    CHECK(mapping_of(large.data()).flags.find(" hg") != std::string::npos);
+    // The half block's mapping holds the whole huge page.
+    const Mapping whole = mapping_of(half.data());
+    CHECK(whole.flags.find(" hg") != std::string::npos);
+    CHECK(whole.end >= reinterpret_cast<std::uintptr_t>(half.data()) + kHugePage);
+    // A smaller block stays with the C library, without the advice.
+    const Buffer small(*b, kHugePage / 4);
+    CHECK(mapping_of(small.data()).flags.find(" hg") == std::string::npos);
   }
 }
 
