@@ -911,8 +911,7 @@ double CostModel::weight_load_seconds(int reader, std::span<const std::span<cons
                                       Breakdown& out) const {
   // A device whose memory is its host's has the weights where they arrived.
   const double seconds = largest_shard_seconds(shapes_[reader], replicas, [&](int node) {
-    return cluster_.gpu_types[cluster_.nodes[node].gpu_type].memory_is_host ? std::numeric_limits<double>::infinity()
-                                                                            : params_.host_bandwidth;
+    return gpu(node).memory_is_host ? std::numeric_limits<double>::infinity() : params_.host_bandwidth;
   });
   if (seconds > 0) out.add("weight load from host memory", seconds);
   return out.total();

@@ -292,20 +292,20 @@ class CpuBackend final : public Backend {
     const bool c_wide = g.dtype == DType::kF32 || g.c_fp32;
     float* out = c_wide ? typed<float>(c) : nullptr;
     if (!c_wide) {
-      out = wide_c_.at_least(c_count);
+      out = grow(wide_c_, c_count);
       if (g.accumulate) cast(g.dtype, c, DType::kF32, out, c_count);
     }
     if (g.dtype == DType::kF32) {
       cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, typed<float>(a), lda, typed<float>(b), ldb, beta, out, g.n);
     } else {
       const std::size_t a_count = static_cast<std::size_t>(g.m) * static_cast<std::size_t>(g.k);
-      float* wide_a = wide_a_.at_least(a_count);
+      float* wide_a = grow(wide_a_, a_count);
       cast(g.dtype, a, DType::kF32, wide_a, a_count);
       if (g.dtype == DType::kBf16 && g.b_transposed && !g.a_transposed && g.m <= kFewRows) {
         few_rows_gemm(wide_a, typed<Bf16>(b), out, g.m, g.n, g.k, g.accumulate);
       } else {
         const std::size_t b_count = static_cast<std::size_t>(g.k) * static_cast<std::size_t>(g.n);
-        float* wide_b = wide_b_.at_least(b_count);
+        float* wide_b = grow(wide_b_, b_count);
         cast(g.dtype, b, DType::kF32, wide_b, b_count);
         cblas_sgemm(CblasRowMajor, ta, tb, g.m, g.n, g.k, 1.0f, wide_a, lda, wide_b, ldb, beta, out, g.n);
       }
@@ -655,34 +655,15 @@ class CpuBackend final : public Backend {
   }
 
   // The GEMMs' fp32 scratch (operands widened from bf16 or fp16, a narrow product before its
-  // rounding), in host memory of allocate_host's: a stream over a widened weight is as much a
-  // stream as a copy of it. It only ever grows, and keeps nothing when it does (each call
-  // writes what it reads): a resize that zeroed the new part would cost a step that alternates
-  // small and large weights that much every call.
-  class Scratch {
-   public:
-    Scratch() = default;
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() {
-      if (data_) free_host(data_, bytes_);
-    }
-    float* at_least(std::size_t count) {
-      const std::size_t bytes = count * sizeof(float);
-      if (bytes > bytes_) {
-        void* p = allocate_host(bytes);
-        if (!p) throw DeviceError("cpu: out of memory allocating " + std::to_string(bytes) + " bytes of GEMM scratch");
-        if (data_) free_host(data_, bytes_);
-        data_ = static_cast<float*>(p);
-        bytes_ = bytes;
-      }
-      return data_;
-    }
-
-   private:
-    float* data_ = nullptr;
-    std::size_t bytes_ = 0;
-  };
+  // rounding) in host memory of allocate_host's, as device memory is: a stream over a widened
+  // weight is as much a stream as a copy of it. It only ever grows: a resize to a larger size
+  // would zero the new part, and a step alternating small and large weights would pay that
+  // every call.
+  using Scratch = std::vector<float, HostAllocator<float>>;
+  static float* grow(Scratch& scratch, std::size_t count) {
+    if (scratch.size() < count) scratch.resize(count);
+    return scratch.data();
+  }
 
   void hand_out(void* p, std::size_t bytes) {
     live_[p] = bytes;
