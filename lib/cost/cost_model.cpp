@@ -191,19 +191,20 @@ double CostModel::node_allreduce_seconds(int node, int ranks, double bytes) cons
 }
 
 hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPart part) const {
-  // The part's GEMMs on a shard: each shape's FLOPs a token and its width.
+  // The part's GEMMs on a shard: each shape's FLOPs a token and its width on this type.
   const ModelShape& shape = shapes_[task];
-  std::vector<ModelShape::ShardGemm> gemms;
+  const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
+  const double share = e.gemm_reduction_share.value_or(params_.gemm_reduction_share);
+  std::vector<std::pair<double, double>> gemms;  // (FLOPs, width)
   if (part == GemmPart::kHead) {
-    gemms.push_back({1.0, shape.head_width(tp)});
+    gemms.emplace_back(1.0, shape.head_gemm(tp).width(share));
   } else {
     for (const ModelShape::ShardGemm& gemm : shape.shard_layer_gemms(tp)) {
-      if (gemm.flops > 0) gemms.push_back(gemm);
+      if (gemm.flops > 0) gemms.emplace_back(gemm.flops, gemm.width(share));
     }
   }
   // At every token count either curve has a point: the type's rate there, moved by the
   // measured widths' ratio (none where fewer than two reach it).
-  const hw::Efficiency& e = cluster_.gpu_types[static_cast<std::size_t>(gpu_type)].efficiency;
   std::vector<double> tokens;
   for (const auto& point : e.gemm_curve) tokens.push_back(point.first);
   for (const hw::WidthCurve& w : e.gemm_curves) {
@@ -216,10 +217,10 @@ hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPa
   hw::GemmCurve curve;
   for (const double t : tokens) {
     double flops = 0, seconds = 0;  // of the part's GEMMs, in proportion
-    for (const ModelShape::ShardGemm& gemm : gemms) {
-      const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, gemm.width, hw::kGemmReferenceWidth);
-      flops += gemm.flops;
-      seconds += gemm.flops / std::clamp(e.gemm(t) * ratio, 1e-6, 1.0);
+    for (const auto& [gemm_flops, width] : gemms) {
+      const double ratio = hw::gemm_width_ratio(e.gemm_curves, t, width, hw::kGemmReferenceWidth);
+      flops += gemm_flops;
+      seconds += gemm_flops / std::clamp(e.gemm(t) * ratio, 1e-6, 1.0);
     }
     curve.emplace_back(t, flops / seconds);
   }

@@ -140,6 +140,9 @@ struct CostParams {
   // widths it takes as their hidden sizes; a type measured at several widths prices each of a
   // model's GEMMs at its own width instead (CostModel::width_curve).
   double gemm_width_half = 1024;
+  // Of a GEMM's width on a type measured at several widths, the share its inner dimension sets
+  // (hw::Efficiency::gemm_reduction_share, which a measured type may have): the geometric mean.
+  double gemm_reduction_share = 0.5;
   double max_gemm_efficiency = 0.85;
   // The trainer's framework, which sets what share of the kernel rates its training and
   // scoring passes reach (trainer_rate_fraction).

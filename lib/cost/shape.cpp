@@ -1,6 +1,7 @@
 #include "cost/shape.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace hetrl::cost {
 
@@ -15,9 +16,11 @@ ModelShape::ModelShape(const workload::ModelArch& arch, workload::Head head)
       layers(arch.layers),
       heads(arch.heads),
       kv_heads(arch.kv_heads) {
-  layer_gemms = {GemmShape{2, hidden * q_dim}, GemmShape{2, hidden * kv_dim},
-                 GemmShape{arch.gated_mlp ? 3.0 : 2.0, hidden * arch.ffn_hidden}};
-  for (const GemmShape& g : layer_gemms) layer_linear_params += g.count * g.elements;
+  const double ffn = arch.ffn_hidden;
+  layer_gemms = {GemmShape{1, q_dim, hidden, true}, GemmShape{2, kv_dim, hidden, true},
+                 GemmShape{1, hidden, q_dim, false}, GemmShape{arch.gated_mlp ? 2.0 : 1.0, ffn, hidden, true},
+                 GemmShape{1, hidden, ffn, false}};
+  for (const GemmShape& g : layer_gemms) layer_linear_params += g.count * g.out * g.in;
   elementwise_hidden_bytes = 2.0 * 10 * hidden;
   elementwise_bytes = elementwise_hidden_bytes + 2.0 * (2 * (q_dim + kv_dim) + (arch.gated_mlp ? 3.0 : 2.0) * arch.ffn_hidden);
   eager_elementwise_hidden_bytes = 2 * 36 * hidden + 2 * 6 * hidden;
@@ -27,12 +30,18 @@ ModelShape::ModelShape(const workload::ModelArch& arch, workload::Head head)
   selective_activation_bytes = 2.0 * (hidden + q_dim + gemm_outputs / 2);
 }
 
-std::array<ModelShape::ShardGemm, 3> ModelShape::shard_layer_gemms(int tp) const {
-  std::array<ShardGemm, 3> out{};
+double ModelShape::ShardGemm::width(double share) const {
+  if (share == 0.5) return std::sqrt(n * k);
+  return std::exp(share * std::log(k) + (1 - share) * std::log(n));
+}
+
+std::array<ModelShape::ShardGemm, 5> ModelShape::shard_layer_gemms(int tp) const {
+  std::array<ShardGemm, 5> out{};
   for (std::size_t i = 0; i < layer_gemms.size(); ++i) {
-    const int shards = i == kKvGemms ? std::min(tp, std::max(1, kv_heads)) : tp;
-    out[i] = {2.0 * layer_gemms[i].count * layer_gemms[i].elements / shards,
-              gemm_width(layer_gemms[i].elements, shards)};
+    const GemmShape& g = layer_gemms[i];
+    const double shards = i == kKvGemms ? std::min(tp, std::max(1, kv_heads)) : tp;
+    out[i] = {2.0 * g.count * g.out * g.in / shards, g.column_parallel ? g.out / shards : g.out,
+              g.column_parallel ? g.in : g.in / shards};
   }
   return out;
 }

@@ -58,25 +58,33 @@ struct ModelShape {
   // (bf16): the layer's input, the fused attention's output, and every second GEMM output of
   // q, k, v, o, gate, up, down (torchtitan's per-op policy saves alternate matmuls).
   double selective_activation_bytes = 0;
-  // A layer's GEMMs by the shape of their weights (input x output elements at TP 1), each with
-  // how many of the layer's GEMMs have it: q and o (hidden x q_dim), k and v (hidden x
-  // kv_dim), and the MLP's gate, up and down (hidden x ffn; without the gate two). A GEMM runs
-  // at the rate of its width, the geometric mean of its weight's two dimensions: the LM head's
-  // (hidden x vocab) is several times the hidden size, the MLP's twice or more.
+  // A layer's GEMMs by the shape of their weights at TP 1 (`out` outputs, n, of `in` inputs,
+  // k), each with how many of the layer's GEMMs have it: q (hidden to q_dim), k and v (hidden
+  // to kv_dim), o (q_dim to hidden), the MLP's gate and up (hidden to ffn; without the gate
+  // one) and its down (ffn to hidden). Tensor parallelism splits a column-parallel GEMM's
+  // outputs (q, k, v, gate, up) and a row-parallel one's inputs (o, down).
   struct GemmShape {
     double count = 0;
-    double elements = 0;
+    double out = 0;
+    double in = 0;
+    bool column_parallel = true;
   };
-  std::array<GemmShape, 3> layer_gemms{};
+  std::array<GemmShape, 5> layer_gemms{};
   static constexpr std::size_t kKvGemms = 1;  // of layer_gemms, k and v's
-  // The same on one of `tp` shards: each shape's FLOPs a token there and its width. Tensor
-  // parallelism splits each weight over the shards, k and v by whole heads (past kv_heads
-  // shards each holds a copy of one head's).
+  // One GEMM's weight on a shard: its FLOPs a token there, its outputs n and inputs k. It runs
+  // at the rate of its width, k^s n^(1 - s) for the device's reduction share s
+  // (hw::Efficiency::gemm_reduction_share): at s = 0.5 the geometric mean of the two, so the LM
+  // head's (hidden to vocab) is several times the hidden size, the MLP's twice or more; at s
+  // near 1, a CPU's few-row GEMMs, the inputs' alone.
   struct ShardGemm {
     double flops = 0;
-    double width = 0;
+    double n = 0;
+    double k = 0;
+    double width(double share = 0.5) const;
   };
-  std::array<ShardGemm, 3> shard_layer_gemms(int tp) const;
+  // The layer's GEMMs on one of `tp` shards (layer_gemms' order), k and v split by whole heads
+  // (past kv_heads shards each holds a copy of one head's).
+  std::array<ShardGemm, 5> shard_layer_gemms(int tp) const;
   int layers = 0;
   int heads = 0;
   int kv_heads = 0;
@@ -118,12 +126,12 @@ struct ModelShape {
   double linear_flops(int stage_layers) const { return stage_layers * 2.0 * layer_linear_params; }
   double attention_flops(int stage_layers, double context) const { return stage_layers * 4.0 * q_dim * context; }
   double head_flops() const { return 2.0 * hidden * vocab; }
-  // The width of a GEMM whose weight has `elements` at TP 1 on one of `tp` shards: tensor
-  // parallelism splits one of its two dimensions (a column-parallel GEMM's output, a row-
-  // parallel one's input, the vocabulary of a vocab-parallel head).
-  static double gemm_width(double elements, int tp) { return std::sqrt(elements / tp); }
-  // The LM head's on a shard (whole on every shard without vocab_parallel).
-  double head_width(int tp) const { return gemm_width(hidden * vocab, vocab_parallel ? tp : 1); }
+  // The LM head's GEMM on one of `tp` shards, a token's FLOPs and its shape: its vocabulary
+  // split, or whole on every shard without vocab_parallel.
+  ShardGemm head_gemm(int tp) const {
+    const double shards = vocab_parallel ? tp : 1;
+    return {head_flops() / shards, vocab / shards, hidden};
+  }
   // The FLOPs a TP group of `tp` spends on one token's logits: the head's once, split over the
   // group, or without vocab_parallel on every GPU of it.
   double group_head_flops(int tp) const { return head_flops() * (vocab_parallel ? 1 : tp); }

@@ -122,6 +122,11 @@ void validate_gpu_spec(const GpuSpec& spec) {
     throw core::InputError(fmt::format("GPU type {}: gemm_width_half must be a finite number at least 0, found {}",
                                        core::quoted(spec.name), *spec.efficiency.gemm_width_half));
   }
+  if (spec.efficiency.gemm_reduction_share &&
+      !(*spec.efficiency.gemm_reduction_share >= 0 && *spec.efficiency.gemm_reduction_share <= 1)) {
+    throw core::InputError(fmt::format("GPU type {}: gemm_reduction_share must be between 0 and 1, found {}",
+                                       core::quoted(spec.name), *spec.efficiency.gemm_reduction_share));
+  }
   if (spec.efficiency.decode_step_overhead &&
       !(*spec.efficiency.decode_step_overhead >= 0 && *spec.efficiency.decode_step_overhead < 1e3)) {
     throw core::InputError(fmt::format("GPU type {}: decode step overhead must be between 0 and 1000 s, found {}",
@@ -250,7 +255,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves ||
                                   o.weight_gradient_curve || o.memory_efficiency || o.collective || o.training ||
                                   o.attention || o.optimizer_efficiency || o.copy_efficiency || o.prefill_efficiency ||
-                                  o.gemm_width_half || o.decode_step_overhead || o.decode_allreduce || o.tp_wait ||
+                                  o.gemm_width_half || o.gemm_reduction_share || o.decode_step_overhead || o.decode_allreduce || o.tp_wait ||
                                   o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_curves) {
@@ -269,6 +274,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.copy_efficiency) spec.efficiency.copy = *o.copy_efficiency;
   if (o.prefill_efficiency) spec.efficiency.prefill = *o.prefill_efficiency;
   if (o.gemm_width_half) spec.efficiency.gemm_width_half = *o.gemm_width_half;
+  if (o.gemm_reduction_share) spec.efficiency.gemm_reduction_share = *o.gemm_reduction_share;
   if (o.decode_step_overhead) spec.efficiency.decode_step_overhead = *o.decode_step_overhead;
   if (o.decode_allreduce) spec.efficiency.decode_allreduce = *o.decode_allreduce;
   if (o.tp_wait) spec.efficiency.tp_wait = *o.tp_wait;

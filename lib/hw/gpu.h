@@ -154,6 +154,11 @@ struct Efficiency {
   // outside its kernels (cost::CostParams::decode_step_overhead). Unset: the params'.
   std::optional<double> gemm_width_half;
   std::optional<double> decode_step_overhead;
+  // Where a device was measured at several widths (gemm_curves): how much of a GEMM's width
+  // its inner (reduction) dimension k sets beside its output n, as the exponent s of its
+  // width k^s n^(1 - s) (cost::ModelShape::ShardGemm::width). 0.5, the geometric mean: both
+  // alike; near 1 on a CPU, whose few-row GEMMs run a dot product of k per output. Unset: 0.5.
+  std::optional<double> gemm_reduction_share;
   // The seconds one tensor-parallel all-reduce of a decode step takes, as a run measured it
   // (hetrl-exec --fit-profile): the collective's own latency and its processes' wait for the
   // slowest of them, which a step's short kernels between two all-reduces leave exposed.
@@ -285,6 +290,7 @@ struct GpuTypeOverride {
   std::optional<double> copy_efficiency;
   std::optional<double> prefill_efficiency;
   std::optional<double> gemm_width_half;
+  std::optional<double> gemm_reduction_share;
   std::optional<double> decode_step_overhead;  // seconds
   std::optional<double> decode_allreduce;      // seconds
   std::optional<double> tp_wait;               // of the compute

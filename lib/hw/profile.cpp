@@ -153,6 +153,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       });
     }
     if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+  if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
+    if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
     if (profile.attention_flops) {
       if (!(*profile.attention_flops > 0)) throw core::InputError("the measured attention rate must be positive");
       o.attention = std::clamp(*profile.attention_flops / *profile.gemm_large_flops, 1e-4, 1.0);
@@ -206,6 +208,7 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     return *ratio(bus, link, "measured " + what + " bus bandwidth", "GB/s", core::kGBps, spec.name);
   });
   if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
+  if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
   o.attention = ratio(profile.attention_flops, peak, "measured attention rate", "TFLOP/s", core::kTflops, spec.name);
   take_calibration(profile, o);
   return o;
@@ -216,7 +219,8 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
   for (std::optional<double> O::*field :
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
-        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half, &O::decode_step_overhead,
+        &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half,
+        &O::gemm_reduction_share, &O::decode_step_overhead,
         &O::decode_allreduce, &O::tp_wait}) {
     take(earlier.*field, later.*field);
   }
@@ -257,6 +261,7 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
     p.weight_gradient_curve.emplace_back(tokens, peak * fraction);
   }
   p.gemm_width_half = spec.efficiency.gemm_width_half;
+  p.gemm_reduction_share = spec.efficiency.gemm_reduction_share;
   p.fp32_flops = spec.fp32_flops;
   p.memory_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
   p.intra_node_bandwidth = spec.intra_node.bandwidth;

@@ -178,6 +178,10 @@ struct GpuProfile {
   // GEMMs measured at two widths: the half width of the GEMM efficiency's dependence on it
   // (cost::CostParams::gemm_width_half; 0 where the wider ones are no faster).
   std::optional<double> gemm_width_half;
+  // GEMMs measured at a narrow and a wide width, and at the two shapes between them (the wide
+  // width out and the narrow in, and the other way): how much of a GEMM's width its inner
+  // (reduction) dimension sets (hw::Efficiency::gemm_reduction_share).
+  std::optional<double> gemm_reduction_share;
 
   // Fitted on a run of a plan (hetrl-exec --fit-profile; docs/exec.md): of the kernel rates,
   // what forward and training passes reach (Efficiency::training); of the memory bandwidth,

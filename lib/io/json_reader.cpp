@@ -16,6 +16,7 @@ std::string range_text(Range range) {
     case Range::kPositive: return "a positive number";
     case Range::kNonNegative: return "a number >= 0";
     case Range::kFraction: return "a number above 0 and at most 1";
+    case Range::kUnitInterval: return "a number from 0 to 1";
   }
   return "a number";
 }
@@ -26,6 +27,7 @@ bool in_range(double value, Range range) {
     case Range::kPositive: return value > 0;
     case Range::kNonNegative: return value >= 0;
     case Range::kFraction: return value > 0 && value <= 1;
+    case Range::kUnitInterval: return value >= 0 && value <= 1;
   }
   return true;
 }

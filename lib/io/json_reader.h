@@ -35,7 +35,7 @@ Json parse_json(std::string_view text, std::string_view file);
 
 std::string pointer_token(std::string_view key);  // escapes '~' and '/'
 
-enum class Range { kAny, kPositive, kNonNegative, kFraction };
+enum class Range { kAny, kPositive, kNonNegative, kFraction, kUnitInterval };
 
 class ObjectReader {
  public:

@@ -190,6 +190,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.optimizer_bandwidth = f.optional_quantity("optimizer_gb_per_s", core::kGBps);
   p.copy_bandwidth = f.optional_quantity("copy_gb_per_s", core::kGBps);
   p.gemm_width_half = f.optional_number("gemm_width_half", Range::kNonNegative);
+  p.gemm_reduction_share = f.optional_number("gemm_reduction_share", Range::kUnitInterval);
   p.pass_efficiency = f.optional_number("pass_efficiency", Range::kFraction);
   // Shares of what they read and write, up to hw::kMostReadWriteShare (checked on adoption).
   p.optimizer_efficiency = f.optional_number("optimizer_efficiency", Range::kPositive);
@@ -417,6 +418,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   put("launch_overhead_us", p.launch_overhead, kMicrosecond);
   put("intra_node_latency_us", p.intra_node_latency, kMicrosecond);
   put("gemm_width_half", p.gemm_width_half, 1.0);
+  put("gemm_reduction_share", p.gemm_reduction_share, 1.0);
   put("pass_efficiency", p.pass_efficiency, 1.0);
   put("optimizer_efficiency", p.optimizer_efficiency, 1.0);
   put("copy_efficiency", p.copy_efficiency, 1.0);

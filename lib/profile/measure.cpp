@@ -4,7 +4,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -238,12 +240,15 @@ void measure_optimizer(Backend& b, Timer& timer, const ProfileParams& params, hw
 // again and again stays in the cache, and a decode step's few rows, which read the weights
 // and do little else, then run at the cache's speed: on a 2-core VM (the cpu backend, one
 // core) 2.1 to 2.7 times the rate of weights in turn at 1 to 8 tokens, 1.0 to 1.2 from 16 up.
-void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, DType t, int width,
-                        const std::vector<int>& tokens, std::map<int, double>& seen, hw::GpuProfile& p) {
+//
+// A layer's weight of `n` outputs and `k` inputs (a square one at a width: n = k).
+void measure_gemm(Backend& b, Timer& timer, const ProfileParams& params, DType t, int n, int k,
+                  const std::vector<int>& tokens, std::map<int, double>& seen, hw::GpuProfile& p) {
+  if (tokens.empty()) return;
   const int most = tokens.back();
   const std::size_t e = device::dtype_bytes(t);
-  const std::size_t elements = static_cast<std::size_t>(most) * static_cast<std::size_t>(width);
-  const std::size_t weight = static_cast<std::size_t>(width) * static_cast<std::size_t>(width);
+  const std::size_t elements = static_cast<std::size_t>(most) * static_cast<std::size_t>(std::max(n, k));
+  const std::size_t weight = static_cast<std::size_t>(n) * static_cast<std::size_t>(k);
   if (static_cast<double>((2 * elements + weight) * e) > params.largest_buffer * 1.5) return;
   const std::size_t copies = std::max<std::size_t>(1, static_cast<std::size_t>(params.largest_buffer) / (weight * e));
   const Buffer a(b, elements * e), weights(b, copies * weight * e), c(b, elements * e);
@@ -255,11 +260,11 @@ void measure_gemm_width(Backend& b, Timer& timer, const ProfileParams& params, D
   double rate = 0;
   std::size_t points = 0;
   for (int m : tokens) {
-    const device::Gemm g{t, m, width, width, true};
-    const double flops = 2.0 * m * width * width;
+    const device::Gemm g{t, m, n, k, true};
+    const double flops = 2.0 * m * n * k;
     const double predicted = std::max(rate, seen.count(m) ? seen[m] : 0.0);
     if (predicted > 0 && !timer.affordable(flops / predicted, points++)) break;
-    hw::GemmMeasurement point{device::dtype_name(t), m, width, width,
+    hw::GemmMeasurement point{device::dtype_name(t), m, n, k,
                               timer.time([&] { b.gemm(g, a.data(), copy(next++ % copies), c.data()); })};
     rate = std::max(rate, point.flops() / point.seconds.median);
     seen[m] = std::max(seen[m], point.flops() / point.seconds.median);
@@ -525,7 +530,29 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
   std::map<int, double> seen;
   for (int width : params.widths) {
     steps.next("GEMM " + std::string(device::dtype_name(params.dtype)) + " width " + std::to_string(width));
-    measure_gemm_width(backend, timer, params, params.dtype, width, tokens, seen, p);
+    measure_gemm(backend, timer, params, params.dtype, width, width, tokens, seen, p);
+  }
+  if (params.widths.size() >= 2) {
+    // Between the narrowest width and the widest, the two shapes of the same weight: the wide
+    // width out and the narrow in, and the other way (hw::GpuProfile::gemm_reduction_share),
+    // at the token counts both squares reached.
+    const int narrow = params.widths.front(), wide = params.widths.back();
+    steps.next(fmt::format("GEMM {} shapes {} x {}", device::dtype_name(params.dtype), narrow, wide));
+    const auto reached = [&](int width) {
+      std::set<int> at;
+      for (const hw::GemmMeasurement& g : p.gemms) {
+        if (!g.weight_gradient && g.n == width && g.k == width && g.dtype == device::dtype_name(params.dtype)) {
+          at.insert(g.tokens);
+        }
+      }
+      return at;
+    };
+    const std::set<int> at_narrow = reached(narrow), at_wide = reached(wide);
+    std::vector<int> both;
+    std::set_intersection(at_narrow.begin(), at_narrow.end(), at_wide.begin(), at_wide.end(), std::back_inserter(both));
+    std::map<int, double> shapes_seen = seen;
+    measure_gemm(backend, timer, params, params.dtype, wide, narrow, both, shapes_seen, p);
+    measure_gemm(backend, timer, params, params.dtype, narrow, wide, both, shapes_seen, p);
   }
   // The weight gradient at the width the GEMM curve takes (fit()): closest to the reference.
   const int gradient_width = *std::min_element(params.widths.begin(), params.widths.end(),
@@ -540,7 +567,7 @@ void measure_device(Backend& backend, const core::Clock& clock, const ProfilePar
     const int width = *std::min_element(params.widths.begin(), params.widths.end(),
                                         [&](int a, int b) { return off(a) < off(b); });
     std::map<int, double> none;
-    measure_gemm_width(backend, timer, params, DType::kF32, width, {2048}, none, p);
+    measure_gemm(backend, timer, params, DType::kF32, width, width, {2048}, none, p);
   }
   steps.next("decode attention");
   measure_attention(backend, timer, params, p);
@@ -582,7 +609,8 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
                        const ProfileParams& params, const Progress& progress) {
   if (params.passes < 1 || params.repeats < 1) throw std::invalid_argument("profile: passes and repeats must be >= 1");
   const bool together = comm.size() > 1;
-  const int steps_a_pass = 8 + static_cast<int>(params.widths.size()) + (together ? 2 : 0);
+  const int steps_a_pass =
+      8 + static_cast<int>(params.widths.size()) + (params.widths.size() >= 2 ? 1 : 0) + (together ? 2 : 0);
   Steps steps{progress, steps_a_pass * params.passes, ""};
   Passes device_passes, collective_passes, transfer_passes;
   hw::GpuProfile blank;
@@ -612,6 +640,46 @@ hw::GpuProfile measure(Backend& backend, device::Communicator& comm, const core:
   return p;
 }
 
+namespace {
+
+// A GEMM of n outputs and k inputs runs at the rate of a square one of width k^s n^(1 - s)
+// (hw::Efficiency::gemm_reduction_share). At each token count with both squares a and b
+// measured (a < b) and both shapes between them: on the log-log line through the squares'
+// rates, of slope log(r_b / r_a) / log(b / a), the shape with k = b sits at a width
+// (2s - 1) log(b / a) above the one with n = b, so s = 1/2 + log(r(k = b) / r(n = b)) /
+// (2 log(r_b / r_a)). Where the squares' rates lie within 10% the width hardly moves the rate
+// and the point says nothing. The median over the token counts, within [0, 1]; none without.
+std::optional<double> reduction_share(const std::vector<hw::GemmMeasurement>& gemms,
+                                      const std::map<int, std::map<int, double>>& squares, bool half_measured) {
+  std::map<int, std::map<std::pair<int, int>, double>> shapes;  // tokens -> (n, k) -> rate
+  for (const hw::GemmMeasurement& g : gemms) {
+    if (g.weight_gradient || g.n == g.k || (g.dtype == "fp32" && half_measured)) continue;
+    double& rate = shapes[g.tokens][{g.n, g.k}];
+    rate = std::max(rate, g.flops() / g.seconds.median);
+  }
+  std::vector<double> shares;
+  for (const auto& [tokens, by_shape] : shapes) {
+    const auto square = squares.find(tokens);
+    if (square == squares.end()) continue;
+    for (const auto& [shape, wide_in] : by_shape) {
+      const auto [a, b] = shape;  // n = a, k = b
+      if (a >= b) continue;
+      const auto wide_out = by_shape.find({b, a});
+      const auto ra = square->second.find(a), rb = square->second.find(b);
+      if (wide_out == by_shape.end() || ra == square->second.end() || rb == square->second.end()) continue;
+      const double spread = std::log(rb->second / ra->second);
+      if (std::abs(spread) < std::log(1.1)) continue;
+      shares.push_back(std::clamp(0.5 + std::log(wide_in / wide_out->second) / (2 * spread), 0.0, 1.0));
+    }
+  }
+  if (shares.empty()) return std::nullopt;
+  std::sort(shares.begin(), shares.end());
+  const std::size_t half = shares.size() / 2;
+  return shares.size() % 2 ? shares[half] : (shares[half - 1] + shares[half]) / 2;
+}
+
+}  // namespace
+
 void fit(hw::GpuProfile& p) {
   // The GEMM curve: at each token count, the width measured there closest to the cost model's
   // reference width (hw::closer_to_reference).
@@ -620,7 +688,7 @@ void fit(hw::GpuProfile& p) {
   const bool half_measured =
       std::any_of(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) { return g.dtype != "fp32"; });
   for (const hw::GemmMeasurement& g : p.gemms) {
-    if (g.weight_gradient) continue;
+    if (g.weight_gradient || g.n != g.k) continue;
     const double rate = g.flops() / g.seconds.median;
     if (g.dtype == "fp32") p.fp32_flops = std::max(p.fp32_flops.value_or(0.0), rate);
     if (g.dtype == "fp32" && half_measured) continue;
@@ -678,6 +746,7 @@ void fit(hw::GpuProfile& p) {
     p.gemm_width_half = r <= 1 ? 0.0 : r * a >= b ? most : std::min(most, a * b * (1 - r) / (r * a - b));
     break;
   }
+  p.gemm_reduction_share = reduction_share(p.gemms, by_tokens, half_measured);
   // Reading memory: the largest buffer read (the cost model streams weights and caches);
   // copying: the largest buffer copied (a weight sync copies whole shards); host to device:
   // the largest transfer (smaller ones may stay in a CPU's caches).

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -50,6 +52,33 @@ std::string width_table(const hw::GpuProfile& m) {
     for (const hw::WidthCurve& w : m.gemm_curves) {
       const auto at = std::find_if(w.curve.begin(), w.curve.end(), [&](const auto& point) { return point.first == t; });
       out += fmt::format(" {:>10}", at == w.curve.end() ? std::string("-") : fmt::format("{:.3g}", at->second / core::kTflops));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The GEMMs of one weight in its two shapes between the narrowest width and the widest (the
+// wide width out, the narrow one in, and the other way), by tokens: what the reduction share
+// is fitted on.
+std::string shapes_table(const hw::GpuProfile& m) {
+  std::map<int, std::map<std::pair<int, int>, double>> shapes;  // tokens -> (n, k) -> rate
+  std::set<std::pair<int, int>> seen;
+  for (const hw::GemmMeasurement& g : m.gemms) {
+    if (g.weight_gradient || g.n == g.k) continue;
+    double& rate = shapes[g.tokens][{g.n, g.k}];
+    rate = std::max(rate, g.flops() / g.seconds.median);
+    seen.insert({g.n, g.k});
+  }
+  if (shapes.empty()) return "";
+  std::string out = fmt::format("\n{:<34}", "GEMM by shape, n x k (TFLOP/s)");
+  for (const auto& [n, k] : seen) out += fmt::format(" {:>12}", fmt::format("{} x {}", n, k));
+  out += "\n";
+  for (const auto& [tokens, rates] : shapes) {
+    out += fmt::format("{:<34}", fmt::format("  {} tokens", tokens));
+    for (const auto& shape : seen) {
+      const auto at = rates.find(shape);
+      out += fmt::format(" {:>12}", at == rates.end() ? std::string("-") : fmt::format("{:.3g}", at->second / core::kTflops));
     }
     out += "\n";
   }
@@ -243,6 +272,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("host to device (GB/s)", m.host_to_device_bandwidth, s.host_to_device_bandwidth, core::kGBps, "{:.4g}");
   row("launch overhead (us)", m.launch_overhead, s.launch_overhead, 1e-6, "{:.3g}");
   row("GEMM width half", m.gemm_width_half, s.gemm_width_half, 1.0, "{:.4g}");
+  row("GEMM reduction share", m.gemm_reduction_share, s.gemm_reduction_share, 1.0, "{:.3g}");
   if (!m.gemm_curve.empty()) {
     out += fmt::format("\n{:<34} {:>12} {:>12} {:>9}\n", "GEMM by tokens (TFLOP/s)", "measured", column, "ratio");
     for (const auto& [tokens, flops] : m.gemm_curve) {
@@ -253,6 +283,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
     }
   }
   out += width_table(m);
+  out += shapes_table(m);
   out += weight_gradient_table(m);
   out += attention_tables(m);
   out += collectives_table(m);

@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <set>
+#include <string>
 
 #include "core/error.h"
 #include "core/units.h"
@@ -313,7 +314,7 @@ TEST_CASE("the ratio of GEMM rates between widths: interpolated in the logarithm
 TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and written back") {
   const auto cluster_with = l4_cluster;
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
-      "gemm_width_half": 0, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
+      "gemm_width_half": 0, "gemm_reduction_share": 0.9, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
       "collectives": {"reduce_scatter": {"fp32": 0.25}, "all_gather": {"bf16": 0.6, "fp32": 0.55}}})"), "x.json", catalog());
   const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
   CHECK(e.collective_share(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.25));
@@ -325,6 +326,8 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(e.optimizer == hetrl::testing::approx(0.2));
   REQUIRE(e.gemm_width_half);
   CHECK(*e.gemm_width_half == 0.0);
+  REQUIRE(e.gemm_reduction_share);
+  CHECK(*e.gemm_reduction_share == hetrl::testing::approx(0.9));
   REQUIRE(e.decode_step_overhead);
   CHECK(*e.decode_step_overhead == hetrl::testing::approx(2.5e-3));
   REQUIRE(e.decode_allreduce);
@@ -338,6 +341,7 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   const hw::Efficiency& p = plain.gpu_types[plain.nodes[0].gpu_type].efficiency;
   CHECK(p.optimizer == 0.0);
   CHECK_FALSE(p.gemm_width_half);
+  CHECK_FALSE(p.gemm_reduction_share);
   CHECK_FALSE(p.decode_step_overhead);
   CHECK_FALSE(p.decode_allreduce);
   CHECK_FALSE(p.tp_wait);
@@ -366,6 +370,17 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
                        doctest::Contains("/gpu_types/L4/efficiency/decode_step_overhead_ms"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"gemm_width_half": -3})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/gemm_width_half"), core::InputError);
+  // The share of a GEMM's width its inputs set: 0 and 1 are shares, past them none.
+  for (const char* share : {"0", "1"}) {
+    const hw::Cluster edge = io::parse_cluster(
+        cluster_with(std::string(R"({"gemm_reduction_share": )") + share + "}"), "x.json", catalog());
+    CHECK(edge.gpu_types[edge.nodes[0].gpu_type].efficiency.gemm_reduction_share == std::stod(share));
+  }
+  for (const char* share : {"-0.1", "1.01", "\"most\""}) {
+    CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(std::string(R"({"gemm_reduction_share": )") + share + "}"),
+                                           "x.json", catalog()),
+                         doctest::Contains("/gpu_types/L4/efficiency/gemm_reduction_share"), core::InputError);
+  }
 }
 
 TEST_CASE("a profile turns measured rates into efficiencies") {

@@ -718,31 +718,44 @@ TEST_CASE("a measured weight-gradient curve prices one of a training pass's thre
   CHECK(held[0] == hetrl::testing::approx(faster[0]).epsilon(1e-9));
 }
 
-TEST_CASE("a layer's GEMMs on a shard: each shape's FLOPs a token and its width, k and v split by whole heads") {
+TEST_CASE("a layer's GEMMs on a shard: each shape's FLOPs a token, outputs and inputs, k and v split by whole heads") {
   // Qwen2.5-0.5B: hidden 896, q 14 x 64, k and v 2 heads of 64, a gated MLP of 4864.
   const cost::ModelShape shape(catalogs().models.get("Qwen2.5-0.5B", ""));
   const auto one = shape.shard_layer_gemms(1);
-  CHECK(one[0].flops == hetrl::testing::approx(2.0 * 2 * 896 * 896));
-  CHECK(one[0].width == hetrl::testing::approx(896));
-  CHECK(one[1].flops == hetrl::testing::approx(2.0 * 2 * 896 * 128));
-  CHECK(one[1].width == hetrl::testing::approx(std::sqrt(896.0 * 128)));
-  CHECK(one[2].flops == hetrl::testing::approx(2.0 * 3 * 896 * 4864));
-  CHECK(one[2].width == hetrl::testing::approx(std::sqrt(896.0 * 4864)));
+  const auto check_gemm = [](const cost::ModelShape::ShardGemm& g, double flops, double n, double k) {
+    CHECK(g.flops == hetrl::testing::approx(flops));
+    CHECK(g.n == hetrl::testing::approx(n));
+    CHECK(g.k == hetrl::testing::approx(k));
+  };
+  check_gemm(one[0], 2.0 * 896 * 896, 896, 896);        // q
+  check_gemm(one[1], 2.0 * 2 * 896 * 128, 128, 896);   // k and v
+  check_gemm(one[2], 2.0 * 896 * 896, 896, 896);        // o
+  check_gemm(one[3], 2.0 * 2 * 896 * 4864, 4864, 896);  // gate and up
+  check_gemm(one[4], 2.0 * 896 * 4864, 896, 4864);      // down
   // Together the layer's linear FLOPs.
-  CHECK(one[0].flops + one[1].flops + one[2].flops == hetrl::testing::approx(2 * shape.layer_linear_params));
-  // Four shards: q, o and the MLP split four ways, k and v two (each of its two heads on two
-  // shards).
+  double flops = 0;
+  for (const auto& g : one) flops += g.flops;
+  CHECK(flops == hetrl::testing::approx(2 * shape.layer_linear_params));
+  // Four shards: the column-parallel GEMMs' outputs split four ways (k and v's two: each of its
+  // two heads on two shards), the row-parallel ones' inputs.
   const auto four = shape.shard_layer_gemms(4);
-  CHECK(four[0].flops == hetrl::testing::approx(one[0].flops / 4));
-  CHECK(four[0].width == hetrl::testing::approx(896 / 2.0));
-  CHECK(four[1].flops == hetrl::testing::approx(one[1].flops / 2));
-  CHECK(four[1].width == hetrl::testing::approx(one[1].width / std::sqrt(2.0)));
-  CHECK(four[2].width == hetrl::testing::approx(one[2].width / 2));
+  check_gemm(four[0], one[0].flops / 4, 224, 896);
+  check_gemm(four[1], one[1].flops / 2, 64, 896);
+  check_gemm(four[2], one[2].flops / 4, 896, 224);
+  check_gemm(four[3], one[3].flops / 4, 1216, 896);
+  check_gemm(four[4], one[4].flops / 4, 896, 1216);
+  // The width: the geometric mean at a share of one half, the inputs' alone at 1, the
+  // outputs' at 0, and between them k^s n^(1 - s).
+  CHECK(four[3].width() == hetrl::testing::approx(std::sqrt(1216.0 * 896)));
+  CHECK(four[3].width(1.0) == hetrl::testing::approx(896));
+  CHECK(four[3].width(0.0) == hetrl::testing::approx(1216));
+  CHECK(four[3].width(0.8) == hetrl::testing::approx(std::pow(896.0, 0.8) * std::pow(1216.0, 0.2)));
+  CHECK(four[4].width(0.8) == hetrl::testing::approx(std::pow(1216.0, 0.8) * std::pow(896.0, 0.2)));
   // The head: its vocabulary split, or whole on every shard without vocab_parallel.
-  CHECK(shape.head_width(4) == hetrl::testing::approx(std::sqrt(896.0 * 151936 / 4)));
+  check_gemm(shape.head_gemm(4), 2.0 * 896 * 151936 / 4, 151936 / 4.0, 896);
   cost::ModelShape whole = shape;
   whole.vocab_parallel = false;
-  CHECK(whole.head_width(4) == hetrl::testing::approx(std::sqrt(896.0 * 151936)));
+  check_gemm(whole.head_gemm(4), 2.0 * 896 * 151936, 151936, 896);
 }
 
 TEST_CASE("a GPU type measured at several widths prices each of a model's GEMMs at its own width") {
@@ -825,6 +838,41 @@ TEST_CASE("a GPU type measured at several widths prices each of a model's GEMMs 
   const std::vector<double> single = priced("Qwen2.5-0.5B", 24, 1, wide, {{1024, narrow}});
   const std::vector<double> plain = priced("Qwen2.5-0.5B", 24, 1, wide, {});
   CHECK(single[0] == hetrl::testing::approx(plain[0]).epsilon(1e-12));
+}
+
+TEST_CASE("a GPU type's reduction share: each GEMM at the width its inputs and outputs make, k^s n^(1 - s)") {
+  // The type of the test above (few rows twice as fast at 1024 as at 1400 and wider) with the
+  // share of the GEMMs' width their inputs set. A decode step of Qwen2.5-0.5B's 24 layers over
+  // 64 sequences: at a share of 1 q, k, v, o, gate and up read 896 inputs (narrow), down 4864
+  // (wide at TP 1 and 2432 at TP 2, wide still; o's 448 at TP 2 narrow) and the head 896; at 0
+  // their outputs decide: q and o 896, k and v 128, down 896 (narrow), gate and up 4864 and
+  // the head 151936 (wide).
+  const hw::GemmCurve wide{{1, 0.0005}, {64, 0.025}, {hw::kGemmLargeTokens, 0.8}};
+  const hw::GemmCurve narrow{{1, 0.001}, {64, 0.05}, {hw::kGemmLargeTokens, 0.9}};
+  const auto step_compute = [&](std::optional<double> share, int tp) {
+    hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+    hw::Efficiency& e = cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency;
+    e.gemm_curve = wide;
+    e.gemm_curves = {{1024, narrow}, {1400, wide}};
+    e.gemm_width_half = 0.0;
+    e.decode_step_overhead = 0.0;
+    e.gemm_reduction_share = share;
+    const Fixture f(cluster, ppo("Qwen2.5-0.5B", 64, 512, 512, 2));
+    cost::CostModel::DecodeStages stages;
+    f.model.decode_stages(f.task("generate"), std::vector<cost::Stage>{{0, tp, 24}}, stages);
+    const cost::CostModel::StepCost step = f.model.decode_step(stages, 64, 0);
+    CHECK(step.memory == 0);  // bound by its compute
+    return step.compute * tp * f.model.peak_flops(0) / 64;  // a sequence's FLOPs over its rate
+  };
+  const double q = 2.0 * 896 * 896, kv = 2.0 * 2 * 896 * 128, mlp_in = 2.0 * 2 * 896 * 4864, down = 2.0 * 896 * 4864;
+  const double head = 2.0 * 896 * 151936;
+  CHECK(step_compute(1.0, 1) == hetrl::testing::approx(24 * ((2 * q + kv + mlp_in) / 0.05 + down / 0.025) + head / 0.05).epsilon(1e-9));
+  CHECK(step_compute(1.0, 2) == hetrl::testing::approx(24 * ((2 * q + kv + mlp_in) / 0.05 + down / 0.025) + head / 0.05).epsilon(1e-9));
+  CHECK(step_compute(0.0, 1) == hetrl::testing::approx(24 * ((2 * q + kv + down) / 0.05 + mlp_in / 0.025) + head / 0.025).epsilon(1e-9));
+  // Unset: the geometric mean, as a share of one half.
+  CHECK(step_compute(std::nullopt, 1) == hetrl::testing::approx(step_compute(0.5, 1)).epsilon(1e-12));
+  CHECK(step_compute(std::nullopt, 1) ==
+        hetrl::testing::approx(24 * ((2 * q + kv) / 0.05 + (mlp_in + down) / 0.025) + head / 0.025).epsilon(1e-9));
 }
 
 TEST_CASE("a GPU type's own figures: its width half, its measured best GEMM as the cap, optimizer, decode overhead and prefill") {

@@ -25,6 +25,7 @@
 #include "hw/profile.h"
 #include "io/profile_io.h"
 #include "profile/measure.h"
+#include "profile/report.h"
 
 namespace hetrl {
 namespace {
@@ -168,18 +169,28 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   const auto alone = device::make_single_communicator(*backend);
   const hw::GpuProfile p = profile::measure(*backend, *alone, clock, tiny_params(),
                                             [&](const std::string& step, double) { steps.push_back(step); });
-  // launch, memory, optimizer, two widths, the weight gradient, fp32, decode and pass attention,
-  // transfers; two passes
-  REQUIRE(steps.size() == 20);
+  // launch, memory, optimizer, two widths, the two shapes between them, the weight gradient,
+  // fp32, decode and pass attention, transfers; two passes
+  REQUIRE(steps.size() == 22);
   CHECK(steps[2] == "optimizer step, pass 1 of 2");
-  CHECK(steps[5] == "GEMM weight gradient width 64, pass 1 of 2");
-  CHECK(steps[10] == "launch overhead, pass 2 of 2");
+  CHECK(steps[5] == "GEMM bf16 shapes 32 x 64, pass 1 of 2");
+  CHECK(steps[6] == "GEMM weight gradient width 64, pass 1 of 2");
+  CHECK(steps[11] == "launch overhead, pass 2 of 2");
   REQUIRE(p.device);
   CHECK(p.device->backend == "cpu");
   CHECK(p.launch);
-  // 2 widths x 2 token counts in bf16, the weight gradient's 2 at width 64 (the one nearest the
-  // reference width), one fp32 point.
-  CHECK(p.gemms.size() == 7);
+  // 2 widths x 2 token counts in bf16, the 2 shapes between them at both, the weight gradient's 2
+  // at width 64 (the one nearest the reference width), one fp32 point.
+  CHECK(p.gemms.size() == 11);
+  for (const auto& [n, k] : {std::pair{64, 32}, std::pair{32, 64}}) {
+    CHECK(std::count_if(p.gemms.begin(), p.gemms.end(), [&](const hw::GemmMeasurement& g) {
+            return !g.weight_gradient && g.dtype == "bf16" && g.n == n && g.k == k;
+          }) == 2);
+  }
+  // Every call "lasts" as long: each GEMM's rate its FLOPs', the two shapes alike, so that the
+  // width's two dimensions count alike.
+  REQUIRE(p.gemm_reduction_share);
+  CHECK(*p.gemm_reduction_share == hetrl::testing::approx(0.5));
   CHECK(std::count_if(p.gemms.begin(), p.gemms.end(), [](const hw::GemmMeasurement& g) {
           return g.weight_gradient && g.dtype == "bf16" && g.n == 64 && g.k == 64;
         }) == 2);
@@ -342,6 +353,90 @@ TEST_CASE("profile: the GEMM width half from two widths: none where the wider is
   one.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
   profile::fit(one);
   CHECK_FALSE(one.gemm_width_half);
+}
+
+TEST_CASE("profile: the GEMM reduction share from one weight's two shapes between two widths") {
+  // At each token count: the squares of 512 and 4096 at ra and rb TFLOP/s, the weight of 512
+  // outputs of 4096 inputs (the wide reduction) at kw, of 4096 outputs of 512 inputs at nw.
+  struct Point {
+    int tokens;
+    double ra, rb, kw, nw;
+  };
+  const auto share = [](const std::vector<Point>& points, bool with_fp32 = false) {
+    hw::GpuProfile p;
+    const auto shape = [](const char* dtype, int tokens, int n, int k, double tflops) {
+      return hw::GemmMeasurement{dtype, tokens, n, k, spread(2.0 * tokens * n * k / (tflops * 1e12))};
+    };
+    for (const Point& x : points) {
+      p.gemms.push_back(gemm("bf16", x.tokens, 512, x.ra));
+      p.gemms.push_back(gemm("bf16", x.tokens, 4096, x.rb));
+      if (x.kw > 0) p.gemms.push_back(shape("bf16", x.tokens, 512, 4096, x.kw));
+      if (x.nw > 0) p.gemms.push_back(shape("bf16", x.tokens, 4096, 512, x.nw));
+      // fp32 beside half precision is the fp32 peak's alone, not a shape's.
+      if (with_fp32) p.gemms.push_back(shape("fp32", x.tokens, 4096, 512, 1000));
+    }
+    profile::fit(p);
+    return p.gemm_reduction_share;
+  };
+  // 1.75 times as fast at the wide width; the wide reduction 4/3 as fast as the wide output:
+  // the shapes' widths (2s - 1) log 8 apart on the squares' line.
+  const std::optional<double> between = share({{8, 40, 70, 60, 45}});
+  REQUIRE(between);
+  CHECK(*between == hetrl::testing::approx(0.5 + std::log(60.0 / 45) / (2 * std::log(70.0 / 40))));
+  CHECK(*share({{8, 40, 70, 60, 45}}, true) == hetrl::testing::approx(*between));
+  // Each shape as fast as the square of its inputs: 1; of its outputs: 0; wider slower alike.
+  CHECK(*share({{1, 8, 16, 16, 8}}) == hetrl::testing::approx(1.0));
+  CHECK(*share({{1, 8, 16, 8, 16}}) == hetrl::testing::approx(0.0));
+  CHECK(*share({{64, 80, 60, 60, 80}}) == hetrl::testing::approx(1.0));
+  // Past the squares' ends, held within [0, 1].
+  CHECK(*share({{4, 10, 20, 80, 10}}) == 1.0);
+  CHECK(*share({{4, 10, 20, 10, 80}}) == 0.0);
+  // The median over the token counts.
+  CHECK(*share({{1, 8, 16, 8, 16}, {8, 40, 70, 60, 45}, {64, 80, 60, 60, 80}}) == hetrl::testing::approx(*between));
+  // Nothing to fit: the squares within 10% of each other (the width hardly moves the rate), a
+  // shape missing, no shapes.
+  CHECK_FALSE(share({{1024, 100, 105, 50, 200}}));
+  CHECK_FALSE(share({{8, 40, 70, 60, 0}}));
+  CHECK_FALSE(share({{8, 40, 70, 0, 0}}));
+  // Beside an uninformative point, the informative one.
+  CHECK(*share({{8, 40, 70, 60, 45}, {1024, 100, 105, 50, 200}}) == hetrl::testing::approx(*between));
+}
+
+TEST_CASE("profile: the GEMM reduction share read, written, adopted, shown") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 16.0 * (1 << 30), 4, "Linux 6", "OpenBLAS 0.3"};
+  p.gemms = {gemm("bf16", 8, 512, 40), gemm("bf16", 8, 4096, 70), gemm("bf16", 2048, 4096, 90),
+             hw::GemmMeasurement{"bf16", 8, 512, 4096, spread(2.0 * 8 * 512 * 4096 / 70e12)},
+             hw::GemmMeasurement{"bf16", 8, 4096, 512, spread(2.0 * 8 * 512 * 4096 / 40e12)}};
+  p.memory_bandwidth = 3e10;
+  profile::fit(p);
+  REQUIRE(p.gemm_reduction_share);
+  CHECK(*p.gemm_reduction_share == hetrl::testing::approx(1.0));
+  // The shapes are no width's: the curves' points are the squares'.
+  REQUIRE(p.gemm_curves.size() == 2);
+  CHECK(p.gemm_curves[0].curve.size() == 1);
+  CHECK(p.gemm_curve.front().second == hetrl::testing::approx(70e12));
+  const std::string json = io::profile_to_json(p);
+  CHECK(json.find("\"gemm_reduction_share\": 1") != std::string::npos);
+  const hw::GpuProfile q = io::parse_profile(json, "p.json");
+  REQUIRE(q.gemm_reduction_share);
+  CHECK(*q.gemm_reduction_share == 1.0);
+  CHECK(io::profile_to_json(q) == json);
+  const hw::GpuSpec spec =
+      hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(q, testing::catalogs().hardware, "p.json"));
+  REQUIRE(spec.efficiency.gemm_reduction_share);
+  CHECK(*spec.efficiency.gemm_reduction_share == 1.0);
+  CHECK(hw::datasheet_profile(spec).gemm_reduction_share == spec.efficiency.gemm_reduction_share);
+  // Shown with the shapes it was fitted on.
+  const std::string shown = profile::format_profile_table(q);
+  CHECK(shown.find("GEMM reduction share") != std::string::npos);
+  CHECK(shown.find("512 x 4096") != std::string::npos);
+  CHECK(shown.find("4096 x 512") != std::string::npos);
+  // Out of [0, 1] in a profile file: the field's JSON pointer.
+  std::string bad = json;
+  bad.replace(bad.find("\"gemm_reduction_share\": 1"), 26, "\"gemm_reduction_share\": 1.5");
+  CHECK_THROWS_WITH_AS(io::parse_profile(bad, "p.json"), doctest::Contains("gemm_reduction_share"), core::InputError);
 }
 
 TEST_CASE("profile: each width's GEMMs make a curve of their own where two widths were measured, read, written, adopted") {
