@@ -71,6 +71,45 @@ TEST_CASE("backends: the cpu keeps a released large block for the next allocatio
   b->fill_zero(larger.data(), 2 * kLarge);
 }
 
+TEST_CASE("backends: the cpu hands a kept block to any request its huge pages hold, up to an eighth more, counting what was asked") {
+  const auto b = make_backend("cpu");
+  const auto kept_block = [&](std::size_t bytes) {
+    const Buffer block(*b, bytes);
+    b->fill_zero(block.data(), bytes);
+    return block.data();
+  };
+  // 4 MiB and 64 bytes spans three huge pages: so do 5 MiB and 1 MiB and 64 bytes over two.
+  void* three = kept_block(2 * kHugePage + 64);
+  const std::size_t before = b->memory_in_use();
+  {
+    const Buffer same_pages(*b, 2 * kHugePage + kHugePage / 2);
+    CHECK(same_pages.data() == three);
+    CHECK(b->memory_in_use() - before == 2 * kHugePage + kHugePage / 2);  // as asked, not the pages held
+  }
+  {
+    // Two huge pages asked for: the three-page block is half as large again, too large.
+    const Buffer two(*b, 2 * kHugePage);
+    CHECK(two.data() != three);
+  }
+  // Eight huge pages kept: a request of seven and a half (eight pages) takes them, one of seven
+  // (an eighth of seven is less than a page) does not.
+  void* eight = kept_block(8 * kHugePage);
+  {
+    const Buffer seven(*b, 7 * kHugePage);
+    CHECK(seven.data() != eight);
+    b->fill_zero(seven.data(), seven.bytes());
+  }
+  {
+    const Buffer nearly(*b, 7 * kHugePage + kHugePage / 2);
+    CHECK(nearly.data() == eight);
+  }
+  // Seventeen huge pages asked for: eighteen kept are within an eighth, and taken.
+  void* eighteen = kept_block(18 * kHugePage);
+  const Buffer seventeen(*b, 17 * kHugePage);
+  CHECK(seventeen.data() == eighteen);
+  CHECK(b->memory_in_use() - before == 17 * kHugePage);
+}
+
 // The mapping of this process that holds `p`: where it ends and its flags (/proc/self/smaps'
 // VmFlags line); an end of 0 and no flags where none does.
 struct Mapping {
