@@ -231,8 +231,10 @@ void measure_optimizer(Backend& b, Timer& timer, const ProfileParams& params, hw
   }
 }
 
-// `seen`: the best rate measured at each token count on the narrower widths, which predicts a
-// point's time better than this width's smaller token counts do.
+// The GEMMs of a layer's weight of `n` outputs and `k` inputs (a square one at a width: n = k)
+// at each of `tokens`, as far as the budget goes. `seen`: the best rate measured at each token
+// count on the narrower widths, which predicts a point's time better than this width's smaller
+// token counts do.
 //
 // A pass reads each layer's weights once, from memory the other layers and the activations
 // have moved them out of since: the calls take their weights in turn from copies that fill
@@ -240,8 +242,6 @@ void measure_optimizer(Backend& b, Timer& timer, const ProfileParams& params, hw
 // again and again stays in the cache, and a decode step's few rows, which read the weights
 // and do little else, then run at the cache's speed: on a 2-core VM (the cpu backend, one
 // core) 2.1 to 2.7 times the rate of weights in turn at 1 to 8 tokens, 1.0 to 1.2 from 16 up.
-//
-// A layer's weight of `n` outputs and `k` inputs (a square one at a width: n = k).
 void measure_gemm(Backend& b, Timer& timer, const ProfileParams& params, DType t, int n, int k,
                   const std::vector<int>& tokens, std::map<int, double>& seen, hw::GpuProfile& p) {
   if (tokens.empty()) return;
