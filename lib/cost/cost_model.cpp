@@ -197,7 +197,8 @@ hw::GemmCurve CostModel::make_width_curve(int gpu_type, int task, int tp, GemmPa
   const double share = e.gemm_reduction_share.value_or(params_.gemm_reduction_share);
   std::vector<std::pair<double, double>> gemms;  // (FLOPs, width)
   if (part == GemmPart::kHead) {
-    gemms.emplace_back(1.0, shape.head_gemm(tp).width(share));
+    const ModelShape::ShardGemm head = shape.head_gemm(tp);
+    gemms.emplace_back(head.flops, head.width(share));
   } else {
     for (const ModelShape::ShardGemm& gemm : shape.shard_layer_gemms(tp)) {
       if (gemm.flops > 0) gemms.emplace_back(gemm.flops, gemm.width(share));

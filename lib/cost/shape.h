@@ -80,7 +80,7 @@ struct ModelShape {
     double flops = 0;
     double n = 0;
     double k = 0;
-    double width(double share = 0.5) const;
+    double width(double share) const;
   };
   // The layer's GEMMs on one of `tp` shards (layer_gemms' order), k and v split by whole heads
   // (past kv_heads shards each holds a copy of one head's).

@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
@@ -11,16 +10,11 @@ namespace {
 
 constexpr std::size_t kAlign = 64;
 
-// The mapping's length: whole huge pages from kWholeHugePagesFrom up.
-std::size_t mapped_length(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
-
 }  // namespace
 
 void* allocate_host(std::size_t bytes) noexcept {
-  if (bytes < kWholeHugePagesFrom) {
-    return std::aligned_alloc(kAlign, std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign));
-  }
-  const std::size_t length = mapped_length(bytes);
+  const std::size_t length = host_block_bytes(bytes);
+  if (bytes < kWholeHugePagesFrom) return std::aligned_alloc(kAlign, length);
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   // The mapping is a huge page longer than asked: the part before the first boundary in it and
@@ -40,7 +34,7 @@ void free_host(void* p, std::size_t bytes) noexcept {
   if (bytes < kWholeHugePagesFrom) {
     std::free(p);
   } else {
-    munmap(p, mapped_length(bytes));
+    munmap(p, host_block_bytes(bytes));
   }
 }
 

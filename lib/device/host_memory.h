@@ -26,6 +26,14 @@ namespace hetrl::device {
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 inline constexpr std::size_t kWholeHugePagesFrom = kHugePage / 2;
 
+// The bytes a block of `bytes` holds: whole huge pages from kWholeHugePagesFrom up, else `bytes`
+// rounded up to 64 (at least 64).
+constexpr std::size_t host_block_bytes(std::size_t bytes) noexcept {
+  constexpr std::size_t kAlign = 64;
+  if (bytes >= kWholeHugePagesFrom) return (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  return bytes < kAlign ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
+}
+
 // `bytes` of host memory aligned to 64 bytes (on whole huge pages from kWholeHugePagesFrom up),
 // or null where the host has none left; give it back with free_host(p, bytes), the same `bytes`.
 void* allocate_host(std::size_t bytes) noexcept;

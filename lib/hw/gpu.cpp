@@ -255,8 +255,8 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves ||
                                   o.weight_gradient_curve || o.memory_efficiency || o.collective || o.training ||
                                   o.attention || o.optimizer_efficiency || o.copy_efficiency || o.prefill_efficiency ||
-                                  o.gemm_width_half || o.gemm_reduction_share || o.decode_step_overhead || o.decode_allreduce || o.tp_wait ||
-                                  o.collectives;
+                                  o.gemm_width_half || o.gemm_reduction_share || o.decode_step_overhead ||
+                                  o.decode_allreduce || o.tp_wait || o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_curves) {
     spec.efficiency.gemm_curves = *o.gemm_curves;

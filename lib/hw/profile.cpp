@@ -88,6 +88,18 @@ void take_calibration(const GpuProfile& profile, GpuTypeOverride& o) {
 
 }  // namespace
 
+GemmShapeRates gemm_shape_rates(const std::vector<GemmMeasurement>& gemms) {
+  const bool half_measured =
+      std::any_of(gemms.begin(), gemms.end(), [](const GemmMeasurement& g) { return g.dtype != "fp32"; });
+  GemmShapeRates rates;
+  for (const GemmMeasurement& g : gemms) {
+    if (g.weight_gradient || g.n == g.k || (g.dtype == "fp32" && half_measured)) continue;
+    double& rate = rates[g.tokens][{g.n, g.k}];
+    rate = std::max(rate, g.flops() / g.seconds.median);
+  }
+  return rates;
+}
+
 GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& catalog,
                                       const std::string& source) {
   const GpuSpec* known = catalog.find_gpu(profile.gpu_type);
@@ -153,7 +165,6 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
       });
     }
     if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
-  if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
     if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
     if (profile.attention_flops) {
       if (!(*profile.attention_flops > 0)) throw core::InputError("the measured attention rate must be positive");

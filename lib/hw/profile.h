@@ -11,6 +11,7 @@
 // (the CPU backend's host, a new GPU) becomes a GPU type of its own whose peaks are the
 // measured rates.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,6 +42,13 @@ struct GemmMeasurement {
   bool weight_gradient = false;
   double flops() const { return 2.0 * tokens * n * k; }
 };
+
+// The forward GEMMs measured on a weight that is not square, their best rate (FLOP/s) by token
+// count and (n, k): what the reduction share is fitted on (profile::fit) and shown from. fp32
+// ones count only where nothing else was measured (beside half precision they give the fp32
+// peak alone).
+using GemmShapeRates = std::map<int, std::map<std::pair<int, int>, double>>;
+GemmShapeRates gemm_shape_rates(const std::vector<GemmMeasurement>& gemms);
 
 // Memory traffic: read, write or copy on the device, or host_to_device, device_to_host.
 struct BandwidthMeasurement {

@@ -650,15 +650,9 @@ namespace {
 // (2 log(r_b / r_a)). Where the squares' rates lie within 10% the width hardly moves the rate
 // and the point says nothing. The median over the token counts, within [0, 1]; none without.
 std::optional<double> reduction_share(const std::vector<hw::GemmMeasurement>& gemms,
-                                      const std::map<int, std::map<int, double>>& squares, bool half_measured) {
-  std::map<int, std::map<std::pair<int, int>, double>> shapes;  // tokens -> (n, k) -> rate
-  for (const hw::GemmMeasurement& g : gemms) {
-    if (g.weight_gradient || g.n == g.k || (g.dtype == "fp32" && half_measured)) continue;
-    double& rate = shapes[g.tokens][{g.n, g.k}];
-    rate = std::max(rate, g.flops() / g.seconds.median);
-  }
+                                      const std::map<int, std::map<int, double>>& squares) {
   std::vector<double> shares;
-  for (const auto& [tokens, by_shape] : shapes) {
+  for (const auto& [tokens, by_shape] : hw::gemm_shape_rates(gemms)) {
     const auto square = squares.find(tokens);
     if (square == squares.end()) continue;
     for (const auto& [shape, wide_in] : by_shape) {
@@ -746,7 +740,7 @@ void fit(hw::GpuProfile& p) {
     p.gemm_width_half = r <= 1 ? 0.0 : r * a >= b ? most : std::min(most, a * b * (1 - r) / (r * a - b));
     break;
   }
-  p.gemm_reduction_share = reduction_share(p.gemms, by_tokens, half_measured);
+  p.gemm_reduction_share = reduction_share(p.gemms, by_tokens);
   // Reading memory: the largest buffer read (the cost model streams weights and caches);
   // copying: the largest buffer copied (a weight sync copies whole shards); host to device:
   // the largest transfer (smaller ones may stay in a CPU's caches).

@@ -62,15 +62,12 @@ std::string width_table(const hw::GpuProfile& m) {
 // wide width out, the narrow one in, and the other way), by tokens: what the reduction share
 // is fitted on.
 std::string shapes_table(const hw::GpuProfile& m) {
-  std::map<int, std::map<std::pair<int, int>, double>> shapes;  // tokens -> (n, k) -> rate
-  std::set<std::pair<int, int>> seen;
-  for (const hw::GemmMeasurement& g : m.gemms) {
-    if (g.weight_gradient || g.n == g.k) continue;
-    double& rate = shapes[g.tokens][{g.n, g.k}];
-    rate = std::max(rate, g.flops() / g.seconds.median);
-    seen.insert({g.n, g.k});
-  }
+  const hw::GemmShapeRates shapes = hw::gemm_shape_rates(m.gemms);
   if (shapes.empty()) return "";
+  std::set<std::pair<int, int>> seen;
+  for (const auto& [tokens, rates] : shapes) {
+    for (const auto& [shape, rate] : rates) seen.insert(shape);
+  }
   std::string out = fmt::format("\n{:<34}", "GEMM by shape, n x k (TFLOP/s)");
   for (const auto& [n, k] : seen) out += fmt::format(" {:>12}", fmt::format("{} x {}", n, k));
   out += "\n";
