@@ -314,6 +314,7 @@ void CostModel::decode_stages(int task, std::span<const Stage> stages, DecodeSta
     d.rate = stage.tp * peak_flops(stage.node);
     d.gemm_small = g.efficiency.gemm_small;
     d.gemm_large = g.efficiency.gemm_large;
+    if (g.efficiency.decode_attention) d.attention_flops = d.rate * *g.efficiency.decode_attention;
     if (!g.efficiency.gemm_curve.empty()) d.gemm_curve = &g.efficiency.gemm_curve;
     if (const hw::GemmCurve* curve = width_curve(type, task, stage.tp)) d.gemm_curve = curve;
     d.weight_seconds = kBf16 * shape.shard_params(stage.layers, s == 0, last, stage.tp) /
@@ -349,10 +350,12 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
   for (const DecodeStage& d : stages) {
     const double efficiency = d.gemm_curve ? hw::gemm_curve_efficiency(*d.gemm_curve, batch)
                                            : hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
-    const double compute =
-        (batch * head_priced(d, efficiency, batch) + d.flops_per_context * total_context) / (d.rate * efficiency);
-    const double memory = d.weight_seconds + total_context * d.kv_seconds_per_token;
-    (compute > memory ? cost.compute : cost.memory) += std::max(compute, memory);
+    // The weights' GEMMs, then the attention over the cache, each at its own bound.
+    const double gemms = batch * head_priced(d, efficiency, batch) / (d.rate * efficiency);
+    (gemms > d.weight_seconds ? cost.compute : cost.memory) += std::max(gemms, d.weight_seconds);
+    const double attention = d.flops_per_context * total_context / d.attention_rate(efficiency);
+    const double cache = total_context * d.kv_seconds_per_token;
+    (attention > cache ? cost.compute : cost.memory) += std::max(attention, cache);
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
     cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
     cost.overhead = std::max(cost.overhead, d.overhead);
@@ -387,14 +390,11 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
                                 : f <= 0       ? d.gemm_small
                                 : f >= 1       ? d.gemm_large
                                                : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
-      const double compute =
-          (batch[j] * head_priced(d, efficiency, batch[j]) + d.flops_per_context * context[j]) / (d.rate * efficiency);
-      const double memory = d.weight_seconds + context[j] * d.kv_seconds_per_token;
-      if (compute > memory) {
-        compute_bound += compute;
-      } else {
-        memory_bound += memory;
-      }
+      const double gemms = batch[j] * head_priced(d, efficiency, batch[j]) / (d.rate * efficiency);
+      (gemms > d.weight_seconds ? compute_bound : memory_bound) += std::max(gemms, d.weight_seconds);
+      const double attention = d.flops_per_context * context[j] / d.attention_rate(efficiency);
+      const double cache = context[j] * d.kv_seconds_per_token;
+      (attention > cache ? compute_bound : memory_bound) += std::max(attention, cache);
     }
     cost.compute += compute_bound;
     cost.memory += memory_bound;
@@ -512,8 +512,8 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     const double steps = (samples - concurrent) * std::max(0.0, mean_response_ - 1) / concurrent;
     decode.add(decode_step(per_stage, concurrent, concurrent * (prompt_ + mean_response_)), steps);
   }
-  if (decode.compute > 0) out.add("decode compute-bound steps", decode.compute);
-  if (decode.memory > 0) out.add("decode memory-bound steps (weights + KV cache)", decode.memory);
+  if (decode.compute > 0) out.add(kDecodeComputeTerm, decode.compute);
+  if (decode.memory > 0) out.add(kDecodeMemoryTerm, decode.memory);
   if (decode.overhead > 0) out.add("decode steps' engine overhead (scheduling, sampling)", decode.overhead);
   if (decode.tp > 0) out.add(kDecodeAllReduceTerm, decode.tp);
   if (decode.p2p > 0) out.add("decode pipeline sends", decode.p2p);

@@ -6,12 +6,13 @@
 //
 // Reading map:
 //   - generation_seconds: prefill (compute-bound) + decode. A decode step costs, per stage,
-//     the larger of the compute time and the memory time (stage weights plus the live KV
-//     cache), plus TP all-reduces. The batch drains as sequences finish: the step count is the
-//     expected longest response of the whole iteration (generation ends with the replica that
-//     holds it), and the live batch follows the survival curve of the response-length
-//     distribution. The KV cache caps how many
-//     sequences run at once; beyond that, sequences queue (a steady phase at full batch).
+//     its kernels in turn, each at its own bound: the weights' GEMMs (the larger of their
+//     compute and the stage's weights read once), then the attention over the live KV cache
+//     (the larger of its FLOPs and the cache read once), plus TP all-reduces. The batch
+//     drains as sequences finish: the step count is the expected longest response of the
+//     whole iteration (generation ends with the replica that holds it), and the live batch
+//     follows the survival curve of the response-length distribution. The KV cache caps how
+//     many sequences run at once; beyond that, sequences queue (a steady phase at full batch).
 //   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, paced
 //     by the slowest stage, and per flush a bubble of one micro-batch of every other stage
 //     ((PP - 1) micro-batch times where the stages are even), TP all-reduces per layer, pipeline
@@ -101,6 +102,10 @@ inline constexpr char kTpWaitTerm[] = "TP all-reduces' wait for the slowest shar
 inline constexpr char kPrefillComputeTerm[] = "prefill compute";
 inline constexpr char kPrefillAllReduceTerm[] = "prefill TP all-reduce";
 inline constexpr char kDecodeAllReduceTerm[] = "decode TP all-reduce";
+// A decode step's kernels, each at its own bound: the weights' GEMMs and the attention over
+// the KV cache, bound by their compute or by reading the weights or the cache.
+inline constexpr char kDecodeComputeTerm[] = "decode kernels bound by compute";
+inline constexpr char kDecodeMemoryTerm[] = "decode kernels bound by memory (weights, KV cache)";
 // And the weight sync's inside a group.
 inline constexpr char kWeightCopyTerm[] = "weight copy on the GPU";
 inline constexpr char kWeightGatherTerm[] = "weight gather over the node's links";
@@ -575,8 +580,8 @@ class CostModel {
 
   // The pieces of generation_seconds, for the simulator to step through one decode at a time.
   struct StepCost {
-    double compute = 0;  // steps bound by compute
-    double memory = 0;   // steps bound by reading weights and KV cache
+    double compute = 0;  // kernels bound by their compute
+    double memory = 0;   // kernels bound by reading the weights or the KV cache
     double tp = 0;       // TP all-reduces
     double p2p = 0;      // sends between pipeline stages
     double overhead = 0;  // the engine's fixed cost of a step
@@ -598,6 +603,12 @@ class CostModel {
     const hw::GemmCurve* head_curve = nullptr;
     double weight_seconds = 0;        // streaming the stage's weights once
     double kv_seconds_per_token = 0;  // streaming one token of KV cache
+    // FLOP/s of the attention over the cache where the type measured its own (hw::Efficiency::
+    // decode_attention); 0: at the GEMMs' rate.
+    double attention_flops = 0;
+    double attention_rate(double gemm_efficiency) const {
+      return attention_flops > 0 ? attention_flops : rate * gemm_efficiency;
+    }
     double tp_fixed = 0;
     double tp_per_sequence = 0;
     double p2p_fixed = 0;

@@ -114,6 +114,7 @@ void validate_gpu_spec(const GpuSpec& spec) {
     }
   }
   require_fraction(spec.efficiency.attention, "attention", spec.name);
+  if (spec.efficiency.decode_attention) require_fraction(*spec.efficiency.decode_attention, "decode attention", spec.name);
   require_fraction(spec.efficiency.training, "training", spec.name);
   if (spec.efficiency.optimizer != 0) require_fraction(spec.efficiency.optimizer, "optimizer", spec.name, kMostReadWriteShare);
   if (spec.efficiency.copy != 0) require_fraction(spec.efficiency.copy, "copy", spec.name, kMostReadWriteShare);
@@ -255,7 +256,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   const bool efficiency_changed = o.gemm_large || o.gemm_small || o.gemm_curve || o.gemm_curves ||
                                   o.weight_gradient_curve || o.memory_efficiency || o.collective || o.training ||
                                   o.attention || o.optimizer_efficiency || o.copy_efficiency || o.prefill_efficiency ||
-                                  o.gemm_width_half || o.gemm_reduction_share || o.decode_step_overhead ||
+                                  o.gemm_width_half || o.gemm_reduction_share || o.decode_attention || o.decode_step_overhead ||
                                   o.decode_allreduce || o.tp_wait || o.collectives;
   if (o.gemm_curve) spec.efficiency.gemm_curve = gemm_curve_envelope(*o.gemm_curve);
   if (o.gemm_curves) {
@@ -275,6 +276,7 @@ GpuSpec apply_override(const Catalog& catalog, const GpuTypeOverride& o) {
   if (o.prefill_efficiency) spec.efficiency.prefill = *o.prefill_efficiency;
   if (o.gemm_width_half) spec.efficiency.gemm_width_half = *o.gemm_width_half;
   if (o.gemm_reduction_share) spec.efficiency.gemm_reduction_share = *o.gemm_reduction_share;
+  if (o.decode_attention) spec.efficiency.decode_attention = *o.decode_attention;
   if (o.decode_step_overhead) spec.efficiency.decode_step_overhead = *o.decode_step_overhead;
   if (o.decode_allreduce) spec.efficiency.decode_allreduce = *o.decode_allreduce;
   if (o.tp_wait) spec.efficiency.tp_wait = *o.tp_wait;

@@ -159,6 +159,11 @@ struct Efficiency {
   // width k^s n^(1 - s) (cost::ModelShape::ShardGemm::width). 0.5, the geometric mean: both
   // alike; near 1 on a CPU, whose few-row GEMMs run a dot product of k per output. Unset: 0.5.
   std::optional<double> gemm_reduction_share;
+  // Where a device was measured: the rate of a decode step's attention over the KV cache, of
+  // the dense tensor peak, as the compute side of its roofline (the cache's read at `memory`
+  // the other): a GPU's reads its cache at the memory's pace, a CPU's computes far below its
+  // GEMMs' rate. Unset: at the rate of the step's GEMMs.
+  std::optional<double> decode_attention;
   // The seconds one tensor-parallel all-reduce of a decode step takes, as a run measured it
   // (hetrl-exec --fit-profile): the collective's own latency and its processes' wait for the
   // slowest of them, which a step's short kernels between two all-reduces leave exposed.
@@ -291,6 +296,7 @@ struct GpuTypeOverride {
   std::optional<double> prefill_efficiency;
   std::optional<double> gemm_width_half;
   std::optional<double> gemm_reduction_share;
+  std::optional<double> decode_attention;      // of the tensor peak
   std::optional<double> decode_step_overhead;  // seconds
   std::optional<double> decode_allreduce;      // seconds
   std::optional<double> tp_wait;               // of the compute

@@ -166,6 +166,10 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
     }
     if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
     if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
+    if (profile.decode_attention_flops) {
+      if (!(*profile.decode_attention_flops > 0)) throw core::InputError("the measured decode attention rate must be positive");
+      o.decode_attention = std::clamp(*profile.decode_attention_flops / *profile.gemm_large_flops, 1e-4, 1.0);
+    }
     if (profile.attention_flops) {
       if (!(*profile.attention_flops > 0)) throw core::InputError("the measured attention rate must be positive");
       o.attention = std::clamp(*profile.attention_flops / *profile.gemm_large_flops, 1e-4, 1.0);
@@ -221,6 +225,8 @@ GpuTypeOverride override_from_profile(const GpuProfile& profile, const Catalog& 
   if (profile.gemm_width_half) o.gemm_width_half = profile.gemm_width_half;
   if (profile.gemm_reduction_share) o.gemm_reduction_share = profile.gemm_reduction_share;
   o.attention = ratio(profile.attention_flops, peak, "measured attention rate", "TFLOP/s", core::kTflops, spec.name);
+  o.decode_attention = ratio(profile.decode_attention_flops, peak, "measured decode attention rate", "TFLOP/s",
+                             core::kTflops, spec.name);
   take_calibration(profile, o);
   return o;
 }
@@ -231,7 +237,7 @@ void merge_override(GpuTypeOverride& earlier, const GpuTypeOverride& later) {
        {&O::memory, &O::memory_bandwidth, &O::bf16_flops, &O::fp16_flops, &O::fp32_flops, &O::intra_node_bandwidth,
         &O::price_per_hour, &O::gemm_large, &O::gemm_small, &O::memory_efficiency, &O::collective, &O::training,
         &O::attention, &O::optimizer_efficiency, &O::copy_efficiency, &O::prefill_efficiency, &O::gemm_width_half,
-        &O::gemm_reduction_share, &O::decode_step_overhead,
+        &O::gemm_reduction_share, &O::decode_attention, &O::decode_step_overhead,
         &O::decode_allreduce, &O::tp_wait}) {
     take(earlier.*field, later.*field);
   }
@@ -287,6 +293,7 @@ GpuProfile datasheet_profile(const GpuSpec& spec) {
     }
   }
   p.decode_attention_bandwidth = spec.memory_bandwidth * spec.efficiency.memory;
+  if (spec.efficiency.decode_attention) p.decode_attention_flops = peak * *spec.efficiency.decode_attention;
   p.attention_flops = peak * spec.efficiency.attention;
   p.optimizer_bandwidth = spec.memory_bandwidth * spec.efficiency.optimizer_share();
   p.copy_bandwidth = spec.memory_bandwidth * spec.efficiency.copy_share();

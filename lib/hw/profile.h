@@ -62,6 +62,10 @@ struct AttentionMeasurement {
   int batch = 0, length = 0, heads = 0, kv_heads = 0, head_dim = 0;
   double bytes = 0;  // the cache read per step
   TimeSpread seconds;
+  // A step's FLOPs as the cost model counts them (cost::ModelShape::layer_flops' attention
+  // term): 4 head_dim a query head and cached position, the scores and their weighted sum.
+  double flops() const { return 4.0 * batch * length * heads * head_dim; }
+  int group() const { return kv_heads > 0 ? heads / kv_heads : 0; }
 };
 
 // Causal attention over packed sequences as a training or scoring pass runs it: the forward
@@ -172,6 +176,11 @@ struct GpuProfile {
   std::optional<double> launch_overhead;                 // seconds
   std::optional<double> host_to_device_bandwidth;        // bytes/s
   std::optional<double> decode_attention_bandwidth;      // bytes/s of KV cache read
+  // Decode attention measured at two group sizes (query heads a KV head): its FLOPs a second
+  // at its best point (AttentionMeasurement::flops), the compute side of its roofline; of the
+  // tensor peak, hw::Efficiency::decode_attention. Unset: a profile of one group size cannot
+  // tell compute from the cache's read.
+  std::optional<double> decode_attention_flops;
   // A pass's attention, forward and backward together (PassAttentionMeasurement's
   // flops_per_second), at the most tokens measured: of the tensor peak, the attention
   // efficiency (hw::Efficiency::attention).

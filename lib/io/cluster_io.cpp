@@ -91,6 +91,7 @@ hw::GpuTypeOverride read_override(const std::string& name, ObjectReader& r,
     o.prefill_efficiency = e->optional_number("prefill", Range::kFraction);
     o.gemm_width_half = e->optional_number("gemm_width_half", Range::kNonNegative);
     o.gemm_reduction_share = e->optional_number("gemm_reduction_share", Range::kUnitInterval);
+    o.decode_attention = e->optional_number("decode_attention", Range::kFraction);
     if (auto ms = e->optional_number("decode_step_overhead_ms", Range::kNonNegative)) {
       o.decode_step_overhead = *ms * core::kMillisecond;
     }
@@ -172,6 +173,7 @@ OrderedJson write_override(const hw::GpuTypeOverride& o) {
   put_fraction("prefill", o.prefill_efficiency);
   put_fraction("gemm_width_half", o.gemm_width_half);
   put_fraction("gemm_reduction_share", o.gemm_reduction_share);
+  put_fraction("decode_attention", o.decode_attention);
   if (o.decode_step_overhead) efficiency["decode_step_overhead_ms"] = detail::file_units(*o.decode_step_overhead / core::kMillisecond);
   if (o.decode_allreduce) efficiency["decode_allreduce_ms"] = detail::file_units(*o.decode_allreduce / core::kMillisecond);
   put_fraction("tp_wait", o.tp_wait);

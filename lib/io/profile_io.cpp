@@ -185,6 +185,7 @@ void read_fitted(ObjectReader& f, hw::GpuProfile& p, bool v2) {
   p.launch_overhead = f.optional_quantity("launch_overhead_us", kMicrosecond);
   p.host_to_device_bandwidth = f.optional_quantity("host_to_device_gb_per_s", core::kGBps);
   p.decode_attention_bandwidth = f.optional_quantity("decode_attention_gb_per_s", core::kGBps);
+  p.decode_attention_flops = f.optional_quantity("decode_attention_tflops", core::kTflops);
   p.attention_flops = f.optional_quantity("attention_tflops", core::kTflops);
   p.intra_node_latency = f.optional_quantity("intra_node_latency_us", kMicrosecond);
   p.optimizer_bandwidth = f.optional_quantity("optimizer_gb_per_s", core::kGBps);
@@ -412,6 +413,7 @@ std::string profile_to_json(const hw::GpuProfile& p) {
   }
   put("host_to_device_gb_per_s", p.host_to_device_bandwidth, core::kGBps);
   put("decode_attention_gb_per_s", p.decode_attention_bandwidth, core::kGBps);
+  put("decode_attention_tflops", p.decode_attention_flops, core::kTflops);
   put("attention_tflops", p.attention_flops, core::kTflops);
   put("optimizer_gb_per_s", p.optimizer_bandwidth, core::kGBps);
   put("copy_gb_per_s", p.copy_bandwidth, core::kGBps);

@@ -21,6 +21,11 @@ using device::DType;
 
 // Llama-3-8B's attention layout (32 query heads, 8 KV heads of 128), the most common one.
 constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 128;
+// Decode attention is measured again with sixteen query heads a KV head, twice the largest
+// group of a catalogue model (8): over the same cache, four times the FLOPs. Where the step's
+// time follows its FLOPs, the kernel is bound by its compute; where it stays, by the cache's
+// read, and the FLOPs rate it shows there is one no model's group needs more of.
+constexpr int kWideGroupHeads = 16 * kKvHeads;
 // A pass's attention is measured over fewer heads (the same four query heads a kv head): its
 // cost grows with the square of the length, and a CPU's first points must stay short.
 constexpr int kPassHeads = 8, kPassKvHeads = 2;
@@ -313,29 +318,31 @@ void measure_attention(Backend& b, Timer& timer, const ProfileParams& params, hw
   const DType t = params.dtype;
   const std::vector<int> batches = params.quick ? std::vector<int>{1, 16} : std::vector<int>{1, 8, 32, 128};
   const std::vector<int> lengths = params.quick ? std::vector<int>{512, 4096} : std::vector<int>{256, 1024, 4096, 16384};
-  double rate = 0;
-  for (int batch : batches) {
-    for (int length : lengths) {
-      const double cache_bytes = 2.0 * batch * length * kKvHeads * kHeadDim * static_cast<double>(device::dtype_bytes(t));
-      if (cache_bytes > params.largest_buffer) continue;
-      if (rate > 0 && !timer.affordable(cache_bytes / rate, p.attention.size())) continue;
-      const std::size_t cache = static_cast<std::size_t>(batch) * length * kKvHeads * kHeadDim;
-      const std::size_t queries = static_cast<std::size_t>(batch) * kHeads * kHeadDim;
-      const Buffer k(b, cache * device::dtype_bytes(t)), v(b, cache * device::dtype_bytes(t)),
-          q(b, queries * device::dtype_bytes(t)), out(b, queries * device::dtype_bytes(t)),
-          lens(b, static_cast<std::size_t>(batch) * sizeof(int));
-      randomize(b, t, k, cache);
-      randomize(b, t, v, cache);
-      randomize(b, t, q, queries);
-      const std::vector<int> host_lengths(static_cast<std::size_t>(batch), length);
-      b.upload(lens.data(), host_lengths.data(), lens.bytes());
-      const device::DecodeAttention shape{t, batch, kHeads, kKvHeads, kHeadDim, length};
-      hw::AttentionMeasurement m{device::dtype_name(t), batch, length, kHeads, kKvHeads, kHeadDim, cache_bytes,
-                                 timer.time([&] {
-                                   b.decode_attention(shape, q.data(), k.data(), v.data(), lens.as<int>(), out.data());
-                                 })};
-      rate = std::max(rate, m.bytes / m.seconds.median);
-      p.attention.push_back(m);
+  for (const int heads : {kHeads, kWideGroupHeads}) {
+    double rate = 0;  // FLOP/s, the best of this layout's points so far
+    std::size_t measured = 0;
+    for (int batch : batches) {
+      for (int length : lengths) {
+        hw::AttentionMeasurement m{device::dtype_name(t), batch, length, heads, kKvHeads, kHeadDim, 0, {}};
+        m.bytes = 2.0 * batch * length * kKvHeads * kHeadDim * static_cast<double>(device::dtype_bytes(t));
+        if (m.bytes > params.largest_buffer) continue;
+        if (rate > 0 && !timer.affordable(m.flops() / rate, measured)) continue;
+        const std::size_t cache = static_cast<std::size_t>(batch) * length * kKvHeads * kHeadDim;
+        const std::size_t queries = static_cast<std::size_t>(batch) * heads * kHeadDim;
+        const Buffer k(b, cache * device::dtype_bytes(t)), v(b, cache * device::dtype_bytes(t)),
+            q(b, queries * device::dtype_bytes(t)), out(b, queries * device::dtype_bytes(t)),
+            lens(b, static_cast<std::size_t>(batch) * sizeof(int));
+        randomize(b, t, k, cache);
+        randomize(b, t, v, cache);
+        randomize(b, t, q, queries);
+        const std::vector<int> host_lengths(static_cast<std::size_t>(batch), length);
+        b.upload(lens.data(), host_lengths.data(), lens.bytes());
+        const device::DecodeAttention shape{t, batch, heads, kKvHeads, kHeadDim, length};
+        m.seconds = timer.time([&] { b.decode_attention(shape, q.data(), k.data(), v.data(), lens.as<int>(), out.data()); });
+        rate = std::max(rate, m.flops() / m.seconds.median);
+        p.attention.push_back(m);
+        ++measured;
+      }
     }
   }
 }
@@ -768,9 +775,18 @@ void fit(hw::GpuProfile& p) {
       p.optimizer_bandwidth = o.bytes / o.seconds.median;
     }
   }
+  // Decode attention: the cache's read at its best point, and where two group sizes were
+  // measured, the FLOPs at theirs: the two sides of its roofline (a kernel bound by the read
+  // reaches its FLOPs rate only at the larger group, one bound by compute at either).
+  std::set<int> groups;
+  p.decode_attention_bandwidth.reset();
+  p.decode_attention_flops.reset();
   for (const hw::AttentionMeasurement& a : p.attention) {
     p.decode_attention_bandwidth = std::max(p.decode_attention_bandwidth.value_or(0.0), a.bytes / a.seconds.median);
+    p.decode_attention_flops = std::max(p.decode_attention_flops.value_or(0.0), a.flops() / a.seconds.median);
+    groups.insert(a.group());
   }
+  if (groups.size() < 2) p.decode_attention_flops.reset();
   // A pass's attention: at the most tokens measured (a micro-batch's), forward and backward.
   p.attention_flops.reset();
   double most_tokens = 0;

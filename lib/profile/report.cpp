@@ -97,28 +97,31 @@ std::string weight_gradient_table(const hw::GpuProfile& m) {
   return out;
 }
 
-// Decode attention's KV read rate by sequences and cached positions, and a pass's attention by
-// its points: where the attention kernels reach their rate and where they fall short of it.
+// Decode attention's KV read rate by query heads a KV head, sequences and cached positions,
+// and a pass's attention by its points: where the attention kernels reach their rate and where
+// they fall short of it (a rate that falls as the group grows: bound by compute).
 std::string attention_tables(const hw::GpuProfile& m) {
   std::string out;
   if (!m.attention.empty()) {
-    std::vector<int> lengths, batches;
+    std::vector<int> lengths;
+    std::vector<std::pair<int, int>> rows;  // (group, batch)
     for (const hw::AttentionMeasurement& a : m.attention) {
       lengths.push_back(a.length);
-      batches.push_back(a.batch);
+      rows.emplace_back(a.group(), a.batch);
     }
-    for (std::vector<int>* v : {&lengths, &batches}) {
-      std::sort(v->begin(), v->end());
-      v->erase(std::unique(v->begin(), v->end()), v->end());
-    }
+    std::sort(lengths.begin(), lengths.end());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     out += fmt::format("\n{:<34}", "decode attention (KV GB/s)");
     for (const int length : lengths) out += fmt::format(" {:>10}", fmt::format("{} pos", length));
     out += "\n";
-    for (const int batch : batches) {
-      out += fmt::format("{:<34}", fmt::format("  {} sequences", batch));
+    for (const auto& [group, batch] : rows) {
+      out += fmt::format("{:<34}", fmt::format("  {} sequences, {} heads a KV", batch, group));
       for (const int length : lengths) {
-        const auto at = std::find_if(m.attention.begin(), m.attention.end(),
-                                     [&](const hw::AttentionMeasurement& a) { return a.batch == batch && a.length == length; });
+        const auto at = std::find_if(m.attention.begin(), m.attention.end(), [&](const hw::AttentionMeasurement& a) {
+          return a.group() == group && a.batch == batch && a.length == length;
+        });
         out += fmt::format(" {:>10}", at == m.attention.end() ? std::string("-")
                                                               : fmt::format("{:.4g}", at->bytes / at->seconds.median / core::kGBps));
       }
@@ -260,6 +263,7 @@ std::string format_profile_table(const hw::GpuProfile& m, const Reference& refer
   row("memory read (GB/s)", m.memory_bandwidth, s.memory_bandwidth, core::kGBps, "{:.4g}");
   row("decode attention, KV read (GB/s)", m.decode_attention_bandwidth, s.decode_attention_bandwidth, core::kGBps,
       "{:.4g}");
+  row("decode attention (TFLOP/s)", m.decode_attention_flops, s.decode_attention_flops, core::kTflops, "{:.3g}");
   row("attention, pass (TFLOP/s)", m.attention_flops, s.attention_flops, core::kTflops, "{:.3g}");
   row("optimizer step (GB/s)", m.optimizer_bandwidth, s.optimizer_bandwidth, core::kGBps, "{:.4g}");
   row("copy, read + write (GB/s)", m.copy_bandwidth, s.copy_bandwidth, core::kGBps, "{:.4g}");

@@ -45,6 +45,11 @@ string(JSON attention GET "${cluster}" gpu_types ${type} efficiency attention)
 if(NOT attention MATCHES "^(0\\.[0-9]*[1-9][0-9]*|[1-9](\\.[0-9]+)?e-[0-9]+)$")
   message(FATAL_ERROR "the cluster's ${type} has attention efficiency ${attention}, expected one in (0, 1)")
 endif()
+# Decode attention's FLOPs rate, measured at two group sizes, likewise.
+string(JSON decode_attention GET "${cluster}" gpu_types ${type} efficiency decode_attention)
+if(NOT decode_attention MATCHES "^(0\\.[0-9]*[1-9][0-9]*|[1-9](\\.[0-9]+)?e-[0-9]+)$")
+  message(FATAL_ERROR "the cluster's ${type} has decode attention efficiency ${decode_attention}, expected one in (0, 1)")
+endif()
 string(JSON adopted_widths LENGTH "${cluster}" gpu_types ${type} efficiency gemm_curves)
 if(NOT adopted_widths EQUAL 3)
   message(FATAL_ERROR "the cluster's ${type} has ${adopted_widths} GEMM curves by width, expected 3")
@@ -60,7 +65,8 @@ endforeach()
 
 run(${PROFILE} show ${OUT}/cpu_profile.json --compare L4)
 foreach(piece "GEMM by tokens" "GEMM by width" "compared with the datasheet of L4" "memory read" "attention, pass"
-              "decode attention (KV GB/s)" "pass attention (sequences x length)")
+              "decode attention (KV GB/s)" "decode attention (TFLOP/s)" "16 heads a KV"
+              "pass attention (sequences x length)")
   string(FIND "${out}" "${piece}" at)
   if(at EQUAL -1)
     message(FATAL_ERROR "hetrl-profile show lacks \"${piece}\":\n${out}")

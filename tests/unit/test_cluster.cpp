@@ -314,7 +314,7 @@ TEST_CASE("the ratio of GEMM rates between widths: interpolated in the logarithm
 TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and written back") {
   const auto cluster_with = l4_cluster;
   const hw::Cluster c = io::parse_cluster(cluster_with(R"({"training": 0.5, "attention": 0.3, "optimizer": 0.2,
-      "gemm_width_half": 0, "gemm_reduction_share": 0.9, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
+      "gemm_width_half": 0, "gemm_reduction_share": 0.9, "decode_attention": 0.02, "decode_step_overhead_ms": 2.5, "decode_allreduce_ms": 0.4, "tp_wait": 0.07,
       "collectives": {"reduce_scatter": {"fp32": 0.25}, "all_gather": {"bf16": 0.6, "fp32": 0.55}}})"), "x.json", catalog());
   const hw::Efficiency& e = c.gpu_types[c.nodes[0].gpu_type].efficiency;
   CHECK(e.collective_share(hw::Collective::kReduceScatter, true) == hetrl::testing::approx(0.25));
@@ -328,6 +328,8 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(*e.gemm_width_half == 0.0);
   REQUIRE(e.gemm_reduction_share);
   CHECK(*e.gemm_reduction_share == hetrl::testing::approx(0.9));
+  REQUIRE(e.decode_attention);
+  CHECK(*e.decode_attention == hetrl::testing::approx(0.02));
   REQUIRE(e.decode_step_overhead);
   CHECK(*e.decode_step_overhead == hetrl::testing::approx(2.5e-3));
   REQUIRE(e.decode_allreduce);
@@ -342,6 +344,7 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
   CHECK(p.optimizer == 0.0);
   CHECK_FALSE(p.gemm_width_half);
   CHECK_FALSE(p.gemm_reduction_share);
+  CHECK_FALSE(p.decode_attention);
   CHECK_FALSE(p.decode_step_overhead);
   CHECK_FALSE(p.decode_allreduce);
   CHECK_FALSE(p.tp_wait);
@@ -354,6 +357,10 @@ TEST_CASE("a GPU type's fitted figures in a cluster file are read, checked and w
                        doctest::Contains("fp16"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"decode_allreduce_ms": -0.5})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/decode_allreduce_ms"), core::InputError);
+  for (const char* share : {"0", "1.5"}) {
+    CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(std::string(R"({"decode_attention": )") + share + "}"), "x.json", catalog()),
+                         doctest::Contains("/gpu_types/L4/efficiency/decode_attention"), core::InputError);
+  }
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"tp_wait": -0.1})"), "x.json", catalog()),
                        doctest::Contains("/gpu_types/L4/efficiency/tp_wait"), core::InputError);
   CHECK_THROWS_WITH_AS(io::parse_cluster(cluster_with(R"({"tp_wait": 12})"), "x.json", catalog()),

@@ -132,7 +132,7 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
   const double weights = 2.0 * 7615616512.0;
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
-  CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
+  CHECK(term(b, cost::kDecodeMemoryTerm) ==
         hetrl::testing::approx(511 * (weights + 768.5 * kv_per_token) / bandwidth).epsilon(1e-9));
   // Prefill of 512 tokens: the GEMMs at the small-GEMM efficiency interpolated at 512 tokens
   // (log2 512 = 9: a third of the way from 256 to 2048), scaled for a hidden size of 3584
@@ -151,6 +151,46 @@ TEST_CASE("decode at batch 1 streams the weights and the growing KV cache, by ha
                                           .epsilon(1e-9));
 }
 
+TEST_CASE("a decode step runs its kernels in turn: the GEMMs at their bound, then the attention over the cache at its own") {
+  // Qwen2.5-7B on one A100, 256 sequences of 2048 tokens of context each: the GEMMs of 256 rows
+  // bound by their compute, the attention by reading its cache (28 layers x K and V x 4 KV
+  // heads x 128 x 2 bytes a token) at the memory's rate. The step is their sum, not the larger
+  // of all compute and all reads.
+  hw::Cluster cluster = make_cluster({"a:8xA100-SXM-80G"});
+  const auto step = [&](double context) {
+    const Fixture f(cluster, ppo("Qwen2.5-7B", 256, 512, 512, 1));
+    cost::CostModel::DecodeStages stages;
+    f.model.decode_stages(f.task("generate"), std::vector<cost::Stage>{{0, 1, 28}}, stages);
+    return f.model.decode_step(stages, 256, 256 * context);
+  };
+  const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
+  const double bandwidth = 2039e9 * 0.75;
+  const cost::CostModel::StepCost gemms = step(0);
+  CHECK(gemms.memory == 0);
+  CHECK(gemms.compute > 2.0 * 7615616512.0 / bandwidth);  // past the weights' read
+  const cost::CostModel::StepCost both = step(2048);
+  CHECK(both.compute == hetrl::testing::approx(gemms.compute).epsilon(1e-12));
+  CHECK(both.memory == hetrl::testing::approx(256 * 2048 * kv_per_token / bandwidth).epsilon(1e-12));
+  // A type whose decode attention computes at a thousandth of its peak: bound by that.
+  const double attention_flops = 256 * 2048 * 28 * 4 * 3584.0;
+  cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency.decode_attention = 1e-3;
+  const cost::CostModel::StepCost slow = step(2048);
+  CHECK(slow.memory == 0);
+  CHECK(slow.compute == hetrl::testing::approx(gemms.compute + attention_flops / (312e12 * 1e-3)).epsilon(1e-12));
+  // The drain prices the same: every sequence of exactly 512 tokens runs all 511 decode
+  // steps at a context from 513 to 1023 (768.5 on average), its attention at its own rate.
+  const auto decode_compute = [&](double share) {
+    cluster.gpu_types[cluster.nodes[0].gpu_type].efficiency.decode_attention = share;
+    const Fixture f(cluster, ppo("Qwen2.5-7B", 64, 512, 512, 1));
+    cost::Breakdown b(true);
+    f.model.replica_seconds(f.task("generate"), std::vector<cost::Stage>{{0, 1, 28}}, 64, 1, {},
+                            std::vector<double>{60 * core::kGiB}, b);
+    return term(b, cost::kDecodeComputeTerm);
+  };
+  CHECK(decode_compute(1e-3) - decode_compute(2e-3) ==
+        hetrl::testing::approx(511 * 64 * 768.5 * 28 * 4 * 3584.0 / (312e12 * 2e-3)).epsilon(1e-9));
+}
+
 TEST_CASE("each generation replica drains to the iteration's expected longest response") {
   // 64 prompts with long-tailed responses; a replica with one of them still runs until the
   // longest of all 64 is expected to end, as the slowest replica does.
@@ -167,7 +207,7 @@ TEST_CASE("each generation replica drains to the iteration's expected longest re
   const double weights = 2.0 * 7615616512.0;
   const double kv_per_token = 28 * 2 * 4 * 128 * 2.0;
   const double bandwidth = 2039e9 * 0.75;
-  CHECK(term(b, "decode memory-bound steps (weights + KV cache)") ==
+  CHECK(term(b, cost::kDecodeMemoryTerm) ==
         hetrl::testing::approx((longest - 1) * (weights + (512 + (longest + 1) / 2) * kv_per_token) / bandwidth)
             .epsilon(1e-9));
 }

@@ -216,6 +216,22 @@ TEST_CASE("profile: measuring with a fake clock covers every section and fits ev
   CHECK(p.memory_bandwidth.value_or(0) > 0);
   CHECK(p.host_to_device_bandwidth.value_or(0) > 0);
   CHECK(p.decode_attention_bandwidth.value_or(0) > 0);
+  // Decode attention at both group sizes, at the same points; every call as long, so the
+  // compute rate is the wide group's largest point's FLOPs over 2 ms.
+  const auto at_group = [&](int group) {
+    std::vector<std::pair<int, int>> points;
+    for (const hw::AttentionMeasurement& a : p.attention) {
+      if (a.group() == group) points.emplace_back(a.batch, a.length);
+    }
+    return points;
+  };
+  CHECK(at_group(4).size() >= 2);
+  CHECK(at_group(16) == at_group(4));
+  CHECK(at_group(4).size() * 2 == p.attention.size());
+  double most_flops = 0;
+  for (const hw::AttentionMeasurement& a : p.attention) most_flops = std::max(most_flops, a.flops());
+  REQUIRE(p.decode_attention_flops);
+  CHECK(*p.decode_attention_flops == hetrl::testing::approx(most_flops / 2e-3));
   // A pass's attention: the first two points whatever they cost; the rate at the most tokens,
   // forward and backward each 2 ms, in the cost model's FLOPs of both.
   REQUIRE(p.pass_attention.size() >= 2);
@@ -330,7 +346,34 @@ TEST_CASE("profile: fitting takes the reference width per token count, 256 token
   CHECK(*p.memory_bandwidth == hetrl::testing::approx((1 << 30) / 0.5));  // the largest read
   CHECK(*p.host_to_device_bandwidth == hetrl::testing::approx((1 << 20) / 1e-4));  // the largest, not the fastest
   CHECK(*p.decode_attention_bandwidth == hetrl::testing::approx(2e12));
+  CHECK_FALSE(p.decode_attention_flops);  // one group size: compute and the cache's read not told apart
   CHECK(*p.launch_overhead == hetrl::testing::approx(5e-6));
+}
+
+TEST_CASE("profile: decode attention at two group sizes, the compute side of its roofline") {
+  // 8 sequences of 4096 cached positions, 8 KV heads of 128, the cache read given as 1 GB.
+  const auto at = [](int heads, double seconds) {
+    return hw::AttentionMeasurement{"bf16", 8, 4096, heads, 8, 128, 1e9, spread(seconds)};
+  };
+  const double flops4 = 4.0 * 8 * 4096 * 32 * 128;  // 4 query heads a KV head
+  // Bound by the cache's read: the wider group's four times the FLOPs in the same time.
+  hw::GpuProfile read;
+  read.attention = {at(32, 1e-3), at(128, 1e-3)};
+  profile::fit(read);
+  REQUIRE(read.decode_attention_flops);
+  CHECK(*read.decode_attention_flops == hetrl::testing::approx(4 * flops4 / 1e-3));
+  CHECK(*read.decode_attention_bandwidth == hetrl::testing::approx(1e12));
+  // Bound by compute: four times as long; the rate is either group's, the read the narrower's.
+  hw::GpuProfile compute;
+  compute.attention = {at(32, 1e-2), at(128, 4e-2)};
+  profile::fit(compute);
+  REQUIRE(compute.decode_attention_flops);
+  CHECK(*compute.decode_attention_flops == hetrl::testing::approx(flops4 / 1e-2));
+  CHECK(*compute.decode_attention_bandwidth == hetrl::testing::approx(1e11));
+  // The FLOPs the cost model counts for the same step.
+  cost::ModelShape shape;
+  shape.q_dim = 32 * 128;
+  CHECK(at(32, 1).flops() == hetrl::testing::approx(8 * shape.attention_flops(1, 4096)));
 }
 
 TEST_CASE("profile: the GEMM width half from two widths: none where the wider is no faster, solved where it is") {
@@ -690,7 +733,7 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   p.settings = hw::ProfileSettings{true, "bf16", 3, 3};
   p.gemms = {gemm("bf16", 64, 1024, 10), gemm("bf16", 2048, 1024, 90)};
   p.bandwidths = {{"read", 1 << 20, spread(1e-3)}, {"host_to_device", 4, spread(2e-6)}};
-  p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}};
+  p.attention = {{"fp16", 8, 1024, 32, 8, 128, 1e9, spread(1e-3)}, {"fp16", 8, 1024, 128, 8, 128, 1e9, spread(2e-3)}};
   p.pass_attention = {{"fp16", 1, 128, 8, 2, 128, spread(1e-3), spread(3e-3)}, {"fp16", 4, 1024, 8, 2, 128, spread(2e-2), spread(5e-2)}};
   p.collectives = {{"all_reduce", "bf16", 2, 1 << 20, spread(1e-3), 2e9}, {"reduce_scatter", "fp32", 2, 1 << 20, spread(1e-3), 1e9}};
   p.transfers = {{"device0", "device1", 4, spread(3e-6)}, {"device0", "device1", 1 << 24, spread(2e-3)}};
@@ -706,6 +749,10 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   REQUIRE(q.settings);
   CHECK(q.settings->passes == 3);
   CHECK(q.attention.front().dtype == "fp16");
+  CHECK(q.attention.back().group() == 16);
+  // Decode attention's compute rate: the wider group's 4 x 8 x 1024 x 128 x 128 FLOPs in 2 ms.
+  REQUIRE(q.decode_attention_flops);
+  CHECK(*q.decode_attention_flops == hetrl::testing::approx(4.0 * 8 * 1024 * 128 * 128 / 2e-3));
   CHECK(q.collectives.front().bus_bandwidth == hetrl::testing::approx(2e9));
   CHECK(*q.allreduce_bus_bandwidth == hetrl::testing::approx(2e9));
   CHECK(q.collectives.back().dtype == "fp32");
@@ -755,6 +802,33 @@ TEST_CASE("profile: the measured attention rate becomes the type's attention eff
   sheet.attention_flops = 1.1 * a100.tensor_flops();
   CHECK_THROWS_WITH_AS(hw::override_from_profile(sheet, testing::catalogs().hardware, "a.json"),
                        doctest::Contains("measured attention rate"), core::InputError);
+}
+
+TEST_CASE("profile: the measured decode attention rate becomes the type's decode attention efficiency") {
+  hw::GpuProfile p;
+  p.gpu_type = "cpu-test";
+  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "", ""};
+  p.memory_bandwidth = 30e9;
+  p.gemm_large_flops = 2e11;
+  p.fp32_flops = 1e11;
+  CHECK_FALSE(hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"))
+                  .efficiency.decode_attention);
+  p.decode_attention_flops = 4e9;
+  const hw::GpuSpec own = hw::apply_override(testing::catalogs().hardware,
+                                             hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
+  REQUIRE(own.efficiency.decode_attention);
+  CHECK(*own.efficiency.decode_attention == hetrl::testing::approx(0.02));
+  CHECK(*hw::datasheet_profile(own).decode_attention_flops == hetrl::testing::approx(4e9));
+  // A catalogue type: none of its own; a measured one of its tensor peak, none above it.
+  const hw::GpuSpec& a100 = testing::catalogs().hardware.gpu("A100-SXM-80G", "");
+  hw::GpuProfile sheet = hw::datasheet_profile(a100);
+  CHECK_FALSE(sheet.decode_attention_flops);
+  sheet.decode_attention_flops = 0.25 * a100.tensor_flops();
+  CHECK(*hw::override_from_profile(sheet, testing::catalogs().hardware, "a.json").decode_attention ==
+        hetrl::testing::approx(0.25));
+  sheet.decode_attention_flops = 1.5 * a100.tensor_flops();
+  CHECK_THROWS_WITH_AS(hw::override_from_profile(sheet, testing::catalogs().hardware, "a.json"),
+                       doctest::Contains("measured decode attention rate"), core::InputError);
 }
 
 TEST_CASE("profile: the optimizer step's rate over the most parameters and the largest copy's become the type's efficiencies") {

@@ -1,1 +1,1 @@
-refused: OpenRLHF 0.11.0 cannot run this plan as planned: its models run TP sizes 1 and 2: OpenRLHF gives DeepSpeed one (--ds.tensor_parallel_size); its pools are on different GPU types (H100-SXM, L40S): OpenRLHF asks Ray for GPU counts, not for GPU types
+refused: OpenRLHF 0.11.0 cannot run this plan as planned: actor_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; ref_logprob runs 2 pipeline stages: OpenRLHF's DeepSpeed workers have none; its models run TP sizes 1 and 2: OpenRLHF gives DeepSpeed one (--ds.tensor_parallel_size)
