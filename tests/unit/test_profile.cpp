@@ -780,14 +780,21 @@ TEST_CASE("profile: v2 files round-trip every measurement and fitted figure") {
   CHECK(*q.attention_flops == hetrl::testing::approx(3.5 * 2.0 * 4 * 8 * 128 * 1024.0 * 1024 / 7e-2));
 }
 
-TEST_CASE("profile: the measured attention rate becomes the type's attention efficiency, none above the peak") {
-  // A new type: of its own large-GEMM rate.
+// A new type's profile with the figures every new type needs: 200 GFLOP/s of large GEMMs
+// (its peak), 100 of fp32, 30 GB/s of memory read.
+hw::GpuProfile new_type_profile() {
   hw::GpuProfile p;
   p.gpu_type = "cpu-test";
   p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "", ""};
   p.memory_bandwidth = 30e9;
   p.gemm_large_flops = 2e11;
   p.fp32_flops = 1e11;
+  return p;
+}
+
+TEST_CASE("profile: the measured attention rate becomes the type's attention efficiency, none above the peak") {
+  // A new type: of its own large-GEMM rate.
+  hw::GpuProfile p = new_type_profile();
   p.attention_flops = 2e9;
   const hw::GpuSpec own = hw::apply_override(testing::catalogs().hardware,
                                              hw::override_from_profile(p, testing::catalogs().hardware, "p.json"));
@@ -805,12 +812,7 @@ TEST_CASE("profile: the measured attention rate becomes the type's attention eff
 }
 
 TEST_CASE("profile: the measured decode attention rate becomes the type's decode attention efficiency") {
-  hw::GpuProfile p;
-  p.gpu_type = "cpu-test";
-  p.device = hw::DeviceDescription{"cpu", "Test CPU", 1, 8.0 * (1 << 30), 4, "", ""};
-  p.memory_bandwidth = 30e9;
-  p.gemm_large_flops = 2e11;
-  p.fp32_flops = 1e11;
+  hw::GpuProfile p = new_type_profile();
   CHECK_FALSE(hw::apply_override(testing::catalogs().hardware, hw::override_from_profile(p, testing::catalogs().hardware, "p.json"))
                   .efficiency.decode_attention);
   p.decode_attention_flops = 4e9;
