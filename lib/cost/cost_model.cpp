@@ -350,12 +350,7 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
   for (const DecodeStage& d : stages) {
     const double efficiency = d.gemm_curve ? hw::gemm_curve_efficiency(*d.gemm_curve, batch)
                                            : hw::gemm_efficiency(d.gemm_small, d.gemm_large, batch);
-    // The weights' GEMMs, then the attention over the cache, each at its own bound.
-    const double gemms = batch * head_priced(d, efficiency, batch) / (d.rate * efficiency);
-    (gemms > d.weight_seconds ? cost.compute : cost.memory) += std::max(gemms, d.weight_seconds);
-    const double attention = d.flops_per_context * total_context / d.attention_rate(efficiency);
-    const double cache = total_context * d.kv_seconds_per_token;
-    (attention > cache ? cost.compute : cost.memory) += std::max(attention, cache);
+    add_kernels(d, efficiency, batch, total_context, cost.compute, cost.memory);
     cost.tp += d.tp_fixed + batch * d.tp_per_sequence;
     cost.p2p += d.p2p_fixed + batch * d.p2p_per_sequence;
     cost.overhead = std::max(cost.overhead, d.overhead);
@@ -390,11 +385,7 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
                                 : f <= 0       ? d.gemm_small
                                 : f >= 1       ? d.gemm_large
                                                : d.gemm_small + (d.gemm_large - d.gemm_small) * f;
-      const double gemms = batch[j] * head_priced(d, efficiency, batch[j]) / (d.rate * efficiency);
-      (gemms > d.weight_seconds ? compute_bound : memory_bound) += std::max(gemms, d.weight_seconds);
-      const double attention = d.flops_per_context * context[j] / d.attention_rate(efficiency);
-      const double cache = context[j] * d.kv_seconds_per_token;
-      (attention > cache ? compute_bound : memory_bound) += std::max(attention, cache);
+      add_kernels(d, efficiency, batch[j], context[j], compute_bound, memory_bound);
     }
     cost.compute += compute_bound;
     cost.memory += memory_bound;

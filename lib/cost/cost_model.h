@@ -622,6 +622,17 @@ class CostModel {
     if (d.head_curve == nullptr) return d.flops_fixed;
     return d.flops_fixed + d.head_flops * (efficiency / hw::gemm_curve_efficiency(*d.head_curve, batch) - 1.0);
   }
+  // A stage's kernels in a step of `batch` sequences over `context` cached tokens, the GEMMs at
+  // `efficiency`: the weights' GEMMs, then the attention over the cache, each at its own bound,
+  // added to `compute` or `memory` by what bounds it.
+  static void add_kernels(const DecodeStage& d, double efficiency, double batch, double context, double& compute,
+                          double& memory) {
+    const double gemms = batch * head_priced(d, efficiency, batch) / (d.rate * efficiency);
+    (gemms > d.weight_seconds ? compute : memory) += std::max(gemms, d.weight_seconds);
+    const double attention = d.flops_per_context * context / d.attention_rate(efficiency);
+    const double cache = context * d.kv_seconds_per_token;
+    (attention > cache ? compute : memory) += std::max(attention, cache);
+  }
   // Fills `out` (reused between calls to spare allocations).
   void decode_stages(int task, std::span<const Stage> stages, DecodeStages& out) const;
   // One decode step of `batch` sequences whose contexts add up to `total_context` tokens.

@@ -212,12 +212,11 @@ class CpuBackend final : public Backend {
   // task's activations). A block serves any request its huge pages hold, up to an eighth more:
   // a scoring pass's activations, whose sizes move with the iteration's response lengths, take
   // the blocks the last one left. Kept for its exact size only, the first scoring task after
-  // generation faulted its activations in each iteration, 1.06-1.17 times the second one's time
-  // on the same sequences (1.02-1.07 with the blocks below 2 MiB from the C library). Memory is
-  // counted as asked; at most a quarter of it is kept.
+  // generation faulted its activations in each iteration, 1.06-1.13 times the second one's time
+  // on the same sequences (1.03-1.07 with the blocks below 2 MiB from the C library;
+  // benchmarks/RESULTS.md). Memory is counted as asked; at most a quarter of it is kept.
   void* allocate(std::size_t bytes) override {
-    constexpr std::size_t kAlign = 64;
-    const std::size_t rounded = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    const std::size_t rounded = host_aligned_bytes(bytes);
     const std::size_t capacity = host_block_bytes(rounded);
     if (capacity >= kCachedFrom) {
       const auto kept = cached_.lower_bound(capacity);

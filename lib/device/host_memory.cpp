@@ -6,15 +6,10 @@
 #include <cstdlib>
 
 namespace hetrl::device {
-namespace {
-
-constexpr std::size_t kAlign = 64;
-
-}  // namespace
 
 void* allocate_host(std::size_t bytes) noexcept {
   const std::size_t length = host_block_bytes(bytes);
-  if (bytes < kWholeHugePagesFrom) return std::aligned_alloc(kAlign, length);
+  if (bytes < kWholeHugePagesFrom) return std::aligned_alloc(kHostAlign, length);
   void* raw = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   // The mapping is a huge page longer than asked: the part before the first boundary in it and

@@ -26,12 +26,19 @@ namespace hetrl::device {
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 inline constexpr std::size_t kWholeHugePagesFrom = kHugePage / 2;
 
-// The bytes a block of `bytes` holds: whole huge pages from kWholeHugePagesFrom up, else `bytes`
-// rounded up to 64 (at least 64).
+// Every block's alignment, and the least it holds.
+inline constexpr std::size_t kHostAlign = 64;
+
+// `bytes` rounded up to whole kHostAlign (at least one).
+constexpr std::size_t host_aligned_bytes(std::size_t bytes) noexcept {
+  return bytes < kHostAlign ? kHostAlign : (bytes + kHostAlign - 1) / kHostAlign * kHostAlign;
+}
+
+// The bytes a block of `bytes` holds: whole huge pages from kWholeHugePagesFrom up, else
+// host_aligned_bytes.
 constexpr std::size_t host_block_bytes(std::size_t bytes) noexcept {
-  constexpr std::size_t kAlign = 64;
   if (bytes >= kWholeHugePagesFrom) return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  return bytes < kAlign ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
+  return host_aligned_bytes(bytes);
 }
 
 // `bytes` of host memory aligned to 64 bytes (on whole huge pages from kWholeHugePagesFrom up),
