@@ -141,6 +141,15 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     const double cdf = static_cast<double>(above - quantiles.begin() - 1) * p_step;
     survival_table_[i] = std::clamp(1.0 - cdf, 0.0, 1.0);
   }
+  // E[L^2] / (2 E[L]) = (integral of t S(t)) / (integral of S(t)), trapezoids on the grid.
+  double area = 0, moment = 0;
+  for (int i = 1; i < kSurvivalPoints; ++i) {
+    const double dt = max_response_ / (kSurvivalPoints - 1);
+    const double t0 = dt * (i - 1), t1 = dt * i;
+    area += 0.5 * (survival_table_[i - 1] + survival_table_[i]) * dt;
+    moment += 0.5 * (t0 * survival_table_[i - 1] + t1 * survival_table_[i]) * dt;
+  }
+  queue_context_ = prompt_ + (area > 0 ? moment / area : 0.5 * max_response_);
   // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
   max_length_table_.push_back(0.0);
   max_length_table_.insert(max_length_table_.end(), longest_of, quantiles.end());
@@ -498,10 +507,11 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
   StepCost decode = drain_steps(per_stage, live);
-  // Queue: sequences beyond the cache's capacity keep the batch full until they are done.
+  // Queue: sequences beyond the cache's capacity keep the batch full until they are done, a
+  // full batch's sequences at every age of their responses (queue_context_).
   if (samples > concurrent) {
     const double steps = (samples - concurrent) * std::max(0.0, mean_response_ - 1) / concurrent;
-    decode.add(decode_step(per_stage, concurrent, concurrent * (prompt_ + mean_response_)), steps);
+    decode.add(decode_step(per_stage, concurrent, concurrent * queue_context_), steps);
   }
   if (decode.compute > 0) out.add(kDecodeComputeTerm, decode.compute);
   if (decode.memory > 0) out.add(kDecodeMemoryTerm, decode.memory);

@@ -743,6 +743,11 @@ class CostModel {
   double mean_response_ = 0;
   double head_fraction_ = 0;  // of a training pass's tokens, those the LM head scores
   double max_response_ = 0;
+  // While sequences queue for the cache, each slot runs one response after another, so a
+  // decode step finds a slot's sequence at the length-biased mean age E[L^2] / (2 E[L]) of
+  // the responses (half of a fixed length, more for spread ones): the mean context of a full
+  // batch's sequences, prompt included.
+  double queue_context_ = 0;
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
   // The decode steps of the iteration's expected longest response: all its tokens but

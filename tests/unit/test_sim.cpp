@@ -129,6 +129,25 @@ TEST_CASE("generation with fixed lengths and room for every sequence matches the
   CHECK(replica.tail_seconds() == 0);  // every sequence runs to the end together
 }
 
+TEST_CASE("sequences queued for the cache: the closed form reads the cache at the steps' mean context as simulated") {
+  // 512 sequences of 512 + 512 tokens through a cache of 128: four waves, each step reading
+  // the KV cache of contexts from 513 to 1023. The closed form prices the waves after the
+  // first at the mean of those contexts (at their final length it was 3.7% slower).
+  const Generation g(256);
+  const std::vector<cost::Stage> one{{0, 1, 28}};
+  const double per_token = 28 * 2 * 4 * 128 * 2.0;  // Qwen2.5-7B: 28 layers, 4 KV heads of 128
+  const std::vector<double> budget{g.model.generation_workspace(g.task, one[0]) + 128 * 1024 * per_token};
+  REQUIRE(g.model.concurrent_sequences(g.task, one, budget) == hetrl::testing::approx(128));
+  sim::EventQueue queue;
+  sim::ReplicaGeneration replica(g.model, g.task, one, budget, std::vector<int>(512, 512));
+  replica.start(queue, [] {});
+  queue.run();
+  CHECK(replica.steps() == 4 * 511);
+  cost::Breakdown closed;
+  g.model.replica_seconds(g.task, one, 512, 1, {}, budget, closed);
+  CHECK(replica.finished_at() / closed.total() == hetrl::testing::approx(1.0).epsilon(0.01));
+}
+
 TEST_CASE("prefill gives every sequence its first token: responses of one token take no decode step") {
   const Generation g(2);
   const std::vector<cost::Stage> one{{0, 1, 28}};
