@@ -908,18 +908,19 @@ TEST_CASE("a start within the budget takes back the nodes it gave up where they 
 
 TEST_CASE("PPO-14B async with bf16 gradients within half the price reaches the ILP's optimum on A100 and L40S nodes and an L4 node") {
   // The paper's region network, within 107.70 $/h. The ILP proves 10.27 samples/s on one A100
-  // node, two L40S nodes and one L4 node (106.38 $/h); hybrid's plan there: generation and the
-  // actor's and the reward's forward passes on the A100 node, the critic's forward pass and
-  // both trainings on the L40S nodes, the reference's forward pass alone on the L4 node. (Under
-  // the model before, 10.42 on three A100 nodes.)
+  // node, two L40S nodes and one L4 node (106.38 $/h); hybrid's plan there, as the ILP's:
+  // generation and the actor's and the reference's forward passes on the A100 node, the
+  // critic's forward pass and both trainings on the L40S nodes, the reward's forward pass
+  // alone on the L4 node. (Under the model before, 10.42 on three A100 nodes.)
   const io::Inputs in = paper_scenario_bf16_reduce("region", "ppo-14b-async");
   const planner::PlannerResult hybrid = plan_paper_within_half_price(in);
   CHECK(hybrid.prediction.samples_per_second > 10.272);
   CHECK(gpu_types(in, hybrid.plan) == std::set<std::string>{"A100-SXM-40G", "L40S", "L4"});
   CHECK(hybrid.plan.gpu_count() == 32);
-  const int ref = hybrid.plan.group_of(in.graph.find("ref_logprob"));
-  CHECK(hybrid.plan.groups[ref].tasks.size() == 1);
-  CHECK(gpu_types(in, hybrid.plan, ref) == std::set<std::string>{"L4"});
+  const int reward = hybrid.plan.group_of(in.graph.find("reward"));
+  CHECK(hybrid.plan.groups[reward].tasks.size() == 1);
+  CHECK(gpu_types(in, hybrid.plan, reward) == std::set<std::string>{"L4"});
+  CHECK(hybrid.plan.group_of(in.graph.find("ref_logprob")) == hybrid.plan.group_of(in.graph.find("generate")));
 }
 
 TEST_CASE("a forward pass moved into a group where it does not fit makes room there: PPO-14B async comes within 1% of the ILP's optimum") {
