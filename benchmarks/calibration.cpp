@@ -263,6 +263,8 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   const double seconds = model.replica_seconds(task, stages, batch, 1, {}, budgets, terms);
   if (const char* id = std::getenv("HETRL_CALIBRATION_EXPLAIN"); id && row.at("id") == id) {
     for (const cost::Breakdown::Term& term : terms.terms()) std::printf("%-56s %10.3f s\n", term.name, term.seconds);
+    std::printf("%-56s %10.0f\n", "KV cache room (tokens)", model.kv_capacity_tokens(task, stages, budgets));
+    std::printf("%-56s %10.1f\n", "sequences decoding at once", model.concurrent_sequences(task, stages, budgets));
   }
   double decode_seconds = seconds;
   if (kind == "stream") {
