@@ -141,15 +141,15 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     const double cdf = static_cast<double>(above - quantiles.begin() - 1) * p_step;
     survival_table_[i] = std::clamp(1.0 - cdf, 0.0, 1.0);
   }
-  // E[L^2] / (2 E[L]) = (integral of t S(t)) / (integral of S(t)), trapezoids on the grid.
+  // E[L^2] / (2 E[L]) = (integral of t S(t)) / (integral of S(t)), trapezoids on the grid
+  // (S(0) = 1, so the area is 0 only with no response at all).
+  const double dt = max_response_ / (kSurvivalPoints - 1);
   double area = 0, moment = 0;
   for (int i = 1; i < kSurvivalPoints; ++i) {
-    const double dt = max_response_ / (kSurvivalPoints - 1);
-    const double t0 = dt * (i - 1), t1 = dt * i;
     area += 0.5 * (survival_table_[i - 1] + survival_table_[i]) * dt;
-    moment += 0.5 * (t0 * survival_table_[i - 1] + t1 * survival_table_[i]) * dt;
+    moment += 0.5 * (dt * (i - 1) * survival_table_[i - 1] + dt * i * survival_table_[i]) * dt;
   }
-  queue_context_ = prompt_ + (area > 0 ? moment / area : 0.5 * max_response_);
+  queue_context_ = prompt_ + (area > 0 ? moment / area : 0.0);
   // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
   max_length_table_.push_back(0.0);
   max_length_table_.insert(max_length_table_.end(), longest_of, quantiles.end());

@@ -12,7 +12,8 @@
 //     drains as sequences finish: the step count is the expected longest response of the
 //     whole iteration (generation ends with the replica that holds it), and the live batch
 //     follows the survival curve of the response-length distribution. The KV cache caps how
-//     many sequences run at once; beyond that, sequences queue (a steady phase at full batch).
+//     many sequences run at once; beyond that, sequences queue (a steady phase at full batch,
+//     its sequences at their responses' length-biased mean age).
 //   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, paced
 //     by the slowest stage, and per flush a bubble of one micro-batch of every other stage
 //     ((PP - 1) micro-batch times where the stages are even), TP all-reduces per layer, pipeline
