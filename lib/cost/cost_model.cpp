@@ -124,7 +124,7 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
   // sequences still generating at each step.
   survival_table_.resize(kSurvivalPoints);
   // Every quantile the tables need in one call (a trace of millions of lengths is sorted
-  // once): p = i / 4096 for the survival, then n / (n + 1) for n = 2^i - 1 for the longest of n.
+  // once): p = i / 4096, then n / (n + 1) for n = 2^i - 1, where the longest of n lies.
   constexpr int kSteps = 4096;
   const double p_step = 1.0 / kSteps;
   std::vector<double> ps;
@@ -134,25 +134,42 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     ps.push_back(n / (n + 1));
   }
   const std::vector<double> quantiles = workload_.response.quantiles(ps);
-  const auto longest_of = quantiles.begin() + kSteps + 1;
+  std::vector<std::pair<double, double>> points;  // (p, quantile), by p (and so by quantile)
+  points.reserve(quantiles.size());
+  for (std::size_t i = 0; i < quantiles.size(); ++i) points.emplace_back(ps[i], quantiles[i]);
+  std::sort(points.begin(), points.end());
+  // The distribution function between the quantiles' points is linear (a jump where two
+  // share a length), so the n/(n + 1) points resolve the tail beyond the last of the 4,096.
   for (int i = 0; i < kSurvivalPoints; ++i) {
     const double step = max_response_ * i / (kSurvivalPoints - 1);
-    const auto above = std::upper_bound(quantiles.begin(), longest_of, step);
-    const double cdf = static_cast<double>(above - quantiles.begin() - 1) * p_step;
+    const auto above = std::upper_bound(points.begin(), points.end(), step,
+                                        [](double x, const std::pair<double, double>& p) { return x < p.second; });
+    double cdf = 1.0;
+    if (above == points.begin()) {
+      cdf = 0.0;
+    } else if (above != points.end()) {
+      const auto& [p0, q0] = *(above - 1);
+      const auto& [p1, q1] = *above;
+      cdf = p0 + (p1 - p0) * (step - q0) / (q1 - q0);
+    }
     survival_table_[i] = std::clamp(1.0 - cdf, 0.0, 1.0);
   }
-  // E[L^2] / (2 E[L]) = (integral of t S(t)) / (integral of S(t)), trapezoids on the grid
-  // (S(0) = 1, so the area is 0 only with no response at all).
-  const double dt = max_response_ / (kSurvivalPoints - 1);
-  double area = 0, moment = 0;
-  for (int i = 1; i < kSurvivalPoints; ++i) {
-    area += 0.5 * (survival_table_[i - 1] + survival_table_[i]) * dt;
-    moment += 0.5 * (dt * (i - 1) * survival_table_[i - 1] + dt * i * survival_table_[i]) * dt;
+  // The expected longest of n draws, the integral of the quantile function against the
+  // density of the n-th power, n p^(n - 1), on the quantiles' points (trapezoids), for
+  // n = 2^i - 1 (p^n by squaring: p^(2^i) / p). A fixed length is its own expected longest.
+  max_length_table_.assign(kMaxLengthPoints, 0.0);
+  std::array<double, kMaxLengthPoints> below{};  // p^n at the previous point
+  for (std::size_t k = 1; k < points.size(); ++k) {
+    const auto [p, quantile] = points[k];
+    const double mean_quantile = 0.5 * (points[k - 1].second + quantile);
+    double squared = p;  // p^(2^i)
+    for (int i = 1; i < kMaxLengthPoints; ++i) {
+      squared *= squared;
+      const double power = p > 0 ? squared / p : 0.0;
+      max_length_table_[i] += mean_quantile * (power - below[i]);
+      below[i] = power;
+    }
   }
-  queue_context_ = prompt_ + (area > 0 ? moment / area : 0.0);
-  // The expected longest of n draws, taken as the n/(n+1) quantile, for n = 2^i - 1.
-  max_length_table_.push_back(0.0);
-  max_length_table_.insert(max_length_table_.end(), longest_of, quantiles.end());
   // The drain's quadrature points, the same for every replica: the decode steps of the
   // iteration's expected longest response, and the survival at the midpoint of each of their
   // parts. Prefill gives every sequence its first token, so a response of n tokens takes n - 1
@@ -164,6 +181,8 @@ CostModel::CostModel(const hw::Cluster& cluster, const workload::Workload& workl
     drain_log2_survival_.push_back(std::log2(drain_survival_.back()));
     drain_context_.push_back(prompt_ + step);
   }
+  queue_ = QueueTable([this](double x) { return survival(x); }, max_response_, prompt_, samples_,
+                      params_.decode_points);
 }
 
 const hw::GpuSpec& CostModel::gpu(int node) const {
@@ -184,7 +203,7 @@ double CostModel::survival(double step) const {
 }
 
 double CostModel::expected_max_length(double n) const {
-  if (n <= 1) return max_length_table_[1];  // one sequence: the median
+  if (n <= 1) return max_length_table_[1];  // one sequence: the mean
   const double x = std::log2(n + 1);
   const int i = std::min(static_cast<int>(x), kMaxLengthPoints - 2);
   const double f = std::min(1.0, x - i);
@@ -368,6 +387,13 @@ CostModel::StepCost CostModel::decode_step(const DecodeStages& stages, double ba
 }
 
 CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double live) const {
+  return tail_steps(stages, live, drain_survival_.data(), drain_log2_survival_.data(), drain_context_.data(),
+                    drain_steps_);
+}
+
+CostModel::StepCost CostModel::tail_steps(const DecodeStages& stages, double live, const double* share,
+                                          const double* log2_share, const double* sequence_context,
+                                          double steps) const {
   // What every stage shares at each point: the batch, its context and where its GEMMs stand
   // between the small and the large efficiency (decode_step's, with one log2 per call).
   const int points = params_.decode_points;
@@ -377,10 +403,10 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
   static_assert(hw::kGemmSmallTokens == 256 && hw::kGemmLargeTokens == 2048);
   double batches = 0;
   for (int j = 0; j < points; ++j) {
-    const double b = live * drain_survival_[j];
+    const double b = live * share[j];
     batch[j] = std::max(1.0, b);
-    context[j] = batch[j] * drain_context_[j];
-    position[j] = b <= 1.0 ? 0.0 : (log2_live + drain_log2_survival_[j] - kSmallLog2) / (kLargeLog2 - kSmallLog2);
+    context[j] = batch[j] * sequence_context[j];
+    position[j] = b <= 1.0 ? 0.0 : (log2_live + log2_share[j] - kSmallLog2) / (kLargeLog2 - kSmallLog2);
     batches += batch[j];
   }
   StepCost cost;
@@ -402,9 +428,34 @@ CostModel::StepCost CostModel::drain_steps(const DecodeStages& stages, double li
     cost.p2p += points * d.p2p_fixed + batches * d.p2p_per_sequence;
   }
   cost.overhead = points * overhead;
-  const double steps_per_point = drain_steps_ / points;
   StepCost out;
-  out.add(cost, steps_per_point);
+  out.add(cost, steps / points);
+  return out;
+}
+
+CostModel::StepCost CostModel::queue_steps(const DecodeStages& stages, double slots, double waves) const {
+  // Between two points of the queue's grid, the two generations' steps weighed by where
+  // `waves` lies (one wave, the grid's first point, is the drain).
+  const QueueTable::Bracket b = queue_.bracket(waves);
+  StepCost out;
+  double full = b.extra_steps, context = b.extra_steps * b.extra_context;
+  const auto add = [&](int index, double weight) {
+    if (index == 0) {
+      out.add(drain_steps(stages, slots), weight);
+      return;
+    }
+    const QueueShape shape = queue_.shape(index);
+    out.add(tail_steps(stages, slots, shape.share.data(), shape.log2_share.data(), shape.context.data(),
+                       shape.tail_steps),
+            weight);
+    full += weight * shape.full_steps;
+    context += weight * shape.full_steps * shape.full_context;
+  };
+  add(b.lower, 1 - b.weight);
+  if (b.weight > 0) add(b.lower + 1, b.weight);
+  // The steps with every slot busy: a step's cost is linear in the context at a given batch,
+  // so the mean context prices them all.
+  if (full > 0) out.add(decode_step(stages, slots, slots * context / full), full);
   return out;
 }
 
@@ -485,9 +536,11 @@ double CostModel::generation_floor(int task, std::span<const Stage> stages) cons
     overhead = std::max(overhead, d.overhead);
   }
   step += overhead;
-  // The quadrature adds `points` parts of drain_steps_ / points steps each: allow for its
-  // rounding.
-  return drain_steps_ * step * (1 - 1e-12);
+  // Every step runs one sequence at least; a queued generation takes as many steps as its
+  // fewest on the grid, at least. The quadrature adds `points` parts of the steps: allow for
+  // its rounding.
+  const double steps = queue_.empty() ? drain_steps_ : std::min(drain_steps_, queue_.min_steps());
+  return steps * step * (1 - 1e-12);
 }
 
 double CostModel::generation_seconds(int task, std::span<const Stage> stages, double samples,
@@ -498,21 +551,18 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   if (prefill_tp > 0) out.add(kPrefillAllReduceTerm, prefill_tp);
 
   const double concurrent = concurrent_sequences(task, stages, kv_budget);
-  const double live = std::min(samples, concurrent);
 
-  // Drain: `live` sequences start together and leave as they finish; the last one sets the
-  // end. Generation ends with its slowest replica, the one that draws the longest response of
-  // the whole iteration, so every replica is priced as if it held that one: the expected
-  // longest of all the iteration's responses, not of this replica's share.
+  // Drain: every sequence starts at once and leaves as it finishes; the last one sets the end.
+  // Generation ends with its slowest replica, the one that draws the longest response of the
+  // whole iteration, so every replica is priced as if it held that one: the expected longest
+  // of all the iteration's responses, not of this replica's share. Queue: with more sequences
+  // than the cache holds, the slots run one after another, full until the queue empties, and
+  // drain from there (QueueTable).
   thread_local DecodeStages per_stage;
   decode_stages(task, stages, per_stage);
-  StepCost decode = drain_steps(per_stage, live);
-  // Queue: sequences beyond the cache's capacity keep the batch full until they are done, a
-  // full batch's sequences at every age of their responses (queue_context_).
-  if (samples > concurrent) {
-    const double steps = (samples - concurrent) * std::max(0.0, mean_response_ - 1) / concurrent;
-    decode.add(decode_step(per_stage, concurrent, concurrent * queue_context_), steps);
-  }
+  const StepCost decode = samples > concurrent && !queue_.empty()
+                              ? queue_steps(per_stage, concurrent, samples / concurrent)
+                              : drain_steps(per_stage, std::min(samples, concurrent));
   if (decode.compute > 0) out.add(kDecodeComputeTerm, decode.compute);
   if (decode.memory > 0) out.add(kDecodeMemoryTerm, decode.memory);
   if (decode.overhead > 0) out.add("decode steps' engine overhead (scheduling, sampling)", decode.overhead);

@@ -12,8 +12,9 @@
 //     drains as sequences finish: the step count is the expected longest response of the
 //     whole iteration (generation ends with the replica that holds it), and the live batch
 //     follows the survival curve of the response-length distribution. The KV cache caps how
-//     many sequences run at once; beyond that, sequences queue (a steady phase at full batch,
-//     its sequences at their responses' length-biased mean age).
+//     many sequences run at once; beyond that, sequences queue, each slot starting the next
+//     as its own one ends, and the batch drains from the ages the slots are at when the queue
+//     empties (cost/queue.h).
 //   - forward_seconds (scoring) and train_seconds: micro-batches through the pipeline, paced
 //     by the slowest stage, and per flush a bubble of one micro-batch of every other stage
 //     ((PP - 1) micro-batch times where the stages are even), TP all-reduces per layer, pipeline
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "cost/queue.h"
 #include "cost/shape.h"
 #include "hw/cluster.h"
 #include "workload/model.h"
@@ -641,6 +643,12 @@ class CostModel {
   // The drain's decode steps, `live` sequences at the start: the quadrature over its points,
   // each weighing drain_steps_ / decode_points steps (the sum of decode_step at each point).
   StepCost drain_steps(const DecodeStages& stages, double live) const;
+  // `steps` decode steps priced at the midpoints of `points` equal parts of them, where `live`
+  // times `share` sequences run (one at least) at `sequence_context` tokens each.
+  StepCost tail_steps(const DecodeStages& stages, double live, const double* share, const double* log2_share,
+                      const double* sequence_context, double steps) const;
+  // A generation of `waves` times `slots` sequences through a cache of `slots` (QueueTable).
+  StepCost queue_steps(const DecodeStages& stages, double slots, double waves) const;
 
   // Prefill of `samples` prompts (compute-bound, chunked, through the pipeline): compute and
   // TP all-reduce seconds.
@@ -744,11 +752,6 @@ class CostModel {
   double mean_response_ = 0;
   double head_fraction_ = 0;  // of a training pass's tokens, those the LM head scores
   double max_response_ = 0;
-  // While sequences queue for the cache, each slot runs one response after another, so a
-  // decode step finds a slot's sequence at the length-biased mean age E[L^2] / (2 E[L]) of
-  // the responses (half of a fixed length, more for spread ones): the mean context of a full
-  // batch's sequences, prompt included.
-  double queue_context_ = 0;
   std::vector<double> survival_table_;  // survival at max_response * i / (size - 1)
   std::vector<double> max_length_table_;  // expected max of n = 2^i - 1 draws
   // The decode steps of the iteration's expected longest response: all its tokens but
@@ -757,6 +760,7 @@ class CostModel {
   std::vector<double> drain_survival_;    // survival at the drain's quadrature points
   std::vector<double> drain_log2_survival_;  // its log2 (-inf where none survive)
   std::vector<double> drain_context_;        // prompt and response length at each point
+  QueueTable queue_;  // generations with more sequences than their cache holds
 };
 
 }  // namespace hetrl::cost

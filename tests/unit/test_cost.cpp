@@ -9,6 +9,7 @@
 
 #include "core/units.h"
 #include "cost/cost_model.h"
+#include "cost/queue.h"
 #include "fixtures.h"
 
 using namespace hetrl;
@@ -643,12 +644,56 @@ TEST_CASE("response lengths: the expected longest grows with the batch") {
   const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
   const double one = f.model.expected_max_length(1);
   const double many = f.model.expected_max_length(1000);
-  CHECK(one == hetrl::testing::approx(w.response.quantile(0.5)).epsilon(1e-3));
+  CHECK(one == hetrl::testing::approx(w.response.mean()).epsilon(1e-3));  // one draw: the mean
   CHECK(many > f.model.expected_max_length(100));
   CHECK(many <= 8192);
   CHECK(f.model.survival(0) == 1.0);
   CHECK(f.model.survival(8192) == 0.0);
   CHECK(f.model.survival(w.response.quantile(0.5)) == hetrl::testing::approx(0.5).epsilon(0.01));
+}
+
+TEST_CASE("response lengths: the expected longest of n is the mean of the largest draw") {
+  // Two lengths, half each: the longest of n is 900 unless every draw is 100, so its mean is
+  // 900 - 800 / 2^n (the n/(n + 1) quantile said 900 from n = 2 on).
+  workload::Workload w = ppo("Qwen2.5-0.5B", 64, 512, 512, 1);
+  w.response.kind = workload::LengthKind::kTrace;
+  w.response.trace = {100, 900};
+  const Fixture f(make_cluster({"a:8xA100-SXM-80G"}), w);
+  for (int n : {1, 3, 7, 15}) {
+    CAPTURE(n);
+    CHECK(f.model.expected_max_length(n) == hetrl::testing::approx(900 - 800 / std::ldexp(1.0, n)).epsilon(1e-3));
+  }
+  // A fixed length is its own longest, exactly.
+  const Fixture fixed(make_cluster({"a:8xA100-SXM-80G"}), ppo("Qwen2.5-0.5B", 64, 512, 700, 1));
+  for (double n : {1.0, 10.0, 1e6}) CHECK(fixed.model.expected_max_length(n) == hetrl::testing::approx(700).epsilon(1e-12));
+}
+
+TEST_CASE("the queue table: fixed lengths run in whole waves and a part-full last one") {
+  // Responses of 257 tokens (256 decode steps, two a cell), 1,024 in the iteration: at 2.5
+  // waves two full waves, then half the slots for one response's steps.
+  const auto survival = [](double x) { return x < 257 ? 1.0 : 0.0; };
+  const cost::QueueTable table(survival, 257, 100, 1024, 4);
+  REQUIRE(!table.empty());
+  const cost::QueueTable::Bracket b = table.bracket(2.5);
+  REQUIRE(b.lower == 24);
+  CHECK(b.weight == 0);
+  const cost::QueueShape shape = table.shape(24);
+  CHECK(shape.full_steps == hetrl::testing::approx(512));
+  CHECK(shape.tail_steps == hetrl::testing::approx(256));
+  for (double share : shape.share) CHECK(share == hetrl::testing::approx(0.5));
+  // A full step's sequences are at every age of their 256 steps (context 100 + 1 + 127.5 on
+  // average); the tail's at the midpoints of its four parts of 64 steps (prompt, first token
+  // and 31.5 steps in the first).
+  CHECK(shape.full_context == hetrl::testing::approx(101 + 127.5));
+  CHECK(shape.context[0] == hetrl::testing::approx(101 + 31.5));
+  CHECK(shape.context[3] == hetrl::testing::approx(101 + 223.5));
+  CHECK(table.min_steps() == hetrl::testing::approx(256 + 256));
+  // Beyond the grid: whole waves of 256 full steps each.
+  const cost::QueueTable::Bracket far = table.bracket(40.5);
+  CHECK(far.lower == (31.5 - 1) * cost::QueueTable::kPerWave);  // 9 waves down
+  CHECK(far.extra_steps == hetrl::testing::approx(256 * 9));
+  // No decode step when every response is one token long.
+  CHECK(cost::QueueTable([](double x) { return x < 1 ? 1.0 : 0.0; }, 1, 100, 1024, 4).empty());
 }
 
 TEST_CASE("GEMM efficiency: the measured figures at 256 and 2048 tokens, log-linear between") {

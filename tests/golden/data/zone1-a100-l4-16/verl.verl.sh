@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verl 0.8.0.dev: plan by verl for grpo-qwen2.5-1.5b on zone1-a100-l4-16: 6.946 samples/s predicted
+# verl 0.8.0.dev: plan by verl for grpo-qwen2.5-1.5b on zone1-a100-l4-16: 6.947 samples/s predicted
 # keys as documented in the reference configurations ppo_trainer.yaml and ppo_megatron_trainer.yaml (docs/examples/config.rst) and the one-step-off-policy recipe (docs/advance/one_step_off.md)
 # the reward is a rule: give it as custom_reward_function.path and .name
 # give the data as data.train_files and data.val_files

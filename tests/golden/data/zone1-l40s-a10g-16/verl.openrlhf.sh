@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# OpenRLHF 0.11.0: plan by verl for grpo-qwen2.5-3b on zone1-l40s-a10g-16: 4.493 samples/s predicted
+# OpenRLHF 0.11.0: plan by verl for grpo-qwen2.5-3b on zone1-l40s-a10g-16: 4.494 samples/s predicted
 # keys as documented in the flags of openrlhf.cli.train_ppo_ray (its --help and README)
 # the reward is a rule: give it as --reward.remote_url or --train.agent_func_path
 # give the prompts as --data.prompt_dataset, and submit it with ray job submit
