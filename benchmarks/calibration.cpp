@@ -251,9 +251,16 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   const int task = graph.find("generate");
   const std::vector<cost::Stage> stages{{0, tp, models.get(model_name, "").layers}};
   const cost::StageMemory memory = model.stage_memory(task, stages, 0, 1, {});
-  const double budget = kv_budget(row, model, task, stages[0], memory.weights, cluster.gpu_types[0].memory);
+  double budget = kv_budget(row, model, task, stages[0], memory.weights, cluster.gpu_types[0].memory);
   if (budget < memory.kv_cache_min) return {0, "the weights leave no room for one sequence's KV cache"};
   const std::string kind = row.at("kind");
+  if (kind == "static") {
+    // A static batch decodes all its sequences at once, as the source ran it: room for them
+    // all, whatever share of the memory the engine's defaults would give the cache.
+    const double tokens = std::ceil((input + output) / params.kv_block_tokens) * params.kv_block_tokens;
+    const double per_token = stages[0].layers * model.shape(task).kv_bytes_per_token_layer(tp);
+    budget = std::max(budget, model.generation_workspace(task, stages[0]) + batch * tokens * per_token);
+  }
   if (kind == "prefill") {
     const auto [compute, allreduce] = model.prefill_seconds(task, stages, 1);
     return {1e3 * (compute + allreduce), ""};
