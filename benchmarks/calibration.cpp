@@ -257,9 +257,7 @@ Outcome decode(const Json& row, const workload::ModelCatalog& models) {
   if (kind == "static") {
     // A static batch decodes all its sequences at once, as the source ran it: room for them
     // all, whatever share of the memory the engine's defaults would give the cache.
-    const double tokens = std::ceil((input + output) / params.kv_block_tokens) * params.kv_block_tokens;
-    const double per_token = stages[0].layers * model.shape(task).kv_bytes_per_token_layer(tp);
-    budget = std::max(budget, model.generation_workspace(task, stages[0]) + batch * tokens * per_token);
+    budget = std::max(budget, model.kv_budget_holding(task, stages[0], batch));
   }
   if (kind == "prefill") {
     const auto [compute, allreduce] = model.prefill_seconds(task, stages, 1);

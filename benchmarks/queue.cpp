@@ -8,7 +8,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -79,12 +78,8 @@ int main(int argc, char** argv) {
       const cost::CostModel model(cluster, w, graph, catalogs.models);
       const int task = graph.find("generate");
       const std::vector<cost::Stage> one{{0, 1, 28}};
-      // A slot holds a sequence of the prompt and the mean response in whole 16-token blocks.
-      const double block = 16;
-      const double tokens = std::ceil((512 + w.response.mean()) / block) * block;
-      const double per_token = 28 * model.shape(task).kv_bytes_per_token_layer(1);
       for (int slots : {1024, 683, 512, 384, 256, 160, 100, 64}) {
-        const std::vector<double> budget{model.generation_workspace(task, one[0]) + slots * tokens * per_token};
+        const std::vector<double> budget{model.kv_budget_holding(task, one[0], slots)};
         double simulated = 0;
         for (int seed = 1; seed <= draws; ++seed) {
           sim::EventQueue queue;

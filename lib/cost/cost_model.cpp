@@ -519,11 +519,19 @@ double CostModel::kv_capacity_tokens(int task, std::span<const Stage> stages,
   return capacity;
 }
 
+double CostModel::sequence_kv_tokens() const {
+  return std::ceil((prompt_ + mean_response_) / params_.kv_block_tokens) * params_.kv_block_tokens;
+}
+
 double CostModel::concurrent_sequences(int task, std::span<const Stage> stages,
                                        std::span<const double> kv_budget) const {
-  const double blocks = std::ceil((prompt_ + mean_response_) / params_.kv_block_tokens);
-  const double room = kv_capacity_tokens(task, stages, kv_budget) / (blocks * params_.kv_block_tokens);
+  const double room = kv_capacity_tokens(task, stages, kv_budget) / sequence_kv_tokens();
   return std::max(1.0, std::min(room, params_.max_num_seqs));
+}
+
+double CostModel::kv_budget_holding(int task, const Stage& stage, double sequences) const {
+  return generation_workspace(task, stage) +
+         sequences * sequence_kv_tokens() * stage.layers * shapes_[task].kv_bytes_per_token_layer(stage.tp);
 }
 
 double CostModel::generation_floor(int task, std::span<const Stage> stages) const {

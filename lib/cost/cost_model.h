@@ -649,6 +649,8 @@ class CostModel {
                       const double* sequence_context, double steps) const;
   // A generation of `waves` times `slots` sequences through a cache of `slots` (QueueTable).
   StepCost queue_steps(const DecodeStages& stages, double slots, double waves) const;
+  // Tokens of cache a sequence holds: the prompt and mean response in whole blocks.
+  double sequence_kv_tokens() const;
 
   // Prefill of `samples` prompts (compute-bound, chunked, through the pipeline): compute and
   // TP all-reduce seconds.
@@ -666,6 +668,9 @@ class CostModel {
                             std::span<const double> kv_budget) const;
   double concurrent_sequences(int task, std::span<const Stage> stages,
                               std::span<const double> kv_budget) const;
+  // The memory per GPU of `stage` for its workspace and a cache that holds `sequences`
+  // sequences at once (below max_num_seqs): the KV budget concurrent_sequences inverts.
+  double kv_budget_holding(int task, const Stage& stage, double sequences) const;
   // A floor under a generation replica's seconds for any positive number of samples and any
   // KV budget: each of the expected longest response's decode steps streams every stage's
   // weights and pays its fixed collective and send costs (planners bound with it).

@@ -36,8 +36,7 @@ QueueTable::QueueTable(const std::function<double(double)>& survival, double max
     survive[u] = std::max(0.0, 1.0 - done);
     log_done[u] = done > 0 ? std::max(kLogFloor, std::log(std::min(1.0, done))) : kLogFloor;
   }
-  survive[0] = 1.0;
-  survive[kCells] = 0.0;
+  survive[kCells] = 0.0;  // exactly, whatever the sum's rounding
   log_done[kCells] = 0.0;
 
   points_ = points;
@@ -46,7 +45,7 @@ QueueTable::QueueTable(const std::function<double(double)>& survival, double max
   table_.assign(static_cast<std::size_t>(shapes_) * stride, 0.0);
 
   // The fluid, per slot. Before cell k: `running[u]`, `age[u]` (summed, in cells) and
-  // `log_done_sum[u]` of the sequences started before k, u cells after k.
+  // `log_sum[u]` (of log_done) of the sequences started before k, u cells after k.
   std::vector<double> running(kCells + 2, 0.0), age(kCells + 2, 0.0), log_sum(kCells + 2, 0.0);
   const int limit = (kMaxWaves + 1) * (kCells + 1);
   std::vector<double> freed(static_cast<std::size_t>(limit + kCells + 2), 0.0);
@@ -54,42 +53,46 @@ QueueTable::QueueTable(const std::function<double(double)>& survival, double max
   std::vector<double> tail_running(kCells + 1), tail_age(kCells + 1);
   double started = 0;       // samples a slot has taken
   double context_sum = 0;   // over the full cells: decode steps times a sequence's mean context
+  min_steps_ = std::numeric_limits<double>::infinity();
+  // Grid point `index` (q waves), whose last sample starts in cell k: `partial` of the slots
+  // freed there start one, the rest idle from there on.
+  const auto write_point = [&](int index, int k, double q, double partial) {
+    double* out = &table_[static_cast<std::size_t>(index - 1) * stride];
+    out[0] = k * cell;
+    out[1] = k > 0 ? context_sum / (k * cell) : prompt + 1;
+    // The tail's cells: sequences running, their age, and the iteration still running.
+    double tail = 0;
+    for (int u = 0; u <= kCells; ++u) {
+      tail_running[u] = running[u] + partial * survive[u];
+      tail_age[u] = age[u] + partial * survive[u] * u;
+      const double log_none = iteration_samples / q * (log_sum[u] + partial * log_done[u]);
+      tail += -std::expm1(log_none) * cell;
+    }
+    out[2] = tail;
+    min_steps_ = std::min(min_steps_, out[0] + tail);
+    double* share = out + kFields;
+    double* log2_share = share + points;
+    double* context = log2_share + points;
+    for (int j = 0; j < points; ++j) {
+      const double step = (j + 0.5) / points * tail;  // decode steps after the last start
+      const double x = std::clamp(step / cell - 0.5, 0.0, static_cast<double>(kCells));
+      const int i = std::min(static_cast<int>(x), kCells - 1);
+      const double f = x - i;
+      const double n = tail_running[i] * (1 - f) + tail_running[i + 1] * f;
+      const double a = tail_age[i] * (1 - f) + tail_age[i + 1] * f;
+      share[j] = std::max(0.0, n);
+      log2_share[j] = n > 0 ? std::log2(n) : -std::numeric_limits<double>::infinity();
+      context[j] = prompt + 0.5 + (n > 0 ? (a / n + 0.5) * cell : step + 0.5);
+    }
+  };
   int next = 1;
   for (int k = 0; next <= shapes_ && k < limit; ++k) {
-    const double starts = freed[k];       // sequences starting in cell k
+    const double starts = freed[k];           // sequences starting in cell k
     const double taken = starts / occupying;  // and the samples they take
-    // The grid points whose last sample starts in this cell: `partial` of the starts, the
-    // rest of the slots idle from here.
-    while (next <= shapes_ && 1.0 + static_cast<double>(next) / kPerWave <= started + taken) {
+    for (; next <= shapes_; ++next) {
       const double q = 1.0 + static_cast<double>(next) / kPerWave;
-      const double partial = (q - started) * occupying;
-      double* out = &table_[static_cast<std::size_t>(next - 1) * stride];
-      out[0] = k * cell;
-      out[1] = k > 0 ? context_sum / (k * cell) : prompt + 1;
-      // The tail's cells: sequences running, their age, and the iteration still running.
-      double tail = 0;
-      for (int u = 0; u <= kCells; ++u) {
-        tail_running[u] = running[u] + partial * survive[u];
-        tail_age[u] = age[u] + partial * survive[u] * u;
-        const double log_none = iteration_samples / q * (log_sum[u] + partial * log_done[u]);
-        tail += -std::expm1(log_none) * cell;
-      }
-      out[2] = tail;
-      double* share = out + kFields;
-      double* log2_share = share + points;
-      double* context = log2_share + points;
-      for (int j = 0; j < points; ++j) {
-        const double step = (j + 0.5) / points * tail;  // decode steps after the last start
-        const double x = std::clamp(step / cell - 0.5, 0.0, static_cast<double>(kCells));
-        const int i = std::min(static_cast<int>(x), kCells - 1);
-        const double f = x - i;
-        const double n = tail_running[i] * (1 - f) + tail_running[i + 1] * f;
-        const double a = tail_age[i] * (1 - f) + tail_age[i + 1] * f;
-        share[j] = std::max(0.0, n);
-        log2_share[j] = n > 0 ? std::log2(n) : -std::numeric_limits<double>::infinity();
-        context[j] = prompt + 0.5 + (n > 0 ? (a / n + 0.5) * cell : step + 0.5);
-      }
-      ++next;
+      if (q > started + taken) break;
+      write_point(next, k, q, (q - started) * occupying);
     }
     // Cell k at full batch: every slot runs a sequence, those started before k at their age.
     // A sequence's i-th decode step (from 0) reads prompt + 1 + i tokens: over a cell's steps,
@@ -109,11 +112,6 @@ QueueTable::QueueTable(const std::function<double(double)>& survival, double max
   const double* before = &table_[static_cast<std::size_t>(shapes_ - 1 - kPerWave) * stride];
   wave_steps_ = last[0] - before[0];
   wave_context_ = wave_steps_ > 0 ? (last[0] * last[1] - before[0] * before[1]) / wave_steps_ : prompt + 1;
-  min_steps_ = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < shapes_; ++i) {
-    const double* p = &table_[static_cast<std::size_t>(i) * stride];
-    min_steps_ = std::min(min_steps_, p[0] + p[2]);
-  }
 }
 
 QueueTable::Bracket QueueTable::bracket(double q) const {

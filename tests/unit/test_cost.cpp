@@ -1509,6 +1509,11 @@ TEST_CASE("sequences decoding at once: the KV cache's room in whole blocks, capp
   // The room beyond the engine's workspace.
   const std::vector<double> room_for_50{50 * 208 * per_token + f.model.generation_workspace(generate, one[0])};
   CHECK(f.model.concurrent_sequences(generate, one, room_for_50) == hetrl::testing::approx(50));
+  // The budget that holds 50 is that room, at TP 2 too (half the heads' cache a GPU).
+  CHECK(f.model.kv_budget_holding(generate, one[0], 50) == hetrl::testing::approx(room_for_50[0]));
+  const std::vector<cost::Stage> tp2{{0, 2, 24}};
+  const std::vector<double> holds_70{f.model.kv_budget_holding(generate, tp2[0], 70)};
+  CHECK(f.model.concurrent_sequences(generate, tp2, holds_70) == hetrl::testing::approx(70));
   const std::vector<double> huge{1e15};
   CHECK(f.model.concurrent_sequences(generate, one, huge) == hetrl::testing::approx(1024));  // verl's max_num_seqs
   const std::vector<double> none{0};
