@@ -210,6 +210,7 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
   params.micro_batch_tokens = static_cast<double>(micro) * sequence;
   params.trainer = trainer_of(row);
   params.tp_overlap = row.value("tp_overlap", false);
+  params.dp_overlap = row.value("dp_overlap", false);
   const cost::CostModel model(cluster, w, graph, models, params);
   plan::Plan p;
   p.groups.push_back(whole_cluster(cluster));
@@ -218,8 +219,18 @@ Outcome training(const Json& row, const workload::ModelCatalog& models) {
   p.groups[0].tasks.push_back(std::move(t));
   p.validate(cluster, graph, models);
   plan::Evaluator evaluator(model);
-  const plan::Prediction& prediction = evaluator.evaluate(p);
+  const char* explain = std::getenv("HETRL_CALIBRATION_EXPLAIN");
+  const bool explaining = explain && row.at("id") == explain;
+  const plan::Prediction& prediction = evaluator.evaluate(p, explaining);
   if (!prediction.feasible) return {0, "does not fit: " + prediction.infeasible};
+  if (explaining) {
+    for (const cost::Breakdown::Term& term : prediction.tasks[graph.find("train")].terms) {
+      std::printf("%-56s %10.3f s\n", term.name, term.seconds);
+    }
+  }
+  if (const char* id = std::getenv("HETRL_CALIBRATION_EXPLAIN"); id && row.at("id") == id) {
+    std::printf("%s\n", plan::format_plan(p, prediction, {row.at("id"), cluster, graph, w}, true).c_str());
+  }
   return {static_cast<double>(global) * sequence / prediction.iteration_seconds / gpus, ""};
 }
 

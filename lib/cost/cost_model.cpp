@@ -579,6 +579,60 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   return out.total();
 }
 
+double CostModel::stage_pass_compute(int task, const Stage& stage, bool last, double micro, bool training,
+                                     Recompute recompute) const {
+  const ModelShape& shape = shapes_[task];
+  const double sequence = prompt_ + mean_response_;
+  // Forward + backward (2x) + what the backward recomputes: full recompute runs the whole
+  // forward again (its TP all-reduces too); selective recomputes every second GEMM and the
+  // element-wise work, not the fused attention nor the collectives whose outputs it keeps.
+  // Fused attention's backward is hw::kAttentionBackwardForwards forwards.
+  const bool full = recompute == Recompute::kFull;
+  const bool selective = recompute == Recompute::kSelective;
+  const double factor = training ? (full ? 4.0 : selective ? 3.5 : 3.0) : 1.0;
+  const double attention_factor = training ? (full ? 2.0 : 1.0) + hw::kAttentionBackwardForwards : 1.0;
+  const double elementwise_factor = training ? (full || selective ? 4.0 : 3.0) : 1.0;
+  const bool eager = workload_.trainer_kernels == workload::TrainerKernels::kEager;
+  const hw::GpuSpec& g = gpu(stage.node);
+  // GEMMs at their efficiency, fused attention at its own (its backward is 2.5 forwards:
+  // FlashAttention recomputes the scores), and the memory-bound element-wise work at the
+  // memory bandwidth, split by TP (the norms and residual adds only with sequence
+  // parallelism).
+  double linear = micro * shape.linear_flops(stage.layers);
+  // The language head runs over the scored rows only (the responses'), a GEMM of that many
+  // rows at their own efficiency; a value head is a GEMV with the layers'.
+  double head = 0, head_rows = micro;
+  if (last) {
+    if (lm_head_[task]) {
+      head_rows = micro * head_fraction_;
+      head = head_rows * shape.group_head_flops(stage.tp);
+    } else {
+      linear += micro * 2.0 * shape.hidden;
+    }
+  }
+  const double head_factor = training && params_.head_recompute ? std::max(factor, 4.0) : factor;
+  // Of a training pass's GEMM passes, the backward's weight gradient runs at its own rate
+  // (its output the whole weight, the rows its inner dimension: at few rows it may be faster
+  // than the forward and the input gradient), the others at the forward's.
+  const double gemm_passes = training ? factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, micro) : factor;
+  const double head_passes =
+      training && head > 0 ? head_factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, head_rows) : head_factor;
+  const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
+  const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
+  return gemm_passes * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
+         (head > 0 ? head_passes * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows, GemmPart::kHead))
+                   : 0.0) +
+         attention_factor * attention / (rate * g.efficiency.attention) +
+         elementwise_factor * micro * stage.layers * shape.shard_elementwise_bytes(eager, stage.tp) /
+             (g.memory_bandwidth * g.efficiency.memory);
+}
+
+std::pair<double, double> CostModel::micro_batching(double samples, int pp, bool training) const {
+  const double batch_tokens = samples * (prompt_ + mean_response_) / (training ? workload_.mini_batches : 1);
+  const double micro_batches = std::max<double>(pp, std::ceil(batch_tokens / params_.micro_batch_tokens));
+  return {micro_batches, batch_tokens / micro_batches};
+}
+
 // Flattened: its all-reduce and GEMM-efficiency helpers inlined (the evaluator's hot path).
 [[gnu::flatten]] double CostModel::pass_seconds(int task, std::span<const Stage> stages, double samples,
                                const DataParallel& dp, const TrainOptions& train, bool training,
@@ -586,23 +640,10 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
   const ModelShape& shape = shapes_[task];
   if (samples <= 0) return 0;
   const int pp = static_cast<int>(stages.size());
-  const double sequence = prompt_ + mean_response_;
   const double steps = training ? workload_.mini_batches * workload_.epochs : 1.0;
-  const double batch_tokens = samples * sequence / (training ? workload_.mini_batches : 1);
-  const double micro_batches =
-      std::max<double>(pp, std::ceil(batch_tokens / params_.micro_batch_tokens));
-  const double micro = batch_tokens / micro_batches;
-  // Forward + backward (2x) + what the backward recomputes: full recompute runs the whole
-  // forward again (its TP all-reduces too); selective recomputes every second GEMM and the
-  // element-wise work, not the fused attention nor the collectives whose outputs it keeps.
-  // Fused attention's backward is hw::kAttentionBackwardForwards forwards.
+  const auto [micro_batches, micro] = micro_batching(samples, pp, training);
   const bool full = train.recompute == Recompute::kFull;
-  const bool selective = train.recompute == Recompute::kSelective;
-  const double factor = training ? (full ? 4.0 : selective ? 3.5 : 3.0) : 1.0;
-  const double attention_factor = training ? (full ? 2.0 : 1.0) + hw::kAttentionBackwardForwards : 1.0;
-  const double elementwise_factor = training ? (full || selective ? 4.0 : 3.0) : 1.0;
   const double allreduces_per_layer = training ? (full ? 6.0 : 4.0) : 2.0;
-  const bool eager = workload_.trainer_kernels == workload::TrainerKernels::kEager;
 
   // ZeRO-3 (FSDP) gathers every layer's weights (bf16) for the forward and again for the
   // backward and reduce-scatters its gradients (fp32), each micro-batch; prefetching the next
@@ -616,38 +657,7 @@ double CostModel::generation_seconds(int task, std::span<const Stage> stages, do
     const Stage& stage = stages[s];
     const hw::GpuSpec& g = gpu(stage.node);
     const bool last = s == pp - 1;
-    // GEMMs at their efficiency, fused attention at its own (its backward is 2.5 forwards:
-    // FlashAttention recomputes the scores), and the memory-bound element-wise work at the
-    // memory bandwidth, split by TP (the norms and residual adds only with sequence
-    // parallelism).
-    double linear = micro * shape.linear_flops(stage.layers);
-    // The language head runs over the scored rows only (the responses'), a GEMM of that many
-    // rows at their own efficiency; a value head is a GEMV with the layers'.
-    double head = 0, head_rows = micro;
-    if (last) {
-      if (lm_head_[task]) {
-        head_rows = micro * head_fraction_;
-        head = head_rows * shape.group_head_flops(stage.tp);
-      } else {
-        linear += micro * 2.0 * shape.hidden;
-      }
-    }
-    const double head_factor = training && params_.head_recompute ? std::max(factor, 4.0) : factor;
-    // Of a training pass's GEMM passes, the backward's weight gradient runs at its own rate
-    // (its output the whole weight, the rows its inner dimension: at few rows it may be faster
-    // than the forward and the input gradient), the others at the forward's.
-    const double gemm_passes = training ? factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, micro) : factor;
-    const double head_passes =
-        training && head > 0 ? head_factor - 1.0 + 1.0 / weight_gradient_ratio(stage.node, head_rows) : head_factor;
-    const double attention = micro * shape.attention_flops(stage.layers, sequence / 2);
-    const double rate = stage.tp * peak_flops(stage.node) * trainer_rate_fraction(params_.trainer, g.efficiency.training);
-    const double compute =
-        gemm_passes * linear / (rate * gemm_efficiency(task, stage.node, stage.tp, micro)) +
-        (head > 0 ? head_passes * head / (rate * gemm_efficiency(task, stage.node, stage.tp, head_rows, GemmPart::kHead))
-                  : 0.0) +
-        attention_factor * attention / (rate * g.efficiency.attention) +
-        elementwise_factor * micro * stage.layers * shape.shard_elementwise_bytes(eager, stage.tp) /
-            (g.memory_bandwidth * g.efficiency.memory);
+    const double compute = stage_pass_compute(task, stage, last, micro, training, train.recompute);
     double tp = allreduces_per_layer * stage.layers *
                 node_allreduce_seconds(stage.node, stage.tp, micro * shape.hidden * kBf16);
     if (params_.tp_overlap) tp = std::max(0.0, tp - compute);  // overlapped with the GEMMs
@@ -863,8 +873,19 @@ DataParallel CostModel::data_parallel(std::span<const std::span<const Stage>> re
   return out;
 }
 
+SyncOverlap CostModel::gradient_sync_overlap(int task, std::span<const Stage> stages, double samples,
+                                             const TrainOptions& train) const {
+  if (!params_.dp_overlap || stages.empty() || samples <= 0) return {};
+  const double micro = micro_batching(samples, static_cast<int>(stages.size()), true).second;
+  const bool last = stages.size() == 1;
+  const double forward = stage_pass_compute(task, stages.front(), last, micro, false, train.recompute);
+  const double whole = stage_pass_compute(task, stages.front(), last, micro, true, train.recompute);
+  return {whole - forward, forward};
+}
+
 double CostModel::gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
-                                        const DataParallel& ring, const TrainOptions& train, Breakdown& out) const {
+                                        const DataParallel& ring, const TrainOptions& train, Breakdown& out,
+                                        const SyncOverlap& hidden) const {
   if (replicas.size() <= 1 || train.zero_stage >= 3) return 0;
   const ModelShape& shape = shapes_[task];
   double bytes = 0;  // gradient bytes per GPU, the largest
@@ -879,11 +900,13 @@ double CostModel::gradient_sync_seconds(int task, std::span<const std::span<cons
   const double steps = workload_.mini_batches * workload_.epochs;
   const bool fp32 = gradient_bytes(workload_) > kBf16;
   const double fixed = params_.collective_latency / 2;
+  const auto exposed = [](double seconds, double behind) { return std::max(0.0, seconds - behind); };
   const double per_step =
       train.zero_stage >= 1
-          ? ring.pass_seconds(hw::Collective::kReduceScatter, fp32, bytes, fixed) +
-                ring.pass_seconds(hw::Collective::kAllGather, false, bytes * kBf16 / gradient_bytes(workload_), fixed)
-          : 2.0 * ring.pass_seconds(hw::Collective::kAllReduce, fp32, bytes, fixed);
+          ? exposed(ring.pass_seconds(hw::Collective::kReduceScatter, fp32, bytes, fixed), hidden.backward) +
+                exposed(ring.pass_seconds(hw::Collective::kAllGather, false, bytes * kBf16 / gradient_bytes(workload_), fixed),
+                        hidden.forward)
+          : exposed(2.0 * ring.pass_seconds(hw::Collective::kAllReduce, fp32, bytes, fixed), hidden.backward);
   out.add(train.zero_stage >= 1 ? kGradientReduceScatterTerm : kGradientAllReduceTerm, steps * per_step);
   return out.total();
 }

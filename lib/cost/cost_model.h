@@ -21,7 +21,7 @@
 //     sends between stages, and for training the optimizer step per mini-batch. A micro-batch
 //     is its GEMMs (at the GEMM efficiency for its tokens and width), its fused attention (at
 //     the attention efficiency), its element-wise work (at the memory bandwidth), the
-//     trainer's share of those kernel rates (Efficiency::training for FSDP-style trainers)
+//     trainer's share of those kernel rates (the GPU's Efficiency::training)
 //     and, under ZeRO-3, the layer gathers its compute does not hide.
 //   - Coefficients are fitted on published measurements and checked on others:
 //     benchmarks/calibration (README.md there says which coefficient comes from which rows).
@@ -59,9 +59,10 @@
 namespace hetrl::cost {
 
 // The framework a training or scoring pass runs in. FSDP-style trainers (verl's default,
-// torchtitan, llm-foundry) reach the GPU's Efficiency::training of the kernel rates;
-// Megatron-style trainers the kernel rates; DeepSpeed's engine, running Hugging Face modules
-// with its ZeRO hooks (DeepSpeed-Chat), kDeepSpeedTrainingFraction of the FSDP-style rate.
+// torchtitan, llm-foundry) and Megatron-style ones reach the GPU's Efficiency::training of the
+// kernel rates (fitted on FSDP rows: H100 0.73; Megatron-Core's H100 rows need the same once
+// their gradient sync overlaps, benchmarks/calibration/README.md); DeepSpeed's engine, running
+// Hugging Face modules with its ZeRO hooks (DeepSpeed-Chat), kDeepSpeedTrainingFraction of it.
 enum class Trainer : std::uint8_t { kFsdp, kMegatron, kDeepSpeed };
 // Fitted on the one DeepSpeed-Chat run whose phases are measured (16 V100, OPT-1.3B actor and
 // OPT-350M critic, ZeRO-2, 4 samples of 512 tokens a GPU: training 1.06 s a step against
@@ -70,12 +71,7 @@ inline constexpr double kDeepSpeedTrainingFraction = 0.39;
 // Of the kernel rates, what a trainer reaches on a GPU of `training_efficiency`
 // (hw::Efficiency::training).
 inline double trainer_rate_fraction(Trainer trainer, double training_efficiency) {
-  switch (trainer) {
-    case Trainer::kMegatron: return 1.0;
-    case Trainer::kDeepSpeed: return kDeepSpeedTrainingFraction * training_efficiency;
-    case Trainer::kFsdp: break;
-  }
-  return training_efficiency;
+  return trainer == Trainer::kDeepSpeed ? kDeepSpeedTrainingFraction * training_efficiency : training_efficiency;
 }
 
 // Names of a training estimate's terms that hetrl-exec measures apart (exec::predicted_parts);
@@ -158,6 +154,12 @@ struct CostParams {
   // TP all-reduces of training and scoring passes overlapped with the GEMMs (Megatron-Core's
   // TP communication overlap), else exposed.
   bool tp_overlap = false;
+  // The data-parallel gradient sync overlapped with the compute (Megatron-Core's
+  // --overlap-grad-reduce and --overlap-param-gather, PyTorch DDP's gradient buckets): the
+  // reduction during the backward of a step's last micro-batch, the weights' all-gather during
+  // the next step's first forward (CostModel::gradient_sync_overlap); else it runs after the
+  // step's passes, as hetrl-exec runs it.
+  bool dp_overlap = false;
   // Tensor parallelism splits the embedding and the LM head over the vocabulary, as Megatron
   // and vLLM do (ModelShape::vocab_parallel). hetrl-exec's tensor-parallel shards hold them
   // whole, and its cost model says so.
@@ -247,6 +249,12 @@ struct TrainOptions {
   // out and its updated bf16 weights come back over PCIe.
   bool optimizer_offload = false;
   friend bool operator==(const TrainOptions&, const TrainOptions&) = default;
+};
+
+// Compute behind which a step's gradient sync runs (CostModel::gradient_sync_overlap).
+struct SyncOverlap {
+  double backward = 0;  // seconds: the gradients' reduction runs during it
+  double forward = 0;   // seconds: the updated weights' all-gather runs during it
 };
 
 // One pipeline stage of a replica: `tp` GPUs of one node holding `layers` layers.
@@ -454,13 +462,22 @@ class CostModel {
   // steps of an iteration: ZeRO-0 all-reduces the fp32 gradients; ZeRO-1 and 2 reduce-scatter
   // them and all-gather the updated bf16 weights; ZeRO-3 reduce-scatters each micro-batch's
   // gradients within its passes.
+  // With CostParams::dp_overlap, what `hidden` covers of it does not count.
   double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas,
-                               const TrainOptions& train, Breakdown& out) const {
-    return gradient_sync_seconds(task, replicas, data_parallel(replicas), train, out);
+                               const TrainOptions& train, Breakdown& out, const SyncOverlap& hidden = {}) const {
+    return gradient_sync_seconds(task, replicas, data_parallel(replicas), train, out, hidden);
   }
   // The same over their ring, computed once by the caller.
   double gradient_sync_seconds(int task, std::span<const std::span<const Stage>> replicas, const DataParallel& ring,
-                               const TrainOptions& train, Breakdown& out) const;
+                               const TrainOptions& train, Breakdown& out, const SyncOverlap& hidden = {}) const;
+  // What a step's compute hides of its gradient sync where the trainer overlaps them
+  // (CostParams::dp_overlap; none otherwise): the reduction runs bucket by bucket during the
+  // backward of the step's last micro-batch, the weights' all-gather during the next step's
+  // first forward. Both on the first pipeline stage, whose backward ends the step and whose
+  // forward starts it (later stages wait for the pipeline to fill and drain, longer windows).
+  // `stages` and `samples`: the slowest replica's, the one the ring waits for.
+  SyncOverlap gradient_sync_overlap(int task, std::span<const Stage> stages, double samples,
+                                    const TrainOptions& train) const;
 
   // Seconds of a CPU task.
   double cpu_seconds(int task) const;
@@ -681,6 +698,14 @@ class CostModel {
                             std::span<const double> kv_budget, Breakdown& out) const;
   double pass_seconds(int task, std::span<const Stage> stages, double samples, const DataParallel& dp,
                       const TrainOptions& train, bool training, Breakdown& out) const;
+  // One micro-batch of `micro` tokens through `stage` (the last one with the head): its GEMMs,
+  // attention and element-wise work, a forward pass or a training pass (forward, backward and
+  // what `recompute` runs again).
+  double stage_pass_compute(int task, const Stage& stage, bool last, double micro, bool training,
+                            Recompute recompute) const;
+  // A replica's `samples` as a pass runs them over `pp` stages: its micro-batches a step (at
+  // least one a stage) and the tokens of each.
+  std::pair<double, double> micro_batching(double samples, int pp, bool training) const;
   double stage_link_bandwidth(int node_a, int node_b, int ranks) const;
   const hw::GpuSpec& gpu(int node) const;
   // Korthikanti et al. 2022 (arXiv 2205.05198): 34 x hidden bytes per token per layer

@@ -132,9 +132,9 @@ struct Efficiency {
   // Measured by operation and type (a profile's); an unset one is `collective`'s.
   CollectiveShares collectives{};
   double attention = 0;   // fused (flash) attention's forward and backward, of the dense tensor peak
-  // Of the kernel-level rates above, what an FSDP-style trainer's step reaches end to end
-  // (launch gaps, copies, optimizer, unoverlapped communication); Megatron-style trainers
-  // reach the kernel rates (cost::CostParams::megatron).
+  // Of the kernel-level rates above, what a trainer's step reaches end to end on this GPU
+  // (sustained clocks under a training loop's load, launch gaps, copies): FSDP-style and
+  // Megatron-style trainers alike, DeepSpeed's a share of it (cost::trainer_rate_fraction).
   double training = 0;
   // Of the memory bandwidth, what the optimizer's step reaches (what it reads and writes
   // counted: up to kMostReadWriteShare); 0: `memory`'s (a run measures its own, hetrl-exec

@@ -380,7 +380,12 @@ double Evaluator::task_seconds(int group, int placement_index, const TaskPlaceme
     }
   }
   cost::Breakdown sync(explain);
-  if (train && dp > 1) model_.gradient_sync_seconds(placement.task, spans_, ring, placement.train, sync);
+  if (train && dp > 1) {
+    const cost::SyncOverlap hidden = model_.gradient_sync_overlap(
+        placement.task, spans_[static_cast<std::size_t>(slowest_replica)],
+        placement.replicas[static_cast<std::size_t>(slowest_replica)].share * samples, placement.train);
+    model_.gradient_sync_seconds(placement.task, spans_, ring, placement.train, sync, hidden);
+  }
   if (group_offload_) {
     // Its weights and state come back from host memory before it runs and go back after.
     sync.add("offload and reload (host memory)",

@@ -393,6 +393,44 @@ TEST_CASE("an infeasible plan names its GPU furthest over capacity, and the base
   CHECK(gib_over(verl.why_not) < gib_over(p.infeasible));
 }
 
+TEST_CASE("a trainer that overlaps its gradient sync finishes its training task earlier by what its compute hides") {
+  // Two A100 nodes across regions, every task as one TP 8 replica a node: the training's sync
+  // crosses the 10 Gbps link, far longer than what the compute hides.
+  const hw::Cluster cluster = testing::make_cluster({"us-east-1a:8xA100-SXM-80G", "us-west-2a:8xA100-SXM-80G"});
+  const workload::Workload w = testing::ppo("Qwen2.5-0.5B", 64, 512, 512, 2);
+  cost::CostParams overlapped;
+  overlapped.dp_overlap = true;
+  const testing::Fixture plain(cluster, w), over(cluster, w, overlapped);
+  const std::vector<int> nodes{0, 1};
+  plan::Plan p;
+  p.groups.emplace_back();
+  p.groups[0].gpus = planner::gpus_of(cluster, nodes);
+  for (int t : plain.graph.gpu_tasks()) {
+    plan::TaskPlacement placement;
+    placement.task = t;
+    REQUIRE(planner::uniform_replicas(cluster, nodes, 8, 1, plain.model.shape(t).layers, placement.replicas));
+    p.groups[0].tasks.push_back(placement);
+  }
+  plan::Evaluator plain_evaluator(plain.model), over_evaluator(over.model);
+  const plan::Prediction before = plain_evaluator.evaluate(p);
+  const plan::Prediction after = over_evaluator.evaluate(p);
+  REQUIRE(before.feasible);
+  REQUIRE(after.feasible);
+  // The cost model's own sync, exposed and whole, over the plan's two replicas.
+  const int train = plain.task("actor_train");
+  const std::vector<cost::Stage> a{{0, 8, 24}}, b{{1, 8, 24}};
+  const std::vector<std::span<const cost::Stage>> replicas{a, b};
+  const cost::SyncOverlap hidden = over.model.gradient_sync_overlap(train, a, w.samples_per_iteration() / 2.0, {});
+  cost::Breakdown whole, exposed;
+  const double saved = plain.model.gradient_sync_seconds(train, replicas, {}, whole) -
+                       over.model.gradient_sync_seconds(train, replicas, {}, exposed, hidden);
+  CHECK(saved > 0);
+  CHECK(before.tasks[train].seconds - after.tasks[train].seconds == hetrl::testing::approx(saved).epsilon(1e-9));
+  // The other tasks are priced alike.
+  const int generate = plain.task("generate");
+  CHECK(before.tasks[generate].seconds == after.tasks[generate].seconds);
+}
+
 TEST_CASE("an infeasible plan names the GPU furthest over capacity, not the first found over it") {
   // Node 0 (an A100) is over its capacity, node 1 (an L4, with less memory and the same load)
   // further over it.
