@@ -25,7 +25,9 @@
 //   times, then the candidate is done.
 //   Successive halving: every candidate gets a first budget, the better half twice as much
 //   (and the best candidate of each kind of start, by the node classes it took), and so on
-//   until one is left, which then searches to the end. Where the starts were bounded, a
+//   until one is left, which then searches to the end. Beside it the two starts of the
+//   highest bounds ride on with each round's budget while their bound is above the best plan
+//   found, taking no place of the halving's. Where the starts were bounded, a
 //   second, smaller halving searches the best 512 bottleneck first (the first sweep tries
 //   each task's fastest strategies alone first, and every better strategy lists the moves
 //   again busiest group first); the plan is the better of the two. Last, the winner is

@@ -644,6 +644,26 @@ TEST_CASE("a second search goes bottleneck first: PPO-14B async with bf16 gradie
   CHECK(hybrid.plan.gpu_count() == 64);
 }
 
+TEST_CASE("the starts of the highest bounds ride beside the halving: GRPO-4B async with bf16 gradients reaches the ILP's optimum") {
+  // The paper's region network. The ILP proves 74.22 samples/s: generation and the reward on
+  // the A100s, the actor's forward pass and training on the L40S nodes, the reference's forward
+  // pass on the L4 nodes (and one L40S node). Its start (A100s, L40S and L4 to those three
+  // groups) has the second highest bound of all starts but climbs slowly: the halving alone cut
+  // it and planned 72.90 with the L4s idle.
+  const io::Inputs in = paper_scenario_bf16_reduce("region", "grpo-4b-async");
+  const planner::PlannerResult hybrid = plan_paper(in, planner::HybridParams{});
+  REQUIRE(hybrid.found);
+  CHECK(hybrid.prediction.samples_per_second > 74.22);
+  const int generate = hybrid.plan.group_of(in.graph.find("generate"));
+  CHECK(hybrid.plan.group_of(in.graph.find("reward")) == generate);
+  CHECK(gpu_types(in, hybrid.plan, generate) == std::set<std::string>{"A100-SXM-40G"});
+  const int train = hybrid.plan.group_of(in.graph.find("actor_train"));
+  CHECK(hybrid.plan.group_of(in.graph.find("actor_logprob")) == train);
+  const int reference = hybrid.plan.group_of(in.graph.find("ref_logprob"));
+  CHECK(hybrid.plan.groups[reference].tasks.size() == 1);
+  CHECK(gpu_types(in, hybrid.plan, reference).count("L4") == 1);
+}
+
 TEST_CASE("a converged candidate tries exchanging two tasks between groups: GRPO-8B async within half the price reaches the ILP's optimum") {
   // The paper's region network, GRPO-8B async within half the cluster's price. The ILP proves
   // 27.78 samples/s on the three A100 nodes: generation and the reward's forward pass on one,
