@@ -27,7 +27,8 @@
 //     benchmarks/calibration (README.md there says which coefficient comes from which rows).
 //   - gradient_sync_seconds: the DP all-reduce of a train task's fp32 gradients across its
 //     replicas, a ring at the slowest link it crosses (replicas may be of different GPU types
-//     and zones).
+//     and zones); with CostParams::dp_overlap only what the step's last backward and first
+//     forward do not hide (gradient_sync_overlap).
 //   - transfer_seconds: data between GPU sets over the bottleneck path (node NICs in parallel,
 //     capped by the zone links crossed). weight_transfer_seconds: the trained weights to
 //     generation in another group (the transfer, or a broadcast inside the generation group);
